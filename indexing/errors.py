@@ -1,0 +1,27 @@
+"""Errors raised by the indexing layer.
+
+    IndexingError
+    ├── StoreMismatch       the store was built with another model or dimension
+    ├── EmbedderUnavailable the model could not be found or loaded
+    └── BadVector           a supplied vector has the wrong shape or values
+
+The service façade turns these into the product's error tree (``server.errors``).
+"""
+
+from __future__ import annotations
+
+
+class IndexingError(Exception):
+    """Base class of every error the indexing layer raises."""
+
+
+class StoreMismatch(IndexingError):
+    """The vector store records another model or dimension than the embedder in use."""
+
+
+class EmbedderUnavailable(IndexingError):
+    """The embedding model could not be located or loaded."""
+
+
+class BadVector(IndexingError):
+    """A precomputed vector has the wrong dimension or holds non-finite values."""

@@ -1,0 +1,293 @@
+"""The vector store: one LanceDB table per partition, opened only when a caller reaches it.
+
+Layout under the store's root::
+
+    store.json            the model name and dimension every vector was made with
+    <table>.lance/        one LanceDB table per partition (the store of record)
+    <table>.lock          an advisory lock: one writer per partition across processes
+    <table>.gen           a token rewritten after every write, so other processes know their
+                          in-memory image is stale (reading it costs ~10 µs, a Lance version
+                          check ~0.5 ms)
+
+``stats`` counts, per partition, how often it was opened and how many vectors were scored: the
+instrumentation that lets a test prove an Acme recall never touched Globex.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from indexing.errors import BadVector, StoreMismatch
+from indexing.snapshot import PartitionResult, Row, Snapshot
+
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+COMPACT_EVERY = 64  # writes between routine compactions of a partition
+
+
+def table_name(key: str) -> str:
+    """A LanceDB table name for a partition key, injective and readable.
+
+    Table names allow only ``[A-Za-z0-9_.-]``: every other character (and ``_`` itself) is
+    written ``_xx`` in hex, so ``space:acme/platform`` becomes ``p.space_3aacme_2fplatform``.
+    """
+    return "p." + "".join(c if c in _PLAIN else "".join(f"_{b:02x}" for b in c.encode()) for c in key)
+
+
+@dataclass
+class IndexStats:
+    opened: Counter[str] = field(default_factory=Counter)
+    loaded: Counter[str] = field(default_factory=Counter)
+    scored: Counter[str] = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        self.opened.clear()
+        self.loaded.clear()
+        self.scored.clear()
+
+
+class VectorStore:
+    """Partitions by key; search, append, end validity, purge."""
+
+    def __init__(self, root: Path, *, model: str, dimension: int) -> None:
+        self.root = Path(root)
+        self.model = model
+        self.dimension = dimension
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._check_manifest()
+        self.stats = IndexStats()
+        self._db = None
+        self._snapshots: dict[str, Snapshot] = {}
+        self._writes: Counter[str] = Counter()
+        self._lock = threading.RLock()
+
+    # -- manifest ---------------------------------------------------------------------------
+
+    def _check_manifest(self) -> None:
+        path = self.root / "store.json"
+        if path.exists():
+            recorded = json.loads(path.read_text())
+            if recorded.get("model") != self.model or recorded.get("dimension") != self.dimension:
+                raise StoreMismatch(
+                    f"this store was built with model {recorded.get('model')!r} "
+                    f"({recorded.get('dimension')}-d); the model in use is {self.model!r} "
+                    f"({self.dimension}-d). Use the same model (ESFIS_MODEL) or another ESFIS_HOME"
+                )
+        else:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"model": self.model, "dimension": self.dimension}))
+            os.replace(tmp, path)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def db(self):
+        if self._db is None:
+            import lancedb
+
+            self._db = lancedb.connect(str(self.root))
+        return self._db
+
+    def _paths(self, key: str) -> tuple[Path, Path, Path]:
+        name = table_name(key)
+        return self.root / f"{name}.lance", self.root / f"{name}.lock", self.root / f"{name}.gen"
+
+    def exists(self, key: str) -> bool:
+        return self._paths(key)[0].exists()
+
+    def _token(self, key: str) -> str:
+        try:
+            return self._paths(key)[2].read_text()
+        except FileNotFoundError:
+            return ""
+
+    @contextmanager
+    def _writing(self, key: str) -> Iterator[str]:
+        """Hold the partition's cross-process write lock; yields the token before the write."""
+        _, lock_path, gen_path = self._paths(key)
+        with self._lock, open(lock_path, "a+") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                before = self._token(key)
+                yield before
+                after = secrets.token_hex(8)
+                tmp = gen_path.with_suffix(".gen.tmp")
+                tmp.write_text(after)
+                os.replace(tmp, gen_path)
+                snap = self._snapshots.get(key)
+                if snap is not None:
+                    if snap.token == before:
+                        snap.token = after  # our image already holds our own change
+                    else:
+                        self._snapshots.pop(key, None)  # someone else wrote: reload later
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _schema(self) -> pa.Schema:
+        return pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("text", pa.string(), nullable=False),
+                pa.field("vector", pa.list_(pa.float32(), self.dimension), nullable=False),
+                pa.field("created_at", pa.int64(), nullable=False),
+                pa.field("valid_from", pa.int64(), nullable=False),
+                pa.field("valid_until", pa.int64(), nullable=True),
+            ]
+        )
+
+    def _open_table(self, key: str, *, create: bool = False):
+        name = table_name(key)
+        self.stats.opened[key] += 1
+        if not self.exists(key):
+            if not create:
+                return None
+            return self.db.create_table(name, schema=self._schema(), exist_ok=True)
+        return self.db.open_table(name)
+
+    def snapshot(self, key: str) -> Snapshot:
+        """The partition's image, reloaded from LanceDB if another process wrote since."""
+        with self._lock:
+            token = self._token(key)
+            snap = self._snapshots.get(key)
+            if snap is not None and snap.token == token:
+                return snap
+            table = self._open_table(key)
+            self.stats.loaded[key] += 1
+            if table is None:
+                snap = Snapshot(dimension=self.dimension, token=token)
+            else:
+                snap = Snapshot.from_arrow(table.to_arrow(), self.dimension, token)
+            self._snapshots[key] = snap
+            return snap
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def search(self, key: str, query: np.ndarray, k: int, now: int) -> PartitionResult:
+        with self._lock:  # a write in another thread may be growing the image
+            result = self.snapshot(key).search(query, k, now)
+            self.stats.scored[key] += result.scored
+        return result
+
+    def text(self, key: str, id_: str) -> str | None:
+        return self.snapshot(key).text_of(id_)
+
+    def vector(self, key: str, id_: str) -> np.ndarray | None:
+        return self.snapshot(key).vector_of(id_)
+
+    def row_ids(self, key: str) -> list[str]:
+        snap = self.snapshot(key)
+        return [i for i, alive in zip(snap.ids, snap.live[: snap.rows]) if alive]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def check_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+            raise BadVector(f"vectors must have {self.dimension} dimensions, got {vectors.shape[-1]}")
+        if not np.isfinite(vectors).all():
+            raise BadVector("vectors must hold finite numbers only")
+        return vectors
+
+    def add(self, key: str, rows: list[Row]) -> None:
+        if not rows:
+            return
+        for row in rows:
+            if not _ID.match(row.id):
+                raise ValueError(f"bad row id {row.id!r}")
+        vectors = self.check_vectors(np.stack([r.vector for r in rows]))
+        batch = pa.table(
+            {
+                "id": [r.id for r in rows],
+                "text": [r.text for r in rows],
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.reshape(-1), type=pa.float32()), self.dimension
+                ),
+                "created_at": [r.created_at for r in rows],
+                "valid_from": [r.valid_from for r in rows],
+                "valid_until": pa.array([r.valid_until for r in rows], type=pa.int64()),
+            },
+            schema=self._schema(),
+        )
+        with self._writing(key) as _:
+            table = self._open_table(key, create=True)
+            table.add(batch)
+            snap = self._snapshots.get(key)
+            if snap is not None:
+                snap.append(rows)
+            self._after_write(key, table)
+
+    def end_validity(self, key: str, id_: str, valid_until: int) -> None:
+        """Close a row's validity interval (supersede or expire)."""
+        if not _ID.match(id_):
+            raise ValueError(f"bad row id {id_!r}")
+        with self._writing(key):
+            table = self._open_table(key)
+            if table is None:
+                return
+            table.update(where=f"id = '{id_}'", values={"valid_until": valid_until})
+            snap = self._snapshots.get(key)
+            if snap is not None:
+                snap.end(id_, valid_until)
+            self._after_write(key, table)
+
+    def purge(self, key: str, ids: list[str]) -> None:
+        """Delete rows and rewrite the partition so no file under the store holds them.
+
+        A delete only marks rows; the text stays in its data file and in old versions. Every
+        fragment with a deletion is rewritten, then every old version is removed. The predicate
+        names ids only, because LanceDB writes it verbatim into its transaction files.
+        """
+        for id_ in ids:
+            if not _ID.match(id_):
+                raise ValueError(f"bad row id {id_!r}")
+        if not ids:
+            return
+        with self._writing(key):
+            table = self._open_table(key)
+            if table is None:
+                return
+            quoted = ", ".join(f"'{i}'" for i in ids)
+            table.delete(f"id IN ({quoted})")
+            self._rewrite(key)
+            snap = self._snapshots.get(key)
+            if snap is not None:
+                snap.remove(ids)
+
+    def drop(self, key: str) -> None:
+        """Remove a whole partition from disk."""
+        import shutil
+
+        lance_dir, lock_path, _ = self._paths(key)
+        with self._writing(key):
+            if lance_dir.exists():
+                shutil.rmtree(lance_dir)
+            self._snapshots.pop(key, None)
+        lock_path.unlink(missing_ok=True)
+
+    def _rewrite(self, key: str) -> None:
+        import lance
+
+        dataset = lance.dataset(str(self._paths(key)[0]))
+        dataset.optimize.compact_files(materialize_deletions_threshold=0.0)
+        dataset = lance.dataset(str(self._paths(key)[0]))
+        dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+
+    def _after_write(self, key: str, table) -> None:
+        """Compact on a schedule: tiny writes otherwise pile up versions and files."""
+        self._writes[key] += 1
+        if self._writes[key] % COMPACT_EVERY == 0:
+            table.optimize(cleanup_older_than=timedelta(minutes=10))

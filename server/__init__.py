@@ -1,0 +1,1 @@
+"""The esfis service: the domain core and its interfaces (CLI, HTTP, MCP)."""

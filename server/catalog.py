@@ -1,0 +1,170 @@
+"""The catalog: one SQLite database (WAL) beside the vectors, holding everything but texts.
+
+Spaces, folders, policies, tokens, the metadata of every memory (never its text: a forgotten
+text must leave no trace, and SQLite keeps deleted bytes in free pages), and the delivery log.
+Several processes (``esfis serve``, ``esfis mcp`` per agent, the CLI) share it: WAL lets readers
+run beside one writer, writes take the lock up front (``BEGIN IMMEDIATE``) so the busy timeout
+applies, and nothing is cached across requests, so a policy the CLI adds applies at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spaces (
+    name TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS folders (
+    path TEXT PRIMARY KEY,
+    space TEXT NOT NULL REFERENCES spaces(name) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS policies (
+    ai TEXT NOT NULL,
+    space TEXT NOT NULL,            -- '' means everywhere
+    effect TEXT NOT NULL CHECK (effect IN ('allow', 'deny')),
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (ai, space)
+);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    partition TEXT NOT NULL,
+    space TEXT,                     -- NULL: personal
+    ai TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    valid_from INTEGER NOT NULL,
+    valid_until INTEGER,
+    superseded_by TEXT,
+    supersedes TEXT,
+    digest TEXT,                    -- sha256 of the text, cleared by forget
+    labels TEXT NOT NULL DEFAULT '[]',
+    key TEXT,
+    run_id TEXT,
+    forgotten_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS memories_by_digest ON memories (partition, digest);
+CREATE INDEX IF NOT EXISTS memories_by_key ON memories (partition, key);
+CREATE INDEX IF NOT EXISTS memories_superseded ON memories (partition, superseded_by);
+CREATE TABLE IF NOT EXISTS partitions (
+    key TEXT PRIMARY KEY,
+    live INTEGER NOT NULL DEFAULT 0,       -- memories not forgotten
+    superseded INTEGER NOT NULL DEFAULT 0  -- of which superseded
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    ai TEXT NOT NULL,
+    space TEXT,
+    transport TEXT NOT NULL,
+    run_id TEXT,
+    query TEXT NOT NULL,
+    limit_ INTEGER NOT NULL,
+    reached TEXT NOT NULL,          -- JSON: partitions searched
+    cut TEXT NOT NULL               -- JSON: counts by reason
+);
+CREATE TABLE IF NOT EXISTS delivery_items (
+    delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
+    memory_id TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    score REAL NOT NULL,
+    outcome TEXT NOT NULL           -- delivered | limit
+);
+CREATE INDEX IF NOT EXISTS delivery_items_by_delivery ON delivery_items (delivery_id);
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    ai TEXT,
+    space TEXT,
+    operator INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS import_keys (
+    partition TEXT NOT NULL,
+    key TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    PRIMARY KEY (partition, key)
+);
+"""
+
+
+class Catalog:
+    """A thread-safe handle on the catalog database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            with self.transaction() as tx:
+                tx.executescript_safe(SCHEMA)
+                tx.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+
+    @contextmanager
+    def transaction(self) -> Iterator["Tx"]:
+        """A write transaction that takes the database lock up front."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield Tx(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchone()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class Tx:
+    """The connection inside one transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> sqlite3.Cursor:
+        return self._conn.executemany(sql, rows)
+
+    def executescript_safe(self, script: str) -> None:
+        # executescript would COMMIT first; run the statements one by one inside the transaction.
+        for statement in script.split(";"):
+            if statement.strip():
+                self._conn.execute(statement)
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        return self._conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params).fetchall()

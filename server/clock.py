@@ -1,0 +1,58 @@
+"""Time: timezone-aware UTC inside, microseconds since the epoch on disk.
+
+A clock is injected into the service so tests can fix or move time. Validity intervals are
+half-open, ``[valid_from, valid_until)``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from server.errors import InvalidInput
+
+Clock = Callable[[], datetime]
+_RELATIVE = re.compile(r"^\+?(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_micros(moment: datetime) -> int:
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int | None) -> datetime | None:
+    if micros is None:
+        return None
+    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
+
+
+def iso(micros: int | None) -> str | None:
+    moment = from_micros(micros)
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def parse_time(value: str | datetime, *, now: datetime, field: str) -> datetime:
+    """An ISO 8601 time (a naive one is read as UTC) or a duration from now: 30m, 12h, 7d, 2w."""
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = value.strip()
+        if match := _RELATIVE.match(text):
+            return now + timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                f"{field} must be an ISO 8601 time (2026-12-31T18:00:00Z) or a duration "
+                f"such as 30m, 12h, 7d; got {value!r}",
+                field=field,
+            ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)

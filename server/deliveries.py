@@ -1,0 +1,135 @@
+"""The delivery log: every recall leaves ids, scores and reasons, never memory texts.
+
+``explain`` builds an operator's ``--why`` at the moment it is asked and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import numpy as np
+
+from indexing.store import VectorStore
+from server.catalog import Catalog
+from server.clock import from_micros, to_micros
+from server.errors import DeliveryNotFound
+from server.memories import MemoryBook
+from server.models import Caller, Delivery, DeliveryItem, OtherSpaceMatch, Why, WhyItem
+from server.spaces import contains, partition_key, space_of_key
+
+WHY_NAMED = 5
+
+
+class DeliveryLog:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def record(
+        self,
+        caller: Caller,
+        query: str,
+        limit: int,
+        at: datetime,
+        reached: list[str | None],
+        items: list[DeliveryItem],
+        cut: dict[str, int],
+    ) -> int:
+        with self.catalog.transaction() as tx:
+            cursor = tx.execute(
+                "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    to_micros(at),
+                    caller.ai,
+                    caller.space,
+                    caller.transport,
+                    caller.run_id,
+                    query,
+                    limit,
+                    json.dumps([partition_key(s) for s in reached]),
+                    json.dumps(cut, sort_keys=True),
+                ),
+            )
+            delivery_id = int(cursor.lastrowid or 0)
+            tx.executemany(
+                "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) VALUES (?, ?, ?, ?, ?)",
+                [(delivery_id, i.memory_id, i.rank, i.score, i.outcome) for i in items],
+            )
+        return delivery_id
+
+    def get(self, delivery_id: int) -> Delivery:
+        row = self.catalog.one("SELECT * FROM deliveries WHERE id = ?", (delivery_id,))
+        if row is None:
+            raise DeliveryNotFound(f"no delivery {delivery_id}")
+        items = self.catalog.all(
+            "SELECT memory_id, rank, score, outcome FROM delivery_items WHERE delivery_id = ? ORDER BY rank",
+            (delivery_id,),
+        )
+        return _delivery(row, tuple(DeliveryItem(i["memory_id"], i["rank"], i["score"], i["outcome"]) for i in items))
+
+    def list(self, *, ai: str | None = None, space: str | None = None, last: int = 20) -> list[Delivery]:
+        where, params = [], []
+        if ai is not None:
+            where.append("ai = ?")
+            params.append(ai)
+        if space is not None:
+            where.append("space = ?")
+            params.append(space)
+        sql = "SELECT * FROM deliveries"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self.catalog.all(sql + " ORDER BY id DESC LIMIT ?", (*params, last))
+        return [self.get(r["id"]) for r in reversed(rows)]
+
+
+def explain(
+    delivery: Delivery,
+    book: MemoryBook,
+    store: VectorStore,
+    all_spaces: list[str],
+    query_vector: np.ndarray,
+    now: datetime,
+) -> Why:
+    """What went in, what was cut, and which memories of other spaces would have answered.
+
+    The other spaces are scored now against the stored query, for the operator's eyes only. A
+    memory "would have answered" when it scores at least as well as the last one delivered (or
+    at all, when fewer than ``limit`` went out).
+    """
+    items = []
+    for item in delivery.items:
+        memory = book.load(item.memory_id)
+        items.append(WhyItem(item, memory.space if memory else None, memory.text if memory else None))
+    delivered = [i.item.score for i in items if i.item.outcome == "delivered"]
+    bar = min(delivered) if len(delivered) >= delivery.limit else -np.inf
+    searched = set(delivery.reached)
+    others: list[OtherSpaceMatch] = []
+    micros = to_micros(now)
+    for space in [None, *all_spaces]:
+        key = partition_key(space)
+        if space in searched or not store.exists(key):
+            continue
+        in_reach = space is None or (delivery.space is not None and contains(delivery.space, space))
+        reason = "policy" if in_reach else "space"
+        for hit in store.search(key, query_vector, delivery.limit, micros).hits:
+            if hit.score >= bar and book.current_ids([hit.id], now):
+                others.append(OtherSpaceMatch(hit.id, space, round(hit.score, 6), hit.text, reason))
+    others.sort(key=lambda m: m.score, reverse=True)
+    return Why(delivery, tuple(items), tuple(others[:WHY_NAMED]), max(len(others) - WHY_NAMED, 0))
+
+
+def _delivery(row, items: tuple[DeliveryItem, ...]) -> Delivery:
+    return Delivery(
+        id=row["id"],
+        at=from_micros(row["at"]),  # type: ignore[arg-type]
+        ai=row["ai"],
+        space=row["space"],
+        transport=row["transport"],
+        run_id=row["run_id"],
+        query=row["query"],
+        limit=row["limit_"],
+        reached=tuple(space_of_key(k) for k in json.loads(row["reached"])),
+        cut=json.loads(row["cut"]),
+        items=items,
+    )

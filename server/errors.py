@@ -1,0 +1,126 @@
+"""The product's one error tree. Each class carries its code and HTTP status; every interface
+maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
+
+    EsfisError                      code            status
+    ├── InvalidInput                invalid_input   422   a field is wrong (names the field)
+    │   ├── InvalidSpaceName        invalid_space   422   states the naming rule
+    │   ├── InvalidMemoryId         invalid_id      422
+    │   ├── TextTooLong             too_long        422
+    │   └── BadImportLine           bad_line        422
+    ├── NotFound                    not_found       404
+    │   ├── MemoryNotFound          not_found       404   identical for missing and unseen ids
+    │   ├── SpaceNotFound           space_not_found 404
+    │   └── DeliveryNotFound        not_found       404
+    ├── Forbidden                   forbidden       403
+    │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
+    │   ├── OutOfReach              out_of_reach    403
+    │   └── DataBarrier             data_barrier    403
+    ├── Unauthorized                unauthorized    401
+    ├── Conflict                    conflict        409
+    │   ├── AlreadySuperseded       superseded      409
+    │   ├── SpaceNotEmpty           space_not_empty 409
+    │   └── SpaceExists             space_exists    409
+    ├── PayloadTooLarge             too_large       413
+    └── StoreUnavailable            store_error     500   model or store cannot be used
+"""
+
+from __future__ import annotations
+
+
+class EsfisError(Exception):
+    """Base of every error esfis raises on purpose."""
+
+    code = "error"
+    status = 500
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(EsfisError):
+    code = "invalid_input"
+    status = 422
+
+
+class InvalidSpaceName(InvalidInput):
+    code = "invalid_space"
+
+
+class InvalidMemoryId(InvalidInput):
+    code = "invalid_id"
+
+
+class TextTooLong(InvalidInput):
+    code = "too_long"
+
+
+class BadImportLine(InvalidInput):
+    code = "bad_line"
+
+
+class NotFound(EsfisError):
+    code = "not_found"
+    status = 404
+
+
+class MemoryNotFound(NotFound):
+    """Raised alike for an id that never existed, was forgotten, or is out of the caller's sight."""
+
+
+class SpaceNotFound(NotFound):
+    code = "space_not_found"
+
+
+class DeliveryNotFound(NotFound):
+    pass
+
+
+class Forbidden(EsfisError):
+    code = "forbidden"
+    status = 403
+
+
+class PolicyDenied(Forbidden):
+    code = "policy_denied"
+
+
+class OutOfReach(Forbidden):
+    code = "out_of_reach"
+
+
+class DataBarrier(Forbidden):
+    code = "data_barrier"
+
+
+class Unauthorized(EsfisError):
+    code = "unauthorized"
+    status = 401
+
+
+class Conflict(EsfisError):
+    code = "conflict"
+    status = 409
+
+
+class AlreadySuperseded(Conflict):
+    code = "superseded"
+
+
+class SpaceNotEmpty(Conflict):
+    code = "space_not_empty"
+
+
+class SpaceExists(Conflict):
+    code = "space_exists"
+
+
+class PayloadTooLarge(EsfisError):
+    code = "too_large"
+    status = 413
+
+
+class StoreUnavailable(EsfisError):
+    code = "store_error"
+    status = 500

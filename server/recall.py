@@ -1,0 +1,89 @@
+"""Recall, in the order that is the policy: space → permissions → validity → relevance → limit.
+
+1. space: ``scope_for`` picks the partitions the caller reaches; nothing else is opened.
+2. permissions: partitions a policy denies are dropped before anything is scored.
+3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
+   and the catalog has the last word on each hit.
+4. relevance: cosine similarity inside each partition, then one merge.
+5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from indexing.snapshot import Hit
+from indexing.store import VectorStore
+from server.clock import from_micros, to_micros
+from server.memories import MemoryBook
+from server.models import DeliveryItem, RecalledMemory
+from server.scope import Scope
+from server.spaces import partition_key
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+RUNNERS_UP = 10  # candidates past the limit recorded by id, reason "limit"
+
+
+@dataclass(frozen=True)
+class RecallOutcome:
+    memories: list[RecalledMemory]
+    items: list[DeliveryItem]  # delivered and cut-by-limit, by id
+    cut: dict[str, int]  # counts by reason
+
+
+def run_recall(
+    scope: Scope,
+    query_vector: np.ndarray | None,
+    limit: int,
+    now: datetime,
+    store: VectorStore,
+    book: MemoryBook,
+) -> RecallOutcome:
+    counts = book.counts()
+    reached_keys = {partition_key(s) for s in scope.reached}
+    cut = {
+        "space": sum(live for key, (live, _) in counts.items() if key not in reached_keys),
+        "policy": sum(counts.get(partition_key(s), (0, 0))[0] for s, _ in scope.denied),
+        "superseded": 0,
+        "expired": 0,
+        "not_yet_valid": 0,
+        "relevance": 0,
+    }
+    pool: list[tuple[Hit, str | None]] = []
+    candidates = 0
+    if query_vector is not None:
+        micros = to_micros(now)
+        for space in scope.allowed:
+            key = partition_key(space)
+            result = store.search(key, query_vector, limit + RUNNERS_UP, micros)
+            superseded = counts.get(key, (0, 0))[1]
+            cut["superseded"] += min(superseded, result.ended)
+            cut["expired"] += max(result.ended - superseded, 0)
+            cut["not_yet_valid"] += result.pending
+            candidates += result.candidates
+            pool.extend((hit, space) for hit in result.hits)
+    pool.sort(key=lambda pair: pair[0].score, reverse=True)
+    current = book.current_ids([hit.id for hit, _ in pool[: limit + RUNNERS_UP]], now)
+    ranked = [pair for pair in pool[: limit + RUNNERS_UP] if pair[0].id in current]
+    memories = [
+        RecalledMemory(
+            id=hit.id,
+            text=hit.text,
+            space=space,
+            score=round(hit.score, 6),
+            created_at=from_micros(hit.created_at),  # type: ignore[arg-type]
+            valid_until=from_micros(hit.valid_until),
+        )
+        for hit, space in ranked[:limit]
+    ]
+    items = [
+        DeliveryItem(hit.id, rank, round(hit.score, 6), "delivered" if rank <= limit else "limit")
+        for rank, (hit, _) in enumerate(ranked, start=1)
+    ]
+    cut["limit"] = len(items) - len(memories)
+    cut["relevance"] = max(candidates - len(items), 0)
+    return RecallOutcome(memories, items, {k: v for k, v in cut.items() if v or k in ("space", "policy")})

@@ -1,0 +1,142 @@
+"""Spaces, their folders, and policy rules, as stored in the catalog.
+
+Nothing here is cached between calls: a space or rule the CLI adds while ``esfis serve`` runs
+applies to the server's next request.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from server.catalog import Catalog
+from server.clock import Clock, from_micros, to_micros
+from server.errors import InvalidInput, SpaceExists, SpaceNotFound
+from server.models import Space
+from server.policies import Effect, PolicySet, Rule, validate_ai
+from server.spaces import (
+    canonical_folder,
+    contains,
+    default_space_name,
+    partition_key,
+    space_for_folder,
+    validate_space_name,
+)
+
+
+class Registry:
+    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        self.catalog = catalog
+        self.clock = clock
+
+    # -- spaces -----------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return [r["name"] for r in self.catalog.all("SELECT name FROM spaces ORDER BY name")]
+
+    def exists(self, name: str) -> bool:
+        return self.catalog.one("SELECT 1 FROM spaces WHERE name = ?", (name,)) is not None
+
+    def folders(self) -> dict[str, str]:
+        return {r["path"]: r["space"] for r in self.catalog.all("SELECT path, space FROM folders")}
+
+    def space_at(self, cwd: str | os.PathLike[str]) -> str | None:
+        return space_for_folder(cwd, self.folders())
+
+    def require(self, name: str) -> str:
+        validate_space_name(name)
+        if not self.exists(name):
+            raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
+        return name
+
+    def add_folder(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
+        """Register ``folder`` to a space, creating the space if it is new."""
+        path = canonical_folder(folder)
+        if not path.is_dir():
+            raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
+        taken = self.folders().get(str(path))
+        if name is None:
+            enclosing = space_for_folder(path.parent, self.folders()) if path.parent != path else None
+            name = default_space_name(path, enclosing)
+        validate_space_name(name, field="name")
+        if taken is not None and taken != name:
+            raise SpaceExists(f"folder {str(path)!r} already belongs to space {taken!r}")
+        with self.catalog.transaction() as tx:
+            tx.execute(
+                "INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)",
+                (name, to_micros(self.clock())),
+            )
+            tx.execute("INSERT OR IGNORE INTO folders (path, space) VALUES (?, ?)", (str(path), name))
+        return self.get(name)
+
+    def add_named(self, name: str, folders: list[str] | None = None) -> Space:
+        """Create a space by name (for HTTP-only callers), with optional folders."""
+        validate_space_name(name, field="name")
+        if self.exists(name):
+            raise SpaceExists(f"space {name!r} already exists")
+        paths = [canonical_folder(f) for f in folders or []]
+        current = self.folders()
+        for path in paths:
+            if str(path) in current:
+                raise SpaceExists(f"folder {str(path)!r} already belongs to space {current[str(path)]!r}")
+        with self.catalog.transaction() as tx:
+            tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(self.clock())))
+            for path in paths:
+                tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
+        return self.get(name)
+
+    def get(self, name: str) -> Space:
+        row = self.catalog.one("SELECT name, created_at FROM spaces WHERE name = ?", (name,))
+        if row is None:
+            raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
+        folders = tuple(
+            r["path"] for r in self.catalog.all("SELECT path FROM folders WHERE space = ? ORDER BY path", (name,))
+        )
+        count = self.catalog.one("SELECT live FROM partitions WHERE key = ?", (partition_key(name),))
+        created = from_micros(row["created_at"])
+        assert created is not None
+        return Space(name, folders, created, int(count["live"]) if count else 0)
+
+    def list(self) -> list[Space]:
+        return [self.get(name) for name in self.names()]
+
+    def subtree(self, name: str) -> list[str]:
+        return [s for s in self.names() if contains(name, s)]
+
+    def delete(self, name: str) -> None:
+        with self.catalog.transaction() as tx:
+            tx.execute("DELETE FROM folders WHERE space = ?", (name,))
+            tx.execute("DELETE FROM policies WHERE space = ?", (name,))
+            tx.execute("DELETE FROM spaces WHERE name = ?", (name,))
+
+    # -- policies ---------------------------------------------------------------------------
+
+    def policies(self) -> PolicySet:
+        rows = self.catalog.all("SELECT ai, space, effect FROM policies")
+        return PolicySet(Rule(r["ai"], r["space"] or None, r["effect"]) for r in rows)
+
+    def set_rule(self, ai: str, space: str | None, effect: Effect) -> Rule:
+        validate_ai(ai, wildcard=True)
+        if space is not None:
+            self.require(space)
+        with self.catalog.transaction() as tx:
+            tx.execute(
+                "INSERT INTO policies (ai, space, effect, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (ai, space) DO UPDATE SET effect = excluded.effect, created_at = excluded.created_at",
+                (ai, space or "", effect, to_micros(self.clock())),
+            )
+        return Rule(ai, space, effect)
+
+    def clear_rule(self, ai: str, space: str | None) -> bool:
+        validate_ai(ai, wildcard=True)
+        if space is not None:
+            validate_space_name(space)
+        with self.catalog.transaction() as tx:
+            cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
+            return cursor.rowcount > 0
+
+
+def folder_label(path: str) -> str:
+    """A folder as shown to people: with ~ for the home directory."""
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path

@@ -1,0 +1,52 @@
+"""Scope: the partitions a caller reaches, and which of them policy lets it use.
+
+This is steps 1 and 2 of recall (space → permissions), and the same test guards every write,
+replace, forget and get, so one rule decides what an AI can see and touch.
+
+A caller standing in space S reaches personal, S, and every registered space below S. A token
+scoped to a subtree T narrows that to the spaces inside T, and drops personal (a scoped token
+acts only inside its subtree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.errors import OutOfReach
+from server.models import Caller
+from server.policies import Decision, PolicySet
+from server.spaces import contains, reached_spaces
+
+
+@dataclass(frozen=True)
+class Scope:
+    caller: Caller
+    reached: tuple[str | None, ...]  # None is personal
+    allowed: tuple[str | None, ...]
+    denied: tuple[tuple[str | None, Decision], ...]
+
+    def sees(self, space: str | None) -> bool:
+        """Whether the caller may read and touch memories of ``space``."""
+        return space in self.allowed
+
+    def decision_for(self, space: str | None) -> Decision | None:
+        for denied_space, decision in self.denied:
+            if denied_space == space:
+                return decision
+        return None
+
+
+def scope_for(caller: Caller, registered: list[str], policies: PolicySet) -> Scope:
+    if caller.scope is not None and (caller.space is None or not contains(caller.scope, caller.space)):
+        raise OutOfReach(f"this token acts only inside space {caller.scope!r}")
+    spaces: list[str | None] = list(reached_spaces(caller.space, registered))
+    reached: list[str | None] = spaces if caller.scope is not None else [None, *spaces]
+    allowed: list[str | None] = []
+    denied: list[tuple[str | None, Decision]] = []
+    for space in reached:
+        decision = policies.decide(caller.ai, space)
+        if decision.allowed:
+            allowed.append(space)
+        else:
+            denied.append((space, decision))
+    return Scope(caller, tuple(reached), tuple(allowed), tuple(denied))
