@@ -8,6 +8,7 @@ vector is first needed, never at start-up and never by commands that do not embe
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -133,6 +134,10 @@ def _read_dimension(path: Path) -> int:
     raise EmbedderUnavailable(f"cannot tell the vector dimension of the model in {path}")
 
 
+@functools.lru_cache(maxsize=4)
 def load_embedder(model: str | None = None) -> Embedder:
-    """The embedder named by ``model`` (a local folder), else the packaged default."""
+    """The embedder named by ``model`` (a local folder), else the packaged default.
+
+    One instance per model per process: the weights load once and stay warm.
+    """
     return SentenceTransformerEmbedder(Path(model) if model else None)

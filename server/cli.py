@@ -138,6 +138,13 @@ class NotFoundRule(NotFound):
 # -- parsing --------------------------------------------------------------------------------
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr like every other error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise InvalidInput(f"{message} (see {self.prog} --help)")
+
+
 def _limit(value: str) -> int:
     try:
         number = int(value)
@@ -149,7 +156,7 @@ def _limit(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="esfis",
         description="Scope-first memory for AI agents. Data lives in ESFIS_HOME (default ~/.esfis).",
     )
@@ -157,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--deny", nargs="+", metavar="AI [SPACE]", help="deny AI (or '*') in SPACE, or everywhere")
     parser.add_argument("--why", metavar="N", help="explain delivery N (operator)")
     parser.add_argument("--json", action="store_true", help="with --why: print JSON")
-    caller = argparse.ArgumentParser(add_help=False)
+    caller = Parser(add_help=False)
     caller.add_argument("--ai", help="the acting AI (default: $ESFIS_AI, else 'cli')")
     caller.add_argument("--space", help="the caller's space (default: $ESFIS_SPACE, else the current folder's)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,0 +1,88 @@
+"""Shared fixtures: a temporary ESFIS_HOME, the real model (loaded once per session), and
+services built the one way the product builds them (``open_service``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.testing import HashingEmbedder
+from server.service import Esfis, open_service
+from server.settings import Settings
+
+ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
+
+
+class MovableClock:
+    """A clock tests can fix and move."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> SentenceTransformerEmbedder:
+    embedder = load_embedder(None)
+    assert isinstance(embedder, SentenceTransformerEmbedder)
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "esfis-home"
+    monkeypatch.setenv("ESFIS_HOME", str(path))
+    for var in ("ESFIS_AI", "ESFIS_SPACE", "ESFIS_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@pytest.fixture
+def clock() -> MovableClock:
+    return MovableClock()
+
+
+@pytest.fixture
+def service(home: Path, real_embedder, clock: MovableClock) -> Esfis:
+    """A service on the real model and real LanceDB, with a clock the test controls."""
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder, clock=clock)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+def fake_service(home: Path, clock: MovableClock) -> Esfis:
+    """A service on the deterministic hashing embedder, for fast tests of logic."""
+    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, Path]:
+    """Client folders: acme (with platform and finance inside), acme2, acme-corp, globex, outside."""
+    root = tmp_path / "work"
+    made = {}
+    for name in ["acme", "acme/platform", "acme/platform/api", "acme/finance", "acme2", "acme-corp", "globex", "outside"]:
+        path = root / name
+        path.mkdir(parents=True, exist_ok=True)
+        made[name] = path
+    return made
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ESFIS_")}
+    env["ESFIS_HOME"] = str(home)
+    env.update(extra)
+    return env

@@ -1,0 +1,28 @@
+"""Small helpers shared by tests: run the CLI in-process, read every file under a folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], cwd: Path, *argv: str) -> tuple[int, str, str]:
+    """Run ``esfis ARGV`` in-process from ``cwd``; return (exit code, stdout, stderr)."""
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = main(list(argv))
+    finally:
+        os.chdir(before)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    """Every file under ``root`` whose bytes contain ``needle`` (UTF-8)."""
+    raw = needle.encode()
+    return [p for p in root.rglob("*") if p.is_file() and raw in p.read_bytes()]

@@ -1,0 +1,114 @@
+"""Search inside one partition: validity before ranking, exact below the ANN threshold, and the
+IVF index above it keeping recall@10 high on clustered vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from indexing.ann import IvfIndex
+from indexing.snapshot import Row, Snapshot
+from indexing.store import VectorStore, table_name
+
+DIM = 32
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n: int, dim: int, clusters: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.normal(size=(clusters, dim)))
+    labels = rng.integers(0, clusters, size=n)
+    return unit(centres[labels] + 0.35 * rng.normal(size=(n, dim)) / np.sqrt(dim) * 3)
+
+
+def rows(vectors: np.ndarray, valid_until=None) -> list[Row]:
+    return [Row(f"r{i}", f"text {i}", v, 0, 0, valid_until) for i, v in enumerate(vectors)]
+
+
+def test_expired_rows_never_take_a_place_in_the_top_k():
+    rng = np.random.default_rng(1)
+    snap = Snapshot(dimension=DIM)
+    query = unit(rng.normal(size=DIM))
+    near = unit(np.tile(query, (5, 1)) + 0.01 * rng.normal(size=(5, DIM)))
+    snap.append([Row(f"old{i}", "old", v, 0, 0, 100) for i, v in enumerate(near)])
+    snap.append(rows(unit(rng.normal(size=(20, DIM)))))
+    result = snap.search(query, 3, now=100)
+    assert len(result.hits) == 3 and not any(h.id.startswith("old") for h in result.hits)
+    assert result.ended == 5 and result.candidates == 20
+
+
+def test_rows_not_yet_valid_are_excluded():
+    snap = Snapshot(dimension=DIM)
+    v = unit(np.ones(DIM))
+    snap.append([Row("future", "f", v, 0, 500, None), Row("now", "n", v, 0, 0, None)])
+    assert [h.id for h in snap.search(v, 5, now=100).hits] == ["now"]
+    assert snap.search(v, 5, now=100).pending == 1
+
+
+def test_exact_search_is_best_first_and_exact():
+    vectors = clustered(3000, DIM, 20)
+    snap = Snapshot(dimension=DIM)
+    snap.append(rows(vectors))
+    query = vectors[7]
+    hits = snap.search(query, 10, now=1).hits
+    truth = np.argsort(-(vectors @ query))[:10]
+    assert [h.id for h in hits] == [f"r{i}" for i in truth]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_ivf_recall_at_10_on_clustered_vectors():
+    vectors = clustered(60_000, 64, 300, seed=3)
+    index = IvfIndex.build(vectors)
+    rng = np.random.default_rng(4)
+    recalls = []
+    for qi in rng.choice(len(vectors), size=50, replace=False):
+        query = unit(vectors[qi] + 0.05 * rng.normal(size=64))
+        truth = set(np.argsort(-(vectors @ query))[:10])
+        rows_, scores = index.candidates(query)
+        got = set(rows_[np.argsort(-scores)[:10]])
+        recalls.append(len(truth & got) / 10)
+    assert np.mean(recalls) >= 0.95
+
+
+def test_snapshot_switches_to_ivf_past_the_threshold_and_sees_the_tail(monkeypatch):
+    import indexing.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "ANN_THRESHOLD", 2000)
+    vectors = clustered(2500, DIM, 30)
+    snap = Snapshot(dimension=DIM)
+    snap.append(rows(vectors[:2100]))
+    assert snap.ivf is not None
+    tail = Row("tail", "newest", vectors[2400], 0, 0, None)
+    snap.append([tail])
+    result = snap.search(vectors[2400], 1, now=1)
+    assert result.hits[0].id == "tail"  # rows added after the build are scanned exactly
+    assert result.scored < snap.rows  # the index narrowed the rows scored
+
+
+def test_table_names_are_injective_and_valid():
+    keys = ["personal", "space:acme", "space:acme/platform", "space:acme_2fplatform", "space:a_b", "space:a/b"]
+    names = [table_name(k) for k in keys]
+    assert len(set(names)) == len(names)
+    assert all(set(n) <= set("abcdefghijklmnopqrstuvwxyz0123456789._-") for n in names)
+
+
+def test_a_write_in_another_process_is_seen_on_the_next_search(tmp_path):
+    first = VectorStore(tmp_path, model="m", dimension=DIM)
+    second = VectorStore(tmp_path, model="m", dimension=DIM)  # another process, in effect
+    v = unit(np.ones(DIM))
+    first.add("space:acme", [Row("a", "one", v, 0, 0, None)])
+    assert [h.id for h in second.search("space:acme", v, 5, 1).hits] == ["a"]
+    first.add("space:acme", [Row("b", "two", v, 0, 0, None)])
+    assert {h.id for h in second.search("space:acme", v, 5, 1).hits} == {"a", "b"}
+    second.end_validity("space:acme", "a", 1)
+    assert [h.id for h in first.search("space:acme", v, 5, 2).hits] == ["b"]
+
+
+@pytest.mark.parametrize("key", ["space:globex", "personal"])
+def test_searching_a_partition_never_written_is_empty(tmp_path, key):
+    store = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert store.search(key, unit(np.ones(DIM)), 5, 1).hits == []
+    assert not store.exists(key)

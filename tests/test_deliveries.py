@@ -1,0 +1,77 @@
+"""Deliveries: every recall records ids and reasons, never memory texts; ``--why`` names the
+other-space match for the operator and changes nothing it reads."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import files_containing, run_cli
+
+AUTH0 = "Acme authentication uses Auth0"
+CLERK = "Globex authentication uses Clerk"
+
+
+def seed(capsys, folders):
+    for name in ("acme", "globex"):
+        assert run_cli(capsys, folders[name], "space", "add", str(folders[name]))[0] == 0
+    run_cli(capsys, folders["acme"], "remember", AUTH0)
+    run_cli(capsys, folders["acme"], "remember", "Acme deploys on fridays")
+    run_cli(capsys, folders["globex"], "remember", CLERK)
+
+
+def test_delivery_records_ids_and_reasons_not_texts(capsys, home, folders, real_embedder):
+    seed(capsys, folders)
+    code, out, _ = run_cli(capsys, folders["acme"], "recall", "how does login work?", "--limit", "1", "--ai", "claude-code")
+    assert code == 0 and AUTH0 in out
+    code, out, _ = run_cli(capsys, folders["acme"], "deliveries", "--json")
+    [delivery] = json.loads(out)["deliveries"]
+    assert delivery["ai"] == "claude-code" and delivery["space"] == "acme" and delivery["transport"] == "cli"
+    assert [i["outcome"] for i in delivery["items"]] == ["delivered", "limit"]
+    assert delivery["cut"]["space"] == 1  # Clerk: another space, never scored
+    assert delivery["searched"] == ["personal", "acme"]
+    for text in (AUTH0, CLERK, "Acme deploys on fridays"):
+        assert not [p for p in files_containing(home, text) if p.name.startswith("esfis.db")]
+
+
+def test_deliveries_filters(capsys, home, folders, real_embedder):
+    seed(capsys, folders)
+    run_cli(capsys, folders["acme"], "recall", "login", "--ai", "claude-code")
+    run_cli(capsys, folders["globex"], "recall", "login", "--ai", "cursor")
+    _, out, _ = run_cli(capsys, folders["acme"], "deliveries", "--ai", "cursor", "--json")
+    assert [d["space"] for d in json.loads(out)["deliveries"]] == ["globex"]
+    _, out, _ = run_cli(capsys, folders["acme"], "deliveries", "--space", "acme", "--last", "5", "--json")
+    assert [d["ai"] for d in json.loads(out)["deliveries"]] == ["claude-code"]
+
+
+def test_why_names_the_other_space_match_and_changes_nothing(capsys, home, folders, real_embedder):
+    seed(capsys, folders)
+    run_cli(capsys, folders["acme"], "recall", "how does login work?")
+    before = _delivery_rows(home)
+    code, out, err = run_cli(capsys, folders["acme"], "--why", "1")
+    assert code == 0, err
+    assert AUTH0 in out  # what went in, with today's text
+    other = out.split("other spaces that would have answered")[1]
+    assert CLERK in other and "never seen by the agent" in out
+    code, out, _ = run_cli(capsys, folders["acme"], "--why", "1", "--json")
+    why = json.loads(out)
+    assert [o["text"] for o in why["other_spaces"]["top"]] == [CLERK]
+    assert _delivery_rows(home) == before
+
+
+def test_why_shows_forgotten_for_a_forgotten_memory(capsys, home, folders, real_embedder):
+    seed(capsys, folders)
+    _, out, _ = run_cli(capsys, folders["acme"], "recall", "how does login work?", "--json")
+    first = json.loads(out)["memories"][0]["id"]
+    run_cli(capsys, folders["acme"], "forget", first)
+    _, out, _ = run_cli(capsys, folders["acme"], "--why", "1")
+    assert "(forgotten)" in out and AUTH0 not in out
+
+
+def _delivery_rows(home):
+    import sqlite3
+
+    with sqlite3.connect(home / "esfis.db") as conn:
+        return (
+            conn.execute("SELECT * FROM deliveries ORDER BY id").fetchall(),
+            conn.execute("SELECT * FROM delivery_items ORDER BY delivery_id, rank").fetchall(),
+        )

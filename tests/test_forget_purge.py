@@ -1,0 +1,43 @@
+"""Forget purges: once ``forget`` returns, no file under ESFIS_HOME holds the text — data files,
+old Lance versions, transaction files and the catalog included."""
+
+from __future__ import annotations
+
+from tests.helpers import files_containing
+
+SECRET = "the staging root password is hunter2-zebra-97"
+
+
+def test_forgotten_text_is_in_no_file(service, folders, home):
+    service.add_space(folders["acme"])
+    acme = service.caller("cli", cwd=folders["acme"])
+    # Neighbours in the same fragment, so a plain delete would leave the row in its data file.
+    for i in range(30):
+        service.remember(acme, f"acme fact number {i} about the build")
+    secret = service.remember(acme, SECRET)
+    for i in range(30, 40):
+        service.remember(acme, f"acme fact number {i} about the build")
+    assert files_containing(home, SECRET)  # the test can see the text while it is stored
+    service.forget(acme, secret.id)
+    assert files_containing(home, SECRET) == []
+    assert all(SECRET not in m.text for m in service.recall(acme, "staging root password", limit=100).memories)
+    assert len(service.recall(acme, "acme fact about the build", limit=100).memories) == 40
+
+
+def test_forget_after_replace_purges_every_copy(service, folders, home):
+    """A replace rewrites the old row to close its validity: both copies must go."""
+    service.add_space(folders["acme"])
+    acme = service.caller("cli", cwd=folders["acme"])
+    old = service.remember(acme, SECRET)
+    service.replace(acme, old.id, "the staging password was rotated")
+    service.forget(acme, old.id)
+    assert files_containing(home, SECRET) == []
+
+
+def test_forgotten_id_is_kept_without_text(service, folders):
+    service.add_space(folders["acme"])
+    acme = service.caller("cli", cwd=folders["acme"])
+    memory = service.remember(acme, SECRET)
+    service.forget(acme, memory.id)
+    row = service.catalog.one("SELECT forgotten_at, digest FROM memories WHERE id = ?", (memory.id,))
+    assert row["forgotten_at"] is not None and row["digest"] is None

@@ -1,0 +1,88 @@
+"""Policies: the four-level order as a parametrized table, ancestors, default allow, and a deny
+that blocks every verb (recall, remember, replace, forget, get)."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.errors import MemoryNotFound, PolicyDenied
+from server.policies import PolicySet, Rule
+
+A, S = "claude-code", "acme/platform"
+
+# (rules, ai, space, allowed) — each row names the level that decides.
+MATRIX = [
+    pytest.param([], A, S, True, id="5-no-rule-allows"),
+    pytest.param([("*", None, "deny")], A, S, False, id="4-everyone-everywhere"),
+    pytest.param([("*", None, "deny"), ("*", "acme", "allow")], A, S, True, id="3-beats-4"),
+    pytest.param([("*", "acme", "deny")], A, S, False, id="3-ancestor-covers-subtree"),
+    pytest.param([("*", "acme", "deny"), ("*", S, "allow")], A, S, True, id="3-nearest-ancestor-wins"),
+    pytest.param([("*", "acme", "deny"), (A, None, "allow")], A, S, True, id="2-beats-3"),
+    pytest.param([(A, None, "deny"), ("*", "acme", "allow")], A, S, False, id="2-deny-beats-3-allow"),
+    pytest.param([(A, None, "deny"), (A, "acme", "allow")], A, S, True, id="1-beats-2"),
+    pytest.param([(A, "acme", "deny"), (A, S, "allow")], A, S, True, id="1-nearest-ancestor-wins"),
+    pytest.param([(A, S, "deny"), ("*", None, "allow")], A, S, False, id="1-deny-beats-4-allow"),
+    pytest.param([("*", "acme", "deny"), ("claude-code", "acme", "allow")], "cursor", S, False, id="seed-cursor-denied"),
+    pytest.param([("*", "acme", "deny"), ("claude-code", "acme", "allow")], A, S, True, id="seed-claude-allowed"),
+    pytest.param([("*", "acme", "deny")], A, "acme2", True, id="no-prefix-match-acme2"),
+    pytest.param([("*", "acme", "deny")], A, "acme-corp", True, id="no-prefix-match-acme-corp"),
+    pytest.param([("*", "acme/platform", "deny")], A, "acme", True, id="child-rule-not-parent"),
+    pytest.param([(A, None, "deny")], A, None, False, id="personal-ai-everywhere"),
+    pytest.param([("*", "acme", "deny")], A, None, True, id="personal-ignores-space-rules"),
+    pytest.param([("*", None, "deny")], A, None, False, id="personal-everyone-everywhere"),
+]
+
+
+@pytest.mark.parametrize("rules, ai, space, allowed", MATRIX)
+def test_policy_order(rules, ai, space, allowed):
+    policies = PolicySet(Rule(r[0], r[1], r[2]) for r in rules)
+    decision = policies.decide(ai, space)
+    assert decision.allowed is allowed
+    assert decision.reason  # every decision says why
+
+
+def test_seed_syntax_only_claude_code_may_use_acme(fake_service, folders):
+    svc = fake_service
+    svc.add_space(folders["acme"])
+    svc.deny("*", "acme")
+    svc.allow("claude-code", "acme")
+    claude = svc.caller("claude-code", cwd=folders["acme"])
+    cursor = svc.caller("cursor", cwd=folders["acme"])
+    svc.remember(claude, "acme uses postgres")
+    assert [m.text for m in svc.recall(claude, "postgres").memories] == ["acme uses postgres"]
+    assert svc.recall(cursor, "postgres").memories == []
+
+
+VERBS = ["recall", "remember", "replace", "forget", "get"]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("rule_space", ["acme", "acme/platform"], ids=["on-ancestor", "on-space"])
+def test_deny_blocks_every_verb(fake_service, folders, verb, rule_space):
+    svc = fake_service
+    svc.add_space(folders["acme"])
+    svc.add_space(folders["acme/platform"])
+    writer = svc.caller("claude-code", cwd=folders["acme/platform"])
+    memory = svc.remember(writer, "platform runs on kubernetes")
+    svc.deny("cursor", rule_space)
+    cursor = svc.caller("cursor", cwd=folders["acme/platform"])
+    if verb == "recall":
+        assert svc.recall(cursor, "kubernetes").memories == []
+        return
+    if verb == "remember":
+        with pytest.raises(PolicyDenied):
+            svc.remember(cursor, "platform runs on nomad")
+    else:
+        with pytest.raises(MemoryNotFound) as denied:
+            {"replace": lambda: svc.replace(cursor, memory.id, "nomad"),
+             "forget": lambda: svc.forget(cursor, memory.id),
+             "get": lambda: svc.get(cursor, memory.id)}[verb]()
+        assert str(denied.value) == f"no memory {memory.id}"
+    # nothing changed for the allowed writer
+    assert [m.text for m in svc.recall(writer, "kubernetes").memories] == ["platform runs on kubernetes"]
+
+
+def test_deny_on_personal_blocks_personal_writes(fake_service):
+    fake_service.deny("cursor")
+    with pytest.raises(PolicyDenied):
+        fake_service.remember(fake_service.caller("cursor"), "my editor theme is dark", personal=True)
