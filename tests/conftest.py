@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.embedder import load_embedder
 from indexing.testing import HashingEmbedder
 from server.service import Esfis, open_service
 from server.settings import Settings
@@ -32,9 +32,9 @@ class MovableClock:
 
 
 @pytest.fixture(scope="session")
-def real_embedder() -> SentenceTransformerEmbedder:
+def real_embedder():
+    """The product's default embedder for the packaged model (ONNX Runtime), loaded once."""
     embedder = load_embedder(None)
-    assert isinstance(embedder, SentenceTransformerEmbedder)
     embedder.load()
     return embedder
 
