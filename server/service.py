@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
+import numpy as np
+
 from indexing.embedder import Embedder, load_embedder
-from indexing.errors import IndexingError
+from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
 from server.catalog import Catalog
 from server.clock import Clock, parse_time, system_clock
@@ -132,13 +134,19 @@ class Esfis:
         self.book.write([memory])
         return self._loaded(memory.id)
 
-    def recall(self, caller: Caller, query: str, *, limit: int = DEFAULT_LIMIT) -> Recall:
+    def recall(
+        self, caller: Caller, query: str, *, limit: int = DEFAULT_LIMIT, query_vector: np.ndarray | None = None
+    ) -> Recall:
+        """The best current memories the caller reaches. ``query_vector``, when given, is the
+        query's embedding computed beforehand (benchmarks, batch callers); it skips the model."""
         query = check_text(query, field="query", limit=MAX_QUERY_BYTES)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
         scope = self.scope(caller)
         now = self.clock()
-        vector = self._embed_query(query) if scope.allowed else None
+        vector = None
+        if scope.allowed:
+            vector = self._embed_query(query) if query_vector is None else self._given_vector(query_vector)
         outcome = run_recall(scope, vector, limit, now, self.store, self.book)
         delivery_id = self.log.record(caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut)
         return Recall(outcome.memories, delivery_id)
@@ -202,6 +210,12 @@ class Esfis:
             return self.embedder.embed_documents(texts)
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+    def _given_vector(self, vector: np.ndarray) -> np.ndarray:
+        try:
+            return self.store.check_vectors(np.asarray(vector, dtype=np.float32)[None])[0]
+        except BadVector as exc:
+            raise InvalidInput(str(exc), field="query_vector") from None
 
     def _embed_query(self, text: str):
         try:

@@ -1,0 +1,128 @@
+"""LongMemEval_S as a multi-tenant workload: each question its own space.
+
+121,864 user turns over 498 spaces (``lme/<question_id>``); many distractor sessions are shared
+between haystacks, so the same text sits in many spaces. Texts are embedded once (98,780
+distinct) with the real model and cached outside the repository, in chunks, so an interrupted
+run resumes.
+
+    python -m benchmarks.longmemeval     # embed and cache (≈ 15–40 min on 2 CPU cores)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(os.environ.get("ESFIS_BENCH_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+LME_FILE = DATA / "longmemeval" / "longmemeval_s_user_turns.json.gz"
+CHUNK = 2048
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("ESFIS_BENCH_CACHE") or os.path.expanduser("~/.cache/esfis/bench")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    space: str
+    evidence: frozenset[int]  # memory rows holding the answer (in this question's space)
+
+
+@dataclass(frozen=True)
+class Workload:
+    texts: list[str]  # distinct texts
+    memory_text: np.ndarray  # memory row → text index
+    memory_space: np.ndarray  # memory row → space index
+    spaces: list[str]
+    questions: list[Question]
+
+
+def load_workload() -> Workload:
+    raw = json.load(gzip.open(LME_FILE))
+    sessions = raw["sessions"]
+    text_index: dict[str, int] = {}
+    texts: list[str] = []
+    mem_text: list[int] = []
+    mem_space: list[int] = []
+    spaces: list[str] = []
+    questions: list[Question] = []
+    for q in raw["questions"]:
+        space_idx = len(spaces)
+        space = f"lme/{q['question_id'].lower().replace('_', '-')}"
+        spaces.append(space)
+        evidence = set()
+        for sid in q["haystack"]:
+            session = sessions[sid]
+            marked = set(session.get("evidence") or [])
+            for turn_no, text in enumerate(session["turns"]):
+                if not text.strip():
+                    continue
+                if text not in text_index:
+                    text_index[text] = len(texts)
+                    texts.append(text)
+                if turn_no in marked:
+                    evidence.add(len(mem_text))
+                mem_text.append(text_index[text])
+                mem_space.append(space_idx)
+        questions.append(Question(q["question_id"], q["question"], space, frozenset(evidence)))
+    return Workload(texts, np.array(mem_text), np.array(mem_space), spaces, questions)
+
+
+def text_vectors(workload: Workload, embedder=None) -> np.ndarray:
+    """The vectors of every distinct text, from the cache, embedding what is missing."""
+    target = cache_dir() / f"lme-texts-{len(workload.texts)}.npy"
+    if target.exists():
+        return np.load(target, mmap_mode="r")
+    if embedder is None:
+        from indexing.embedder import load_embedder
+
+        embedder = load_embedder(None)
+    chunks = cache_dir() / "lme-chunks"
+    chunks.mkdir(exist_ok=True)
+    started = time.time()
+    for start in range(0, len(workload.texts), CHUNK):
+        part = chunks / f"{start:07d}.npy"
+        if part.exists():
+            continue
+        vectors = embedder.embed_documents(workload.texts[start : start + CHUNK])
+        np.save(part.with_suffix(".tmp.npy"), vectors)
+        os.replace(part.with_suffix(".tmp.npy"), part)
+        done = start + CHUNK
+        print(f"{min(done, len(workload.texts))}/{len(workload.texts)} texts, "
+              f"{done / (time.time() - started):.0f}/s", file=sys.stderr, flush=True)
+    vectors = np.concatenate([np.load(chunks / f"{s:07d}.npy") for s in range(0, len(workload.texts), CHUNK)])
+    np.save(target, vectors)
+    return vectors
+
+
+def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
+    target = cache_dir() / f"lme-questions-{len(workload.questions)}.npy"
+    if target.exists():
+        return np.load(target)
+    if embedder is None:
+        from indexing.embedder import load_embedder
+
+        embedder = load_embedder(None)
+    vectors = np.stack([embedder.embed_query(q.text) for q in workload.questions])
+    np.save(target, vectors)
+    return vectors
+
+
+if __name__ == "__main__":
+    w = load_workload()
+    print(f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "
+          f"{sum(1 for q in w.questions if q.evidence)} questions with evidence", file=sys.stderr)
+    text_vectors(w)
+    question_vectors(w)

@@ -1,0 +1,99 @@
+"""Synthetic multi-tenant stores: clustered 384-d vectors (never uniform noise), 1,000 spaces
+with Zipf sizes, and callers that read 1 or 3 partitions.
+
+Topics are shared across spaces — every space talks about deploys, auth, billing — so the
+memories nearest a query are often in *other* spaces: exactly where post-filtering under-fills.
+A probe space of fixed size (the "scope") is planted in every store, so latency can be compared
+at a fixed scope size as the store grows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DIM = 384
+TOPICS = 512
+SPACES = 1000
+EXPIRED_SHARE = 0.05  # rows whose validity has ended: every arm must skip them
+
+
+@dataclass(frozen=True)
+class Store:
+    vectors: np.ndarray  # (n, DIM) float32, unit length
+    space_of: np.ndarray  # (n,) int32 space index
+    expired: np.ndarray  # (n,) bool
+    spaces: list[str]  # space index → name
+    scopes: dict[str, list[int]]  # caller label → space indices it reads
+
+    @property
+    def size(self) -> int:
+        return len(self.vectors)
+
+    def in_scope(self, label: str) -> np.ndarray:
+        return np.isin(self.space_of, self.scopes[label]) & ~self.expired
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def zipf_sizes(total: int, count: int, exponent: float = 1.1) -> np.ndarray:
+    weights = 1.0 / np.arange(1, count + 1) ** exponent
+    sizes = np.maximum(1, np.floor(weights / weights.sum() * total)).astype(np.int64)
+    sizes[0] += total - sizes.sum()  # the largest space absorbs the rounding
+    return sizes
+
+
+def _memories(rng: np.random.Generator, topics: np.ndarray, n: int) -> np.ndarray:
+    """Memories of one space: its own few topics, a space-specific accent, and noise."""
+    mine = topics[rng.choice(len(topics), size=8, replace=False)]
+    accent = _unit(rng.normal(size=DIM)) * 0.35
+    picks = mine[rng.integers(0, len(mine), size=n)]
+    noise = rng.normal(size=(n, DIM)).astype(np.float32) * (0.55 / np.sqrt(DIM))
+    return _unit(picks + accent + noise)
+
+
+def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7) -> Store:
+    """A store of about ``total`` memories over 1,000 Zipf-sized spaces plus planted scopes.
+
+    ``scopes`` maps a caller label to (rows, partitions): a probe space of that many rows, split
+    over the space and its children when partitions > 1 (a caller in the parent reads them all).
+    """
+    rng = np.random.default_rng(seed)
+    topics = _unit(rng.normal(size=(TOPICS, DIM)))
+    planted = sum(size for size, _ in scopes.values())
+    sizes = zipf_sizes(max(total - planted, SPACES), SPACES)
+    spaces = [f"t{i:04d}" for i in range(SPACES)]
+    blocks = [_memories(rng, topics, int(s)) for s in sizes]
+    space_of = [np.full(int(s), i, dtype=np.int32) for i, s in enumerate(sizes)]
+    callers: dict[str, list[int]] = {}
+    for label, (size, parts) in scopes.items():
+        shares = [size // parts] * parts
+        shares[0] += size - sum(shares)
+        names = [f"probe-{label}"] + [f"probe-{label}/child{j}" for j in range(1, parts)]
+        callers[label] = []
+        for name, share in zip(names, shares):
+            callers[label].append(len(spaces))
+            spaces.append(name)
+            blocks.append(_memories(rng, topics, share))
+            space_of.append(np.full(share, callers[label][-1], dtype=np.int32))
+    vectors = np.concatenate(blocks)
+    expired = rng.random(len(vectors)) < EXPIRED_SHARE
+    return Store(vectors, np.concatenate(space_of), expired, spaces, callers)
+
+
+def queries_for(store: Store, label: str, count: int, seed: int = 11) -> np.ndarray:
+    """Queries near in-scope memories (a caller asks about its own work), slightly perturbed."""
+    rng = np.random.default_rng(seed)
+    rows = np.flatnonzero(store.in_scope(label))
+    picked = store.vectors[rng.choice(rows, size=count, replace=len(rows) < count)]
+    return _unit(picked + rng.normal(size=picked.shape).astype(np.float32) * (0.4 / np.sqrt(DIM)))
+
+
+def exact_top_k(vectors: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    rows = np.flatnonzero(mask)
+    scores = vectors[rows] @ query
+    top = np.argsort(-scores)[:k]
+    return rows[top]
