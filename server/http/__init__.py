@@ -1,0 +1,1 @@
+"""The HTTP interface: FastAPI over the service façade (``esfis serve``)."""

@@ -1,0 +1,97 @@
+"""The HTTP application: ``create_app(service_factory)`` and ``serve(host, port)``.
+
+One service per process, opened at start-up (catalog and store: fast), and one model, loaded
+in a background thread so ``/healthz`` answers at once while ``sentence_transformers`` imports
+(~10 s); a request that needs a vector before then waits for the load. Nothing about spaces,
+policies or tokens is cached here: the CLI may change them while the server runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Callable, Literal
+
+import anyio
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from server.http.auth import Gate
+from server.http.errors import install_error_handlers
+from server.http.routes_agent import router as agent_router
+from server.http.routes_operator import router as operator_router
+from server.service import Esfis
+from server.tokens import TokenBook
+
+log = logging.getLogger("esfis.http")
+
+
+class Warmup:
+    """Loads the model once, off the request path, and says how far it got."""
+
+    def __init__(self, embedder: object) -> None:
+        self.state: Literal["loading", "ready", "failed"] = "loading"
+        load = getattr(embedder, "load", None)
+        if load is None:  # an embedder with nothing to load (the hashing one in tests)
+            self.state = "ready"
+            return
+        threading.Thread(target=self._run, args=(load,), name="esfis-model-load", daemon=True).start()
+
+    def _run(self, load: Callable[[], None]) -> None:
+        try:
+            load()
+            self.state = "ready"
+        except Exception:  # the first request that embeds reports it in the one error shape
+            log.exception("the model failed to load")
+            self.state = "failed"
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    model: Literal["loading", "ready", "failed"]
+
+
+def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = await anyio.to_thread.run_sync(service_factory)
+        app.state.service = service
+        app.state.tokens = TokenBook(service.catalog, service.clock)
+        app.state.warmup = Warmup(service.embedder)
+        try:
+            yield
+        finally:
+            service.close()
+
+    app = FastAPI(
+        title="esfis",
+        summary="Scope-first memory for AI agents",
+        description=(
+            "Agents remember and recall within the spaces they reach; operators manage spaces, "
+            "policies, deliveries and imports. Every request under /v1 takes "
+            "`Authorization: Bearer <token>` (from `esfis token create`). Every error answers "
+            '`{"error": {"code": "...", "message": "..."}}`.'
+        ),
+        version="1",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(Gate, tokens=lambda: app.state.tokens)
+    app.include_router(agent_router)
+    app.include_router(operator_router)
+
+    @app.get("/healthz", response_model=Health, tags=["health"])
+    async def healthz() -> dict:
+        """Answers as soon as the server listens; ``model`` says whether the model is loaded."""
+        return {"status": "ok", "model": app.state.warmup.state}
+
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
+    import uvicorn
+
+    from server.service import open_service
+
+    uvicorn.run(create_app(open_service), host=host, port=port, log_level="info")

@@ -1,0 +1,164 @@
+"""The gate every ``/v1`` request passes, before routing: the bearer token, then the body limit.
+
+Authentication runs first and answers every failure with one identical 401, so an
+unauthenticated caller learns nothing else (not whether a route exists, nor whether its body
+was valid). Then the body limit: ``Content-Length`` over the limit is refused at once, and a
+body without one is counted as it arrives. JSON endpoints take at most ``BODY_LIMIT``; the
+import endpoint streams and takes up to ``IMPORT_BODY_LIMIT``.
+
+The token is looked up on every request (no cache), off the event loop: a token the CLI revokes
+is refused on the next request.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Callable
+
+import anyio
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.errors import EsfisError, Forbidden, PayloadTooLarge, Unauthorized
+from server.http.errors import from_esfis
+from server.service import Esfis
+from server.tokens import UNAUTHORIZED_MESSAGE, Token, TokenBook
+
+BODY_LIMIT = 64 * 1024
+IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
+IMPORT_PATH = "/v1/import"
+TOKEN_KEY = "esfis.token"
+
+# Declared for OpenAPI (/docs "Authorize", schemathesis); the gate does the checking.
+bearer = HTTPBearer(auto_error=False, description="a token from `esfis token create`")
+
+
+def body_limit(path: str) -> int:
+    return IMPORT_BODY_LIMIT if path == IMPORT_PATH else BODY_LIMIT
+
+
+def too_large(limit: int) -> PayloadTooLarge:
+    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+    return PayloadTooLarge(f"the request body is over the limit of {size} for this endpoint")
+
+
+class Gate:
+    """Pure ASGI middleware: token, then body limit, for every ``/v1`` request."""
+
+    def __init__(self, app: ASGIApp, tokens: Callable[[], TokenBook]) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        headers = [(k.lower(), v) for k, v in scope["headers"]]
+        if path == "/v1" or path.startswith("/v1/"):
+            try:
+                scope[TOKEN_KEY] = await self._authenticate(headers)
+            except EsfisError as exc:
+                await from_esfis(exc)(scope, receive, send)
+                return
+        limit = body_limit(path)
+        lengths = [v for k, v in headers if k == b"content-length"]
+        if lengths and (not lengths[0].isdigit() or int(lengths[0]) > limit):
+            await from_esfis(too_large(limit))(scope, receive, send)
+            return
+        if path == IMPORT_PATH:
+            await self.app(scope, _counting(receive, limit), send)
+            return
+        # JSON bodies are small: read the whole body here, so an overflow answers 413 in the
+        # one shape before any route runs, then replay it.
+        try:
+            body = await _read_body(receive, limit)
+        except PayloadTooLarge as exc:
+            await from_esfis(exc)(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> Token:
+        values = [v for k, v in headers if k == b"authorization"]
+        if len(values) != 1:
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        value = values[0].decode("latin-1")
+        return await anyio.to_thread.run_sync(self.tokens().authenticate, value)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _counting(receive: Receive, limit: int) -> Receive:
+    size = 0
+
+    async def counting() -> Message:
+        nonlocal size
+        message = await receive()
+        if message["type"] == "http.request":
+            size += len(message.get("body", b""))
+            if size > limit:
+                raise too_large(limit)
+        return message
+
+    return counting
+
+
+# -- dependencies ---------------------------------------------------------------------------
+
+
+def service_of(request: Request) -> Esfis:
+    """The process's one service, opened at start-up."""
+    return request.app.state.service
+
+
+def _token(request: Request) -> Token:
+    token = request.scope.get(TOKEN_KEY)
+    if not isinstance(token, Token):  # the gate guards every /v1 route; this is a safety net
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return token
+
+
+def agent_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+    token = _token(request)
+    if token.operator or token.ai is None:
+        raise Forbidden("this endpoint acts as an AI: use an AI token (esfis token create --ai NAME)")
+    return token
+
+
+def operator_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+    token = _token(request)
+    if not token.operator:
+        raise Forbidden("this endpoint is for operators: use an operator token (esfis token create --operator)")
+    return token
+
+
+AgentToken = Annotated[Token, Depends(agent_token)]
+OperatorToken = Annotated[Token, Depends(operator_token)]

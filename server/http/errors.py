@@ -1,0 +1,99 @@
+"""The one place HTTP answers errors. Every error body has one shape:
+
+    {"error": {"code": "...", "message": "..."}}
+
+Codes and statuses come from the classes in ``server.errors`` (the status lives on the class);
+FastAPI's validation errors, unknown routes (404) and wrong methods (405) are mapped into the
+same shape, and anything unexpected answers 500 ``internal`` without details.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from server.errors import EsfisError, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
+
+log = logging.getLogger("esfis.http")
+
+# Statuses Starlette raises on its own (routing, methods), mapped to the product's codes.
+_HTTP_CODES: dict[int, str] = {
+    401: Unauthorized.code,
+    404: NotFound.code,
+    405: "method_not_allowed",
+    413: PayloadTooLarge.code,
+    415: "unsupported_media_type",
+    422: InvalidInput.code,
+}
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", "Bearer")
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def from_esfis(exc: EsfisError) -> JSONResponse:
+    return error_response(exc.status, exc.code, exc.message)
+
+
+def _field(loc: Iterable[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] or parts
+    return ".".join(parts) or "body"
+
+
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    """Each failing field named, with pydantic's reason; never the rejected input itself."""
+    shown = [f"field {_field(e.get('loc', ()))!r}: {e.get('msg', 'invalid')}" for e in errors[:5]]
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "invalid " + "; ".join(shown) + more
+
+
+async def _esfis_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, EsfisError)
+    if exc.status >= 500:
+        log.error("%s %s: %s", request.method, request.url.path, exc.message)
+    return from_esfis(exc)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, InvalidInput.code, validation_message(list(exc.errors())))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    status = exc.status_code
+    if status == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8): an invalid field
+        return error_response(422, InvalidInput.code, "invalid field 'body': it must be JSON in UTF-8")
+    if status == 404:
+        message = f"no route {request.method} {request.url.path}"
+    elif status == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        message = str(exc.detail)
+    return error_response(status, _HTTP_CODES.get(status, "error"), message, exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal", "internal error; the server log has the details")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(EsfisError, _esfis_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

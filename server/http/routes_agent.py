@@ -1,0 +1,122 @@
+"""Agent endpoints: remember, recall, get, replace, forget; each one call on the façade.
+
+The caller is the token's AI. Where it stands comes from ``space`` or ``cwd`` (in the body, or
+the query for GET and DELETE), else no space; a token confined to a subtree stands in its own
+space when the request names none, and is refused (403, naming only its own space) anywhere
+outside it. ``X-Esfis-Run`` names the run. Endpoints are plain ``def``: FastAPI runs them in
+its thread pool, so embedding and LanceDB work never block the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from server import render
+from server.errors import InvalidInput, MemoryNotFound, OutOfReach
+from server.http.auth import AgentToken, service_of
+from server.http.schemas import CWD_DOC, ERRORS, SPACE_DOC, Cwd, MemoryOut, RecallIn, RecallOut, RememberIn, ReplaceIn, Text
+from server.models import Caller, Memory
+from server.service import Esfis
+from server.spaces import contains, validate_space_name
+from server.tokens import Token
+
+router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
+
+RunId = Annotated[
+    str | None,
+    Header(
+        alias="X-Esfis-Run",
+        pattern=r"^[A-Za-z0-9._:-]{1,128}$",
+        description="the run this request belongs to (an agent session), up to 128 of [A-Za-z0-9._:-]",
+    ),
+]
+SpaceQuery = Annotated[Text | None, Query(description=SPACE_DOC)]
+CwdQuery = Annotated[Cwd | None, Query(description=CWD_DOC)]
+
+
+def caller_for(service: Esfis, token: Token, space: str | None, cwd: str | None, run_id: str | None) -> Caller:
+    if space is not None and cwd is not None:
+        raise InvalidInput("give space or cwd, not both", field="space")
+    assert token.ai is not None
+    if token.space is not None:
+        if space is None and cwd is None:
+            space = token.space
+        elif space is not None:
+            # Checked before the space is looked up, so the answer says nothing of other spaces.
+            validate_space_name(space)
+            if not contains(token.space, space):
+                raise OutOfReach(f"this token acts only inside space {token.space!r}")
+    return service.caller(token.ai, space=space, cwd=cwd, transport="http", run_id=run_id, scope=token.space)
+
+
+def memory_for(service: Esfis, caller: Caller, memory: Memory) -> dict:
+    """A memory as an agent sees it: a successor it cannot see is not named."""
+    shown = render.memory_json(memory)
+    if memory.superseded_by is not None:
+        try:
+            service.get(caller, memory.superseded_by)
+        except MemoryNotFound:
+            shown["superseded_by"] = None
+    return shown
+
+
+@router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")
+def remember(body: RememberIn, request: Request, token: AgentToken, run_id: RunId = None) -> dict:
+    """Store a memory in the caller's space, or a personal one with ``personal: true``."""
+    service = service_of(request)
+    caller = caller_for(service, token, body.space, body.cwd, run_id)
+    memory = service.remember(
+        caller, body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels
+    )
+    return render.memory_json(memory)
+
+
+@router.post("/recall", response_model=RecallOut, summary="recall")
+def recall(body: RecallIn, request: Request, token: AgentToken, run_id: RunId = None) -> dict:
+    """The memories the caller reaches that best answer ``query``, best first. The same answer
+    as ``esfis recall --json``; nothing about other spaces."""
+    service = service_of(request)
+    caller = caller_for(service, token, body.space, body.cwd, run_id)
+    return render.recall_json(service.recall(caller, body.query, limit=body.limit).memories)
+
+
+@router.get("/memories/{memory_id}", response_model=MemoryOut, summary="get")
+def get_memory(
+    memory_id: str,
+    request: Request,
+    token: AgentToken,
+    space: SpaceQuery = None,
+    cwd: CwdQuery = None,
+    run_id: RunId = None,
+) -> dict:
+    """One memory; an id the caller cannot see answers exactly as one that never existed."""
+    service = service_of(request)
+    caller = caller_for(service, token, space, cwd, run_id)
+    return memory_for(service, caller, service.get(caller, memory_id))
+
+
+@router.post("/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, summary="replace")
+def replace_memory(
+    memory_id: str, body: ReplaceIn, request: Request, token: AgentToken, run_id: RunId = None
+) -> dict:
+    """Supersede a memory with a new text, in the old one's space; answers the new memory."""
+    service = service_of(request)
+    caller = caller_for(service, token, body.space, body.cwd, run_id)
+    return render.memory_json(service.replace(caller, memory_id, body.text))
+
+
+@router.delete("/memories/{memory_id}", status_code=204, summary="forget")
+def forget_memory(
+    memory_id: str,
+    request: Request,
+    token: AgentToken,
+    space: SpaceQuery = None,
+    cwd: CwdQuery = None,
+    run_id: RunId = None,
+) -> Response:
+    """Forget a memory for good: its text and vector leave the store."""
+    service = service_of(request)
+    service.forget(caller_for(service, token, space, cwd, run_id), memory_id)
+    return Response(status_code=204)

@@ -1,0 +1,187 @@
+"""Operator endpoints: spaces, policies, deliveries with their ``why``, and bulk import.
+
+Each is one call on the façade with an operator token. Import streams: the body is read in
+chunks as the importer consumes lines, so a large file never sits whole in memory.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Annotated, Any, Callable
+
+import anyio
+import anyio.from_thread
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from server import render
+from server.errors import NotFound
+from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
+from server.http.schemas import (
+    ERRORS,
+    DeliveriesOut,
+    DeliveryOut,
+    ImportOut,
+    PoliciesOut,
+    PolicyIn,
+    RuleOut,
+    SpaceIn,
+    SpaceOut,
+    SpaceRemovedOut,
+    SpacesOut,
+    Text,
+    WhyOut,
+)
+
+router = APIRouter(prefix="/v1", tags=["operators"], responses=ERRORS)
+
+SpaceName = Annotated[str, Path(description="a space name; segments joined by '/'")]
+DeliveryId = Annotated[int, Path(ge=1, le=2**62, description="a delivery number")]
+
+
+# -- spaces ---------------------------------------------------------------------------------
+
+
+@router.get("/spaces", response_model=SpacesOut)
+def list_spaces(request: Request, _: OperatorToken) -> dict:
+    return {"spaces": [render.space_json(s) for s in service_of(request).spaces()]}
+
+
+@router.post("/spaces", status_code=201, response_model=SpaceOut)
+def create_space(body: SpaceIn, request: Request, _: OperatorToken) -> dict:
+    """Create a space by name, with optional folders (on the server's machine)."""
+    return render.space_json(service_of(request).create_space(body.name, body.folders))
+
+
+@router.delete("/spaces/{name:path}", response_model=SpaceRemovedOut)
+def remove_space(
+    name: SpaceName,
+    request: Request,
+    _: OperatorToken,
+    purge: Annotated[bool, Query(description="forget the space's memories with it")] = False,
+) -> dict:
+    """Remove a space; refused (409) while it holds memories, unless ``purge``."""
+    purged = service_of(request).remove_space(name, purge=purge)
+    return {"removed": name, "purged": purged}
+
+
+# -- policies -------------------------------------------------------------------------------
+
+
+@router.get("/policies", response_model=PoliciesOut)
+def list_policies(request: Request, _: OperatorToken) -> dict:
+    return {"policies": [render.rule_json(r) for r in service_of(request).policies()]}
+
+
+@router.put("/policies", response_model=RuleOut)
+def set_policy(body: PolicyIn, request: Request, _: OperatorToken) -> dict:
+    """Set the rule for an AI (or '*') in a space (or everywhere); it applies to the next request."""
+    return render.rule_json(service_of(request).set_policy(body.ai, body.space, body.effect))
+
+
+@router.delete("/policies", status_code=204)
+def clear_policy(
+    request: Request,
+    _: OperatorToken,
+    ai: Annotated[Text, Query(description="an AI name, or '*'")],
+    space: Annotated[Text | None, Query(description="a space; absent: the rule for everywhere")] = None,
+) -> Response:
+    if not service_of(request).clear_policy(ai, space):
+        raise NotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
+    return Response(status_code=204)
+
+
+# -- deliveries -----------------------------------------------------------------------------
+
+
+@router.get("/deliveries", response_model=DeliveriesOut)
+def list_deliveries(
+    request: Request,
+    _: OperatorToken,
+    ai: Annotated[Text | None, Query(description="only this AI's")] = None,
+    space: Annotated[Text | None, Query(description="only from this space")] = None,
+    last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
+) -> dict:
+    deliveries = service_of(request).deliveries(ai=ai, space=space, last=last)
+    return {"deliveries": [render.delivery_json(d) for d in deliveries]}
+
+
+@router.get("/deliveries/{delivery_id}", response_model=DeliveryOut)
+def get_delivery(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
+    return render.delivery_json(service_of(request).delivery(delivery_id))
+
+
+@router.get("/deliveries/{delivery_id}/why", response_model=WhyOut)
+def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
+    """Explain a delivery now: what went in, what was cut and why, and (for the operator only)
+    what other spaces would have answered."""
+    return render.why_json(service_of(request).why(delivery_id))
+
+
+# -- import ---------------------------------------------------------------------------------
+
+_IMPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": (
+            'JSON Lines: one {"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, '
+            '"vector"?} per line; at most ' + f"{IMPORT_BODY_LIMIT // 2**20} MiB, streamed"
+        ),
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.post("/import", response_model=ImportOut, openapi_extra=_IMPORT_BODY)
+async def import_lines(
+    request: Request,
+    _: OperatorToken,
+    ai: Annotated[Text, Query(description="the AI recorded as writer")] = "import",
+) -> dict[str, Any]:
+    """Bulk import, streamed in batches; bad rows are reported by line and the rest go on, and a
+    re-run adds nothing twice. Answers the report."""
+    from server.importer import import_stream
+    from server.import_rows import read_lines
+
+    service = service_of(request)
+    chunks = request.stream().__aiter__()
+
+    async def next_chunk() -> bytes | None:
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    def run() -> Any:
+        body = io.BufferedReader(_BodyReader(lambda: anyio.from_thread.run(next_chunk)), 64 * 1024)
+        return import_stream(service, read_lines(body), ai=ai, operator=True)
+
+    report = await anyio.to_thread.run_sync(run)
+    return {
+        "imported": report.imported,
+        "skipped": report.skipped,
+        "failed": report.failed,
+        "errors": [{"line": line, "reason": reason} for line, reason in report.errors],
+        "seconds": report.seconds,
+    }
+
+
+class _BodyReader(io.RawIOBase):
+    """The request body as a blocking file, for the importer's thread."""
+
+    def __init__(self, next_chunk: Callable[[], bytes | None]) -> None:
+        self._next = next_chunk
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._next()
+            if chunk is None:
+                return 0
+            self._pending = chunk
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n

@@ -1,0 +1,193 @@
+"""Pydantic models at the HTTP edge: request bodies (unknown fields refused) and the shapes
+answered, as the OpenAPI document shows them. The core checks the values themselves (space
+names, text limits, times); these models check types only, plus what the core cannot see
+(text that is not UTF-8, a ``cwd`` that is not an absolute path)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from server.recall import DEFAULT_LIMIT, MAX_LIMIT
+
+
+def _utf8(value: str) -> str:
+    # JSON may carry lone surrogates ("\ud800"); they cannot be stored or embedded.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/") or "\x00" in value or len(value) > 4096:
+        raise ValueError("must be an absolute path on the server's machine, at most 4096 characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_utf8)]
+Cwd = Annotated[str, AfterValidator(_utf8), AfterValidator(_absolute_path)]
+
+SPACE_DOC = "the caller's space (give this or cwd; neither: no space, personal only)"
+CWD_DOC = "the caller's working directory; its registered folder decides the space (DESIGN §2)"
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RememberIn(_In):
+    text: Text = Field(description="the memory, up to 32 KiB of UTF-8")
+    personal: bool = Field(False, description="write a personal memory (no space) instead")
+    valid_until: Text | None = Field(None, description="ISO 8601 time, or a duration such as 30m, 12h, 7d")
+    labels: list[Text] | None = Field(None, description="origin marks such as source:slack")
+    space: Text | None = Field(None, description=SPACE_DOC)
+    cwd: Cwd | None = Field(None, description=CWD_DOC)
+
+
+class RecallIn(_In):
+    query: Text = Field(description="what to recall, up to 4 KiB of UTF-8")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    space: Text | None = Field(None, description=SPACE_DOC)
+    cwd: Cwd | None = Field(None, description=CWD_DOC)
+
+
+class ReplaceIn(_In):
+    text: Text = Field(description="the new memory; it takes the old one's space")
+    space: Text | None = Field(None, description=SPACE_DOC)
+    cwd: Cwd | None = Field(None, description=CWD_DOC)
+
+
+class SpaceIn(_In):
+    name: Text = Field(description="1 to 8 segments of [a-z0-9][a-z0-9._-]{0,62} joined by '/'")
+    folders: list[Cwd] = Field(default_factory=list, description="folders on the server's machine")
+
+
+class PolicyIn(_In):
+    ai: Text = Field(description="an AI name, or '*' for every AI")
+    space: Text | None = Field(None, description="a space (the rule covers its subtree); null: everywhere")
+    effect: Literal["allow", "deny"]
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class MemoryOut(BaseModel):
+    id: str
+    text: str | None
+    space: str | None
+    ai: str
+    created_at: str
+    valid_from: str
+    valid_until: str | None
+    superseded_by: str | None
+    labels: list[str]
+
+
+class RecalledOut(BaseModel):
+    id: str
+    text: str
+    space: str | None
+    score: float
+    created_at: str
+    valid_until: str | None
+
+
+class RecallOut(BaseModel):
+    memories: list[RecalledOut]
+
+
+class SpaceOut(BaseModel):
+    name: str
+    folders: list[str]
+    memories: int
+    created_at: str | None
+
+
+class SpacesOut(BaseModel):
+    spaces: list[SpaceOut]
+
+
+class SpaceRemovedOut(BaseModel):
+    removed: str
+    purged: int
+
+
+class RuleOut(BaseModel):
+    ai: str
+    space: str | None
+    effect: Literal["allow", "deny"]
+
+
+class PoliciesOut(BaseModel):
+    policies: list[RuleOut]
+
+
+class DeliveryItemOut(BaseModel):
+    memory_id: str
+    rank: int
+    score: float
+    outcome: str
+
+
+class DeliveryOut(BaseModel):
+    id: int
+    at: str | None
+    ai: str
+    space: str | None
+    transport: str
+    run_id: str | None
+    query: str
+    limit: int
+    searched: list[str]
+    items: list[DeliveryItemOut]
+    cut: dict[str, int]
+
+
+class DeliveriesOut(BaseModel):
+    deliveries: list[DeliveryOut]
+
+
+class WhyOut(BaseModel):
+    delivery: DeliveryOut
+    went_in: list[dict[str, Any]]
+    cut_by_limit: list[dict[str, Any]]
+    other_spaces: dict[str, Any]
+
+
+class ImportErrorOut(BaseModel):
+    line: int
+    reason: str
+
+
+class ImportOut(BaseModel):
+    imported: int
+    skipped: int  # already present, or repeated in the input
+    failed: int
+    errors: list[ImportErrorOut]  # the first 1000, by line number
+    seconds: float
+
+
+# Every error an endpoint may answer, for the OpenAPI document.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in {
+        401: "missing or invalid token",
+        403: "denied by policy or out of the token's reach",
+        404: "not found (alike for ids that never existed and ids the caller cannot see)",
+        409: "conflict",
+        413: "body over the limit",
+        422: "an invalid field (named in the message)",
+    }.items()
+}

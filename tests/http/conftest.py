@@ -1,0 +1,139 @@
+"""A real ``esfis serve`` on a free port, one per test module, driven with httpx.
+
+Each module gets its own ESFIS_HOME with two client folders registered by the CLI (acme,
+globex), an operator token and an AI token for claude-code, and waits until the model is
+loaded so the first request does not pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    home: Path
+    work: Path
+    env: dict[str, str]
+    process: subprocess.Popen
+    log: Path
+    seconds_to_healthz: float = 0.0
+    seconds_to_model: float = 0.0
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def cli(self, *argv: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [ESFIS_BIN, *argv], env=self.env, cwd=cwd or self.work, capture_output=True, text=True, timeout=120
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"esfis {' '.join(argv)} exited {done.returncode}: {done.stderr}")
+        return done
+
+    def token(self, *argv: str) -> str:
+        return self.cli("token", "create", *argv).stdout.strip()
+
+    def token_id(self, **match: object) -> str:
+        tokens = json.loads(self.cli("token", "list", "--json").stdout)["tokens"]
+        found = [t for t in tokens if all(t[k] == v for k, v in match.items()) and t["revoked_at"] is None]
+        return found[-1]["id"]
+
+    def client(self, token: str | None = None, **headers: str) -> httpx.Client:
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
+
+    def folder(self, name: str) -> Path:
+        path = self.work / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def start_server(home: Path, work: Path) -> Server:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ESFIS_")}
+    env.update(ESFIS_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    port = free_port()
+    log = home.parent / f"serve-{port}.log"
+    home.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the server
+        process = subprocess.Popen(
+            [ESFIS_BIN, "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    server = Server(f"http://127.0.0.1:{port}", home, work, env, process, log)
+    deadline = started + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"esfis serve exited {process.returncode}:\n{log.read_text()}")
+        try:
+            state = httpx.get(f"{server.url}/healthz", timeout=1.0).json()["model"]
+        except httpx.HTTPError:
+            time.sleep(0.05)
+            continue
+        if not server.seconds_to_healthz:
+            server.seconds_to_healthz = time.monotonic() - started
+        if state == "ready":
+            server.seconds_to_model = time.monotonic() - started
+            return server
+        assert state == "loading", log.read_text()
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError(f"esfis serve did not load its model in time:\n{log.read_text()}")
+
+
+def stop_server(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("http")
+    work = root / "work"
+    for name in ("acme", "globex"):
+        (work / name / "src").mkdir(parents=True)
+    srv = start_server(root / "esfis-home", work)
+    try:
+        srv.cli("space", "add", str(work / "acme"))
+        srv.cli("space", "add", str(work / "globex"))
+        srv.tokens["operator"] = srv.token("--operator")
+        srv.tokens["claude-code"] = srv.token("--ai", "claude-code")
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def operator(server: Server) -> Iterator[httpx.Client]:
+    with server.client(server.tokens["operator"]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def agent(server: Server) -> Iterator[httpx.Client]:
+    """claude-code, unscoped."""
+    with server.client(server.tokens["claude-code"]) as client:
+        yield client
