@@ -1,0 +1,307 @@
+"""The MCP server: four tools over the service façade, served over stdio.
+
+    remember(text, personal=false)       recall(query, limit=10)
+    replace(id, text, space=null)        forget(id)
+
+The server stands where it was started (``standing``); no tool takes a space to recall from.
+Every ``EsfisError`` becomes an MCP tool error in one place (``_serve``), so an id the agent may
+not see reads exactly like an id that never existed. Answers carry nothing about other spaces
+and no delivery id.
+
+Start-up stays light: ``initialize`` and ``tools/list`` need neither the vector stack nor the
+model, so the service opens and the model loads in a background thread once the server runs,
+and the first call that needs them waits for them.
+
+Nothing but protocol goes to stdout: while it serves, the SDK writes the protocol to a private
+copy of fd 1 and points fd 1 itself at stderr, so a stray print (a library's, a C extension's)
+lands on stderr; logs go to stderr too.
+"""
+
+import importlib.metadata
+import logging
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from server.errors import EsfisError, StoreUnavailable
+from server.mcp.standing import Standing, instructions, stand
+from server.models import Caller
+from server.settings import Settings
+
+if TYPE_CHECKING:
+    from server.service import Esfis
+
+log = logging.getLogger("esfis.mcp")
+T = TypeVar("T")
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+class Saved(BaseModel):
+    id: str = Field(description="the new memory's id")
+    space: str | None = Field(description="the space it was written to; null: personal")
+
+
+class Replaced(Saved):
+    replaced: str = Field(description="the id of the memory it supersedes")
+
+
+class Recalled(BaseModel):
+    id: str
+    text: str
+    space: str | None = Field(description="null: a personal memory")
+    score: float = Field(description="cosine similarity to the query; higher is closer")
+
+
+class RecallAnswer(BaseModel):
+    memories: list[Recalled] = Field(description="best first")
+
+
+class Forgotten(BaseModel):
+    id: str
+    forgotten: bool = True
+
+
+# -- descriptions, written for the model ----------------------------------------------------
+
+
+def _where(standing: Standing) -> str:
+    if standing.space is None:
+        return "This server stands in no space: only personal memories are within reach."
+    return (
+        f"This server works in space {standing.space!r}: it sees that space, the spaces below it, "
+        "and the user's personal memories, and nothing of any other space."
+    )
+
+
+def descriptions(standing: Standing) -> dict[str, str]:
+    where = _where(standing)
+    return {
+        "remember": (
+            "Store one memory: a short, self-contained fact that a later session should know, such "
+            "as a decision, a convention, how something works here, or a preference the user "
+            "stated. Remember when you learn something durable that is not obvious from the code; "
+            "do not store secrets, passwords or tokens, or what is only true for this one task. "
+            "Write it so it makes sense on its own (\"Acme's login uses Auth0\", not \"it uses "
+            "Auth0\"), one fact per memory. It goes into this server's space; set personal=true "
+            f"for facts about the user that hold in every project. {where} Returns the new id."
+        ),
+        "recall": (
+            "Find the memories that best answer a question or fit a task: conventions, past "
+            "decisions, how things work here, the user's preferences. Call it before you start a "
+            "task and whenever you lack context; ask in plain words (\"how does login work?\"). "
+            f"{where} There is no argument to look anywhere else. Returns up to `limit` memories, "
+            "best first, each with id, text, space (null: personal) and score."
+        ),
+        "replace": (
+            "Supersede a memory with corrected or updated text: the old one stops being current "
+            "and the new one takes its place, keeping the trail. Use it when a recalled memory is "
+            "outdated or wrong, rather than storing a second fact that contradicts it. Leave "
+            "`space` out and the new memory stays in the old one's space. Returns the new id."
+        ),
+        "forget": (
+            "Delete a memory for good: its text leaves the store. Use it only for a memory that "
+            "should never have been kept (wrong, private, a secret) or when the user asks; to "
+            "correct a fact, use replace."
+        ),
+    }
+
+
+# -- the server -----------------------------------------------------------------------------
+
+
+def _client_name(ctx: Context) -> str | None:
+    """The client's name from the handshake (or the request envelope), if it gave one."""
+    params = ctx.session.client_params
+    return None if params is None else params.client_info.name
+
+
+async def _serve(call: Callable[[], T]) -> T:
+    """Run one façade call off the event loop; the one place that maps esfis errors."""
+    try:
+        return await anyio.to_thread.run_sync(call)
+    except EsfisError as exc:
+        raise ToolError(f"{exc.message} ({exc.code})") from None
+
+
+class Opening:
+    """The service, opened and warmed in a background thread after start; ``get`` waits for it.
+
+    Opening imports the vector stack (~0.2 s) and loading the model imports torch (~10 s): the
+    handshake answers meanwhile, and only a call that needs the service waits.
+    """
+
+    def __init__(self, open_service: Callable[[], "Esfis"]) -> None:
+        self._open = open_service
+        self._opened = threading.Event()
+        self._service: Esfis | None = None
+        self._error: EsfisError | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="esfis-open", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._service = self._open()
+        except EsfisError as exc:
+            self._error = exc
+        except Exception as exc:  # e.g. an OSError from the data directory: still the agent's answer
+            log.exception("could not open the esfis service")
+            self._error = StoreUnavailable(f"could not open the esfis store: {exc}")
+        finally:
+            self._opened.set()
+        if self._error is not None:
+            log.error("%s", self._error.message)
+        if self._service is not None:
+            _warm_up(self._service)
+
+    def get(self) -> "Esfis":
+        self._opened.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._service is not None
+        return self._service
+
+
+def build_server(
+    service: "Esfis | Callable[[], Esfis]", standing: Standing, *, on_start: Callable[[], None] | None = None
+) -> MCPServer:
+    """The MCP server over ``service`` (or a function that waits for it), standing at ``standing``.
+
+    ``on_start`` runs once the server serves (``esfis mcp`` opens the service there).
+    """
+    service_now: Callable[[], Esfis] = service if callable(service) else lambda: service  # type: ignore[assignment]
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[dict[str, Any]]:
+        if on_start is not None:
+            on_start()
+        yield {}
+
+    server = MCPServer(
+        "esfis", version=_version(), instructions=instructions(standing), lifespan=lifespan, log_level="WARNING"
+    )
+    about = descriptions(standing)
+
+    async def call(ctx: Context, act: Callable[["Esfis", Caller], T]) -> T:
+        """Run ``act(service, caller)`` for this tool call's caller, off the event loop."""
+        client = _client_name(ctx)
+
+        def run() -> T:
+            service = service_now()
+            return act(service, standing.caller(service, client))
+
+        return await _serve(run)
+
+    @server.tool(description=about["remember"], annotations=ToolAnnotations(title="Remember", read_only_hint=False))
+    async def remember(
+        text: Annotated[str, Field(description="the memory: one self-contained fact, at most 32 KiB")],
+        ctx: Context,
+        personal: Annotated[bool, Field(description="true: a personal memory that reaches every space")] = False,
+    ) -> Saved:
+        memory = await call(ctx, lambda service, who: service.remember(who, text, personal=personal))
+        return Saved(id=memory.id, space=memory.space)
+
+    @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
+    async def recall(
+        query: Annotated[str, Field(description="what you want to know, in plain words")],
+        ctx: Context,
+        limit: Annotated[
+            int, Field(description="how many memories at most, 1 to 100", json_schema_extra={"minimum": 1, "maximum": 100})
+        ] = 10,
+    ) -> RecallAnswer:
+        result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
+        # The delivery id stays in the trail: agents never see it.
+        return RecallAnswer(
+            memories=[Recalled(id=m.id, text=m.text, space=m.space, score=round(m.score, 4)) for m in result.memories]
+        )
+
+    @server.tool(description=about["replace"], annotations=ToolAnnotations(title="Replace", destructive_hint=False))
+    async def replace(
+        id: Annotated[str, Field(description="the id of the memory to supersede")],
+        text: Annotated[str, Field(description="the corrected or updated memory")],
+        ctx: Context,
+        space: Annotated[
+            str | None, Field(description="rarely needed: the new memory's space; default: the old one's")
+        ] = None,
+    ) -> Replaced:
+        memory = await call(ctx, lambda service, who: service.replace(who, id, text, space=space))
+        return Replaced(id=memory.id, space=memory.space, replaced=id)
+
+    @server.tool(description=about["forget"], annotations=ToolAnnotations(title="Forget", destructive_hint=True))
+    async def forget(
+        id: Annotated[str, Field(description="the id of the memory to delete")],
+        ctx: Context,
+    ) -> Forgotten:
+        await call(ctx, lambda service, who: service.forget(who, id))
+        return Forgotten(id=id)
+
+    return server
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("esfis")  # the SDK has imported importlib.metadata already
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _warm_up(service: "Esfis") -> None:
+    """Load the model (and the store's engine) now, so the first recall does not pay for it."""
+    try:
+        load = getattr(service.embedder, "load", None)
+        if load is not None:
+            load()
+        service.store.db  # imports lancedb and connects
+        log.info("model loaded")
+    except Exception as exc:  # the first call that needs the model reports it as a tool error
+        log.warning("could not load the model at start: %s", exc)
+
+
+# -- stdio ----------------------------------------------------------------------------------
+
+
+def _quiet() -> None:
+    """Keep libraries from drawing progress bars or chattering; what remains goes to stderr."""
+    for name, value in {
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TQDM_DISABLE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    }.items():
+        os.environ.setdefault(name, value)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING,
+        format="esfis mcp: %(levelname)s %(name)s: %(message)s",
+    )
+    logging.captureWarnings(True)
+
+
+def run_stdio() -> None:
+    """``esfis mcp``: serve MCP over stdin/stdout until the client closes stdin."""
+    _quiet()
+    settings = Settings.from_env()
+    standing = stand(settings, os.environ, os.getcwd())
+    if standing.problem is not None:
+        log.error("%s", standing.problem.message)
+    log.info("space %s, run %s", standing.space or "(none: personal only)", standing.run_id)
+
+    def open_() -> "Esfis":
+        from server.service import open_service  # the vector stack: after the handshake
+
+        return open_service(settings)
+
+    opening = Opening(open_)
+    build_server(opening.get, standing, on_start=opening.start).run("stdio")

@@ -1,0 +1,96 @@
+"""Fast checks of the MCP layer's own logic, in-process (``mcp.Client(server)``) on the hashing
+embedder: AI names from client names, start-up problems reported by every tool, and the
+handshake-free (2026) protocol carrying the client's name too."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+
+from server.errors import StoreUnavailable
+from server.mcp.server import Opening, build_server
+from server.mcp.standing import ai_from_client, stand
+from server.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("client_name", "ai"),
+    [
+        ("Claude Code", "claude-code"),
+        ("Cursor", "cursor"),
+        ("  GitHub   Copilot\tChat ", "github-copilot-chat"),
+        ("Zed (preview) v0.1", "zed-preview-v0.1"),
+        ("_-.hidden", "hidden"),
+        ("Ünïcødé Agent", "ncd-agent"),
+        ("x" * 100, "x" * 64),
+        ("!!!", None),
+        ("", None),
+        (None, None),
+    ],
+    ids=["two-words", "one-word", "whitespace", "punctuation", "leading-punct", "non-ascii", "long", "nothing-left",
+         "empty", "absent"],
+)
+def test_client_name_becomes_an_ai_name(client_name, ai):
+    assert ai_from_client(client_name) == ai
+
+
+def server_for(fake_service, home, cwd, **env: str):
+    standing = stand(Settings(home=home, model=None), env, str(cwd))
+    return build_server(fake_service, standing), standing
+
+
+@pytest.fixture
+def acme(fake_service, folders):
+    fake_service.add_space(folders["acme"])
+    return folders["acme"]
+
+
+async def test_a_client_without_a_name_acts_as_unknown(fake_service, home, acme):
+    server, _ = server_for(fake_service, home, acme)
+    async with Client(server, mode="legacy", client_info=Implementation(name="", version="0")) as client:
+        saved = (await client.call_tool("remember", {"text": "Acme uses Sentry"})).structured_content
+    assert fake_service.get(fake_service.caller("cli", space="acme"), saved["id"]).ai == "unknown"
+
+
+async def test_the_handshake_free_protocol_carries_the_client_name_too(fake_service, home, acme):
+    server, standing = server_for(fake_service, home, acme)
+    async with Client(server, client_info=Implementation(name="Claude Code", version="2")) as client:  # mode auto
+        await client.call_tool("recall", {"query": "anything"})
+    [delivery] = fake_service.deliveries()
+    assert (delivery.ai, delivery.transport, delivery.run_id) == ("claude-code", "mcp", standing.run_id)
+
+
+async def test_an_unknown_esfis_space_is_reported_by_every_tool(fake_service, home, acme):
+    server, _ = server_for(fake_service, home, acme, ESFIS_SPACE="initech")
+    async with Client(server, mode="legacy") as client:
+        assert "no space named 'initech'" in (client.instructions or "")
+        result = await client.call_tool("recall", {"query": "anything"})
+    assert result.is_error and "no space named 'initech'" in result.content[0].text
+
+
+async def test_a_malformed_esfis_ai_is_reported_by_every_tool(fake_service, home, acme):
+    server, _ = server_for(fake_service, home, acme, ESFIS_AI="Claude Code")
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool("remember", {"text": "Acme uses Sentry"})
+    assert result.is_error and "invalid AI name 'Claude Code'" in result.content[0].text
+
+
+async def test_a_store_that_cannot_open_is_reported_by_every_tool(home, acme):
+    def broken():
+        raise StoreUnavailable("this store was built with model 'other' (768-d)")
+
+    opening = Opening(broken)
+    standing = stand(Settings(home=home, model=None), {}, str(acme))
+    async with Client(build_server(opening.get, standing, on_start=opening.start), mode="legacy") as client:
+        result = await client.call_tool("recall", {"query": "anything"})
+    assert result.is_error and "built with model 'other'" in result.content[0].text
+
+
+async def test_a_limit_out_of_range_is_a_clear_tool_error(fake_service, home, acme):
+    server, _ = server_for(fake_service, home, acme)
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool("recall", {"query": "anything", "limit": 500})
+    assert result.is_error and "limit must be an integer from 1 to 100, got 500" in result.content[0].text
