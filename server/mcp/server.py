@@ -9,8 +9,8 @@ not see reads exactly like an id that never existed. Answers carry nothing about
 and no delivery id.
 
 Start-up stays light: ``initialize`` and ``tools/list`` need neither the vector stack nor the
-model, so the service opens and the model loads in a background thread once the server runs,
-and the first call that needs them waits for them.
+model, so the service opens and the model loads in a background thread once the handshake has
+been answered, and the first call that needs them waits for them.
 
 Nothing but protocol goes to stdout: while it serves, the SDK writes the protocol to a private
 copy of fd 1 and points fd 1 itself at stderr, so a stray print (a library's, a C extension's)
@@ -86,15 +86,21 @@ def _where(standing: Standing) -> str:
 
 def descriptions(standing: Standing) -> dict[str, str]:
     where = _where(standing)
+    target = (
+        "This server stands in no space, so only personal memories can be written: set "
+        "personal=true, and keep to facts about the user that hold in every project."
+        if standing.space is None
+        else f"It goes into space {standing.space!r}, seen only by agents working there; set "
+        "personal=true for facts about the user that hold in every project."
+    )
     return {
         "remember": (
             "Store one memory: a short, self-contained fact that a later session should know, such "
             "as a decision, a convention, how something works here, or a preference the user "
-            "stated. Remember when you learn something durable that is not obvious from the code; "
+            "stated. Use it when you learn something durable that is not obvious from the code; "
             "do not store secrets, passwords or tokens, or what is only true for this one task. "
             "Write it so it makes sense on its own (\"Acme's login uses Auth0\", not \"it uses "
-            "Auth0\"), one fact per memory. It goes into this server's space; set personal=true "
-            f"for facts about the user that hold in every project. {where} Returns the new id."
+            f"Auth0\"), one fact per memory. {target} Returns the new id."
         ),
         "recall": (
             "Find the memories that best answer a question or fit a task: conventions, past "
@@ -135,19 +141,27 @@ async def _serve(call: Callable[[], T]) -> T:
 
 
 class Opening:
-    """The service, opened and warmed in a background thread after start; ``get`` waits for it.
+    """The service, opened and warmed in a background thread; ``get`` waits for it.
 
-    Opening imports the vector stack (~0.2 s) and loading the model imports torch (~10 s): the
-    handshake answers meanwhile, and only a call that needs the service waits.
+    Opening imports the vector stack (~0.2 s) and warming imports torch (~10 s), so neither runs
+    before the handshake has been answered; a call that needs the service starts it if nothing
+    else has, and waits.
     """
 
     def __init__(self, open_service: Callable[[], "Esfis"]) -> None:
         self._open = open_service
+        self._lock = threading.Lock()
+        self._started = False
         self._opened = threading.Event()
         self._service: Esfis | None = None
         self._error: EsfisError | None = None
 
     def start(self) -> None:
+        """Begin opening (idempotent)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         threading.Thread(target=self._run, name="esfis-open", daemon=True).start()
 
     def _run(self) -> None:
@@ -166,6 +180,7 @@ class Opening:
             _warm_up(self._service)
 
     def get(self) -> "Esfis":
+        self.start()
         self._opened.wait()
         if self._error is not None:
             raise self._error
@@ -173,23 +188,45 @@ class Opening:
         return self._service
 
 
+WARM_AFTER_S = 1.0  # start warming this long after start even if the client sends nothing more
+
+
 def build_server(
-    service: "Esfis | Callable[[], Esfis]", standing: Standing, *, on_start: Callable[[], None] | None = None
+    service: "Esfis | Callable[[], Esfis]", standing: Standing, *, warm: Callable[[], None] | None = None
 ) -> MCPServer:
     """The MCP server over ``service`` (or a function that waits for it), standing at ``standing``.
 
-    ``on_start`` runs once the server serves (``esfis mcp`` opens the service there).
+    ``warm`` (idempotent) runs once the handshake is answered: after the first request other
+    than ``initialize``, or ``WARM_AFTER_S`` after start, whichever comes first. Heavy imports
+    in another thread would otherwise compete with the handshake for the GIL and both cores.
     """
     service_now: Callable[[], Esfis] = service if callable(service) else lambda: service  # type: ignore[assignment]
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[dict[str, Any]]:
-        if on_start is not None:
-            on_start()
-        yield {}
+        timer = threading.Timer(WARM_AFTER_S, warm) if warm is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            yield {}
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def warm_after_handshake(ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if warm is not None and ctx.request_id is not None and ctx.method != "initialize":
+            warm()
+        return result
 
     server = MCPServer(
-        "esfis", version=_version(), instructions=instructions(standing), lifespan=lifespan, log_level="WARNING"
+        "esfis",
+        version=_version(),
+        instructions=instructions(standing),
+        lifespan=lifespan,
+        middleware=[warm_after_handshake],
+        log_level="WARNING",
     )
     about = descriptions(standing)
 
@@ -304,4 +341,4 @@ def run_stdio() -> None:
         return open_service(settings)
 
     opening = Opening(open_)
-    build_server(opening.get, standing, on_start=opening.start).run("stdio")
+    build_server(opening.get, standing, warm=opening.start).run("stdio")

@@ -84,7 +84,7 @@ async def test_a_store_that_cannot_open_is_reported_by_every_tool(home, acme):
 
     opening = Opening(broken)
     standing = stand(Settings(home=home, model=None), {}, str(acme))
-    async with Client(build_server(opening.get, standing, on_start=opening.start), mode="legacy") as client:
+    async with Client(build_server(opening.get, standing, warm=opening.start), mode="legacy") as client:
         result = await client.call_tool("recall", {"query": "anything"})
     assert result.is_error and "built with model 'other'" in result.content[0].text
 
