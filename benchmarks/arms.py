@@ -41,11 +41,11 @@ class Answer:
 class ScopeFirst:
     name = "scope-first"
 
-    def __init__(self, store: Store, home: Path | None = None, model_name: str = "synthetic-384") -> None:
+    def __init__(self, store: Store, home: Path | None = None, embedder=None) -> None:
         self.home = home or Path(tempfile.mkdtemp(prefix="esfis-bench-"))
         self.service: Esfis = open_service(
             Settings(home=self.home, model=None),
-            embedder=HashingEmbedder(dimension=DIM, name=model_name),
+            embedder=embedder or HashingEmbedder(dimension=DIM, name="synthetic-384"),
             clock=lambda: NOW,
         )
         self.row_of: dict[str, int] = {}
@@ -76,10 +76,11 @@ class ScopeFirst:
                 ))
             svc.book.write(memories)
 
-    def recall(self, label: str, query: np.ndarray, k: int) -> Answer:
+    def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
+        """esfis recall; with ``query`` None the service embeds ``text`` itself."""
         stats = self.service.store.stats
         stats.reset()
-        result = self.service.recall(self.callers[label], "q", limit=k, query_vector=query)
+        result = self.service.recall(self.callers[label], text, limit=k, query_vector=query)
         outside = sum(n for key, n in stats.scored.items() if key not in self.keys[label])
         return Answer([self.row_of[m.id] for m in result.memories], outside)
 

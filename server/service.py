@@ -7,6 +7,7 @@ exactly like an id that never existed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import datetime
 
@@ -34,7 +35,7 @@ from server.recall import DEFAULT_LIMIT, MAX_LIMIT, run_recall
 from server.registry import Registry
 from server.scope import Scope, scope_for
 from server.settings import Settings
-from server.spaces import validate_space_name
+from server.spaces import contains, validate_space_name
 
 
 class Esfis:
@@ -62,6 +63,10 @@ class Esfis:
         """A caller standing in ``space`` if named, else where ``cwd`` lies, else nowhere."""
         validate_ai(ai)
         if space is not None:
+            validate_space_name(space)
+            if scope is not None and not contains(scope, space):
+                # Before looking the space up: a scoped caller learns nothing about other spaces.
+                raise OutOfReach(f"this token acts only inside space {scope!r}")
             self.registry.require(space)
             where: str | None = space
         elif cwd is not None:
@@ -152,7 +157,14 @@ class Esfis:
         return Recall(outcome.memories, delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
-        return self._visible(caller, id_)
+        memory = self._visible(caller, id_)
+        if memory.superseded_by is not None:
+            try:
+                self._visible(caller, memory.superseded_by)
+            except MemoryNotFound:
+                # The successor lives where this caller cannot see: do not name it.
+                memory = dataclasses.replace(memory, superseded_by=None)
+        return memory
 
     def replace(self, caller: Caller, id_: str, text: str, *, space: str | None = None) -> Memory:
         old = self._visible(caller, id_)
