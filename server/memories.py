@@ -52,7 +52,10 @@ def check_text(value: object, *, field: str = "text", limit: int = MAX_TEXT_BYTE
         raise InvalidInput(f"{field} is empty or blank", field=field)
     if "\x00" in value:
         raise InvalidInput(f"{field} holds a NUL character", field=field)
-    size = len(value.encode("utf-8", errors="surrogatepass"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field} is not valid Unicode (it holds a lone surrogate)", field=field) from None
     if size > limit:
         raise TextTooLong(f"{field} is {size} bytes; the limit is {limit} bytes", field=field)
     return value
@@ -69,7 +72,7 @@ def check_labels(labels: object, *, field: str = "labels") -> tuple[str, ...]:
 
 
 def digest_of(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
