@@ -1,0 +1,57 @@
+"""HTTP recall end to end — a real ``esfis serve`` on a real port, the query embedded by the
+server — on a synthetic store (1M memories in full mode) read from a 10k-memory scope.
+
+Target (issue 5): p50 ≤ 15 ms and p95 ≤ 30 ms on a 1M-memory store, embedding included.
+Correctness asserted: every answer comes from the caller's scope.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from benchmarks.arms import ScopeFirst
+from benchmarks.conftest import FULL
+from benchmarks.longmemeval import load_workload
+from benchmarks.synthetic import build_store
+from indexing.embedder import load_embedder
+from tests.http.conftest import start_server, stop_server
+
+SIZE = 1_000_000 if FULL else 10_000
+SCOPE = ("1p-10k", (10_000, 1)) if FULL else ("1p-2k", (2_000, 1))
+QUERIES = 200 if FULL else 20
+
+
+def test_http_recall_end_to_end(benchmark, tmp_path):
+    label, spec = SCOPE
+    store = build_store(SIZE, scopes={label: spec})
+    home = tmp_path / "home"
+    built = ScopeFirst(store, home=home, embedder=load_embedder(None))
+    built.service.close()
+    questions = [q.text for q in load_workload().questions[:QUERIES]]
+    server = start_server(home, tmp_path)
+    try:
+        token = server.token("--ai", "bench")
+        space = f"probe-{label}"
+        with server.client(token) as client:
+            client.post("/v1/recall", json={"query": "warm up", "space": space}).raise_for_status()
+            latencies, outside = [], 0
+            for q in questions:
+                started = time.perf_counter()
+                answer = client.post("/v1/recall", json={"query": q, "space": space})
+                latencies.append(time.perf_counter() - started)
+                answer.raise_for_status()
+                outside += sum(1 for m in answer.json()["memories"] if m["space"] != space)
+            cycle = iter(questions * 3)
+            benchmark.pedantic(lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
+                               rounds=len(questions), iterations=1)
+    finally:
+        stop_server(server)
+    benchmark.extra_info.update({
+        "store_memories": store.size, "scope": label, "queries": len(questions),
+        "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
+        "answers_from_other_spaces": outside,
+    })
+    assert outside == 0
