@@ -37,6 +37,8 @@ from indexing.snapshot import PartitionResult, Row, Snapshot
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 COMPACT_EVERY = 64  # writes between routine compactions of a partition
+COMPACT_TARGET_ROWS = 65_536  # routine compaction leaves fragments this large alone
+LANCE_CACHE_BYTES = 64 * 1024 * 1024  # each of Lance's index and metadata caches
 
 
 def table_name(key: str) -> str:
@@ -88,9 +90,17 @@ class VectorStore:
                     f"({self.dimension}-d). Use the same model (ESFIS_MODEL) or another ESFIS_HOME"
                 )
         else:
-            tmp = path.with_suffix(".tmp")
+            # Several processes may open a new store at once: each writes its own file, and the
+            # first link wins; the others then check what the winner recorded.
+            tmp = path.with_name(f"store.{os.getpid()}.{secrets.token_hex(4)}.tmp")
             tmp.write_text(json.dumps({"model": self.model, "dimension": self.dimension}))
-            os.replace(tmp, path)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                tmp.unlink()
+                self._check_manifest()
+                return
+            tmp.unlink()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -99,7 +109,12 @@ class VectorStore:
         if self._db is None:
             import lancedb
 
-            self._db = lancedb.connect(str(self.root))
+            # Bounded caches: with Lance's defaults the metadata cache grew with every write (a
+            # 2M-row import: +275 MiB RSS and climbing; bounded, flat at ~500 MiB).
+            session = lancedb.Session(
+                index_cache_size_bytes=LANCE_CACHE_BYTES, metadata_cache_size_bytes=LANCE_CACHE_BYTES
+            )
+            self._db = lancedb.connect(str(self.root), session=session)
         return self._db
 
     def _paths(self, key: str) -> tuple[Path, Path, Path]:
@@ -287,7 +302,14 @@ class VectorStore:
         dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
 
     def _after_write(self, key: str, table) -> None:
-        """Compact on a schedule: tiny writes otherwise pile up versions and files."""
+        """Compact on a schedule: tiny writes otherwise pile up versions and files.
+
+        Only fragments under ``COMPACT_TARGET_ROWS`` are merged, so a compaction costs the recent
+        writes, not the whole table (``table.optimize`` rewrote every fragment under 1M rows each
+        time: a 1M-row import spent 180 s and 1.2 GB of RSS in it, growing with the table).
+        """
         self._writes[key] += 1
         if self._writes[key] % COMPACT_EVERY == 0:
-            table.optimize(cleanup_older_than=timedelta(minutes=10))
+            dataset = table.to_lance()
+            dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
+            dataset.cleanup_old_versions(older_than=timedelta(minutes=10))
