@@ -1,0 +1,431 @@
+"""Bulk import (``esfis import``, ``server.importer``): bad rows reported by line while the rest go
+in, re-runs that add nothing twice, Parquet, precomputed vectors, and a killed import that a
+re-run completes with every row present exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from indexing.store import VectorStore
+from indexing.testing import HashingEmbedder
+from server.cli import main
+from server.importer import import_stream
+from server.service import open_service
+from server.settings import Settings
+from server.spaces import partition_key
+from tests.conftest import ESFIS_BIN, cli_env
+
+DIM = 384
+
+
+def _jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def _catalog(home: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    with sqlite3.connect(f"file:{home / 'esfis.db'}?mode=ro", uri=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        super().__init__(dimension)
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts):
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+
+# -- the real CLI, the real model ----------------------------------------------------------
+
+
+def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_path: Path, real_embedder):
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc.create_space("acme")
+    svc.close()
+    source = _jsonl(
+        tmp_path / "memories.jsonl",
+        [
+            {"text": "Acme deploys with Kubernetes on Fridays", "space": "acme"},
+            "{not json",
+            {"space": "acme"},
+            {"text": "a bad space name", "space": "Acme Corp"},
+            {"text": "Globex deploys on Mondays", "space": "globex"},
+            {"text": "a bad date", "valid_until": "yesterday"},
+            {"text": "a short vector", "vector": [0.1, 0.2]},
+            {"text": "I prefer tabs over spaces"},
+            {"text": "Acme's staging database is Postgres 16", "space": "acme", "key": "acme-db",
+             "labels": ["source:wiki"]},
+        ],
+    )
+    run = subprocess.run(
+        [ESFIS_BIN, "import", str(source)], env=cli_env(home), capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stdout.startswith("imported 3, skipped 0, failed 6 in "), run.stdout
+    errors = [line for line in run.stderr.splitlines() if line.startswith("line ")]
+    assert [e.split(":")[0] for e in errors] == [f"line {n}" for n in (2, 3, 4, 5, 6, 7)]
+    assert "invalid JSON" in errors[0] and "text is missing" in errors[1]
+    assert "invalid space name" in errors[2] and "no space named 'globex'" in errors[3]
+    assert "valid_until" in errors[4] and "vector has 2 dimensions" in errors[5]
+    assert run.stderr.splitlines()[-1].startswith("esfis: error: 6 of 9 rows failed")
+
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    try:
+        assert [s.name for s in svc.spaces()] == ["acme"]  # an import never creates spaces
+        recalled = svc.recall(svc.caller("claude-code", space="acme"), "when does acme deploy to kubernetes?").memories
+        assert recalled[0].text == "Acme deploys with Kubernetes on Fridays"
+        assert {m.text for m in recalled} == {
+            "Acme deploys with Kubernetes on Fridays", "I prefer tabs over spaces", "Acme's staging database is Postgres 16"
+        }
+        [db_id] = [m.id for m in recalled if m.text == "Acme's staging database is Postgres 16"]
+        db = svc.get(svc.caller("cli", space="acme"), db_id)
+        assert (db.ai, db.key, db.labels) == ("import", "acme-db", ("source:wiki",))
+    finally:
+        svc.close()
+
+    again = subprocess.run(
+        [ESFIS_BIN, "import", str(source)], env=cli_env(home), capture_output=True, text=True, timeout=300
+    )
+    assert again.stdout.startswith("imported 0, skipped 3, failed 6 in "), again.stdout
+
+
+def test_cli_exits_zero_when_every_row_is_imported_or_skipped(home: Path, tmp_path: Path, real_embedder, capsys):
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc.create_space("acme")
+    svc.close()
+    rng = np.random.default_rng(3)
+    rows = [{"text": f"fact {i}", "space": "acme", "vector": rng.standard_normal(DIM).tolist()} for i in range(5)]
+    source = _jsonl(tmp_path / "ok.jsonl", rows + rows[:2])
+    assert main(["import", str(source), "--batch-size", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("imported 5, skipped 2, failed 0 in ") and err == ""
+
+
+# -- re-runs --------------------------------------------------------------------------------
+
+
+def test_a_rerun_adds_nothing_twice_by_key_or_by_text(fake_service):
+    fake_service.create_space("acme")
+    rows = [
+        {"text": "Acme bills monthly", "space": "acme", "key": "billing"},
+        {"text": "Acme uses Auth0", "space": "acme", "key": "auth"},
+        {"text": "Acme's CI is GitHub Actions", "space": "acme"},
+        {"text": "Acme's CI is GitHub Actions", "space": "acme"},  # a repeat inside the file
+        {"text": "Acme's CI is GitHub Actions"},  # the same text in another space is another memory
+    ]
+    lines = [json.dumps(r) for r in rows]
+    first = import_stream(fake_service, lines, batch_size=2)
+    assert (first.imported, first.skipped, first.failed) == (4, 1, 0)
+    second = import_stream(fake_service, lines)
+    assert (second.imported, second.skipped, second.failed) == (0, 5, 0)
+
+    changed = [
+        {"text": "Acme bills quarterly now", "space": "acme", "key": "billing"},  # a known key: never updated
+        {"text": "Acme uses Auth0", "space": "acme"},  # a known text (first imported under a key)
+        {"text": "Acme uses Auth0", "space": "acme", "key": "auth-v2"},  # a new key: a new memory
+    ]
+    third = import_stream(fake_service, [json.dumps(r) for r in changed])
+    assert (third.imported, third.skipped) == (1, 2)
+    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 5
+
+
+def test_a_forgotten_memory_is_not_present_and_can_be_imported_again(fake_service):
+    lines = [json.dumps({"text": "the wifi password is in the vault", "key": "wifi"})]
+    assert import_stream(fake_service, lines).imported == 1
+    caller = fake_service.caller("cli")
+    [memory] = fake_service.recall(caller, "wifi password").memories
+    fake_service.forget(caller, memory.id)
+    assert import_stream(fake_service, lines).imported == 1
+
+
+# -- per-row errors -------------------------------------------------------------------------
+
+BAD_ROWS = [
+    pytest.param("{\"text\": ", "invalid JSON", id="invalid-json"),
+    pytest.param("[1, 2]", "JSON object", id="not-an-object"),
+    pytest.param({"space": "acme"}, "text is missing", id="missing-text"),
+    pytest.param({"text": "   "}, "empty or blank", id="blank-text"),
+    pytest.param('{"text": "half a pair \\ud800"}', "not valid Unicode", id="lone-surrogate-text"),
+    pytest.param('{"text": "t", "key": "\\udfff"}', "not valid Unicode", id="lone-surrogate-key"),
+    pytest.param({"text": "x" * (33 * 1024)}, "the limit is 32768 bytes", id="text-too-long"),
+    pytest.param({"text": "t", "space": "globex"}, "no space named 'globex'", id="unknown-space"),
+    pytest.param({"text": "t", "space": "acme/"}, "invalid space name", id="bad-space-name"),
+    pytest.param({"text": "t", "valid_from": "soon"}, "valid_from must be an ISO 8601", id="bad-valid-from"),
+    pytest.param({"text": "t", "valid_until": 12}, "valid_until must be an ISO 8601", id="number-date"),
+    pytest.param({"text": "t", "valid_from": "2026-01-02", "valid_until": "2026-01-01"},
+                 "valid_until must be after valid_from", id="until-before-from"),
+    pytest.param({"text": "t", "labels": "source:slack"}, "labels must be a list", id="bad-labels"),
+    pytest.param({"text": "t", "key": 7}, "key must be a string", id="bad-key"),
+    pytest.param({"text": "t", "vector": [0.5] * 63}, "vector has 63 dimensions; this store's vectors have 64",
+                 id="wrong-dimension"),
+    pytest.param({"text": "t", "vector": ["0.5"] * 64}, "list of numbers", id="vector-of-strings"),
+    pytest.param({"text": "t", "vector": [0.0] * 64}, "not be all zeros", id="zero-vector"),
+    pytest.param({"text": "t", "valid_untill": "7d"}, "unknown field(s) 'valid_untill'", id="unknown-field"),
+]
+
+
+@pytest.mark.parametrize("bad, reason", BAD_ROWS)
+def test_a_bad_row_is_that_lines_error_and_the_rest_go_in(fake_service, bad, reason):
+    fake_service.create_space("acme")
+    lines = [
+        json.dumps({"text": "before", "space": "acme"}),
+        bad if isinstance(bad, str) else json.dumps(bad),
+        json.dumps({"text": "after"}),
+    ]
+    report = import_stream(fake_service, lines)
+    assert (report.imported, report.skipped, report.failed) == (2, 0, 1)
+    assert report.errors[0][0] == 2 and reason in report.errors[0][1], report.errors
+    assert [s.name for s in fake_service.spaces()] == ["acme"]
+
+
+def test_lines_are_numbered_as_an_editor_numbers_them(fake_service):
+    lines = [b"", json.dumps({"text": "a"}).encode(), b"  ", b"\xff\xfe", b"{}"]
+    report = import_stream(fake_service, lines)
+    assert report.imported == 1
+    assert report.errors == [(4, "not UTF-8 (byte 0)"), (5, "text is missing")]
+
+
+def test_errors_kept_are_capped_but_all_are_counted(fake_service):
+    report = import_stream(fake_service, ["nope"] * 1500)
+    assert report.failed == 1500 and len(report.errors) == 1000
+
+
+def test_an_ai_import_obeys_policy_and_carries_no_vectors(fake_service):
+    fake_service.create_space("acme")
+    fake_service.create_space("globex")
+    fake_service.deny("cursor", "globex")
+    lines = [
+        json.dumps({"text": "acme note", "space": "acme"}),
+        json.dumps({"text": "globex note", "space": "globex"}),
+        json.dumps({"text": "with a vector", "vector": [1.0] * 64}),
+    ]
+    report = import_stream(fake_service, lines, ai="cursor", operator=False)
+    assert report.imported == 1
+    assert report.errors[0][0] == 2 and "deny cursor globex" in report.errors[0][1]
+    assert report.errors[1] == (3, "vector is accepted only in an operator's import")
+    # An operator's import is an operator act: the AI's policies do not apply to it.
+    assert import_stream(fake_service, lines[1:2], ai="cursor").imported == 1
+
+
+# -- embedding ------------------------------------------------------------------------------
+
+
+def test_precomputed_vectors_skip_embedding_and_a_text_is_embedded_once(home: Path, clock):
+    embedder = CountingEmbedder()
+    svc = open_service(Settings(home=home, model=None), embedder=embedder, clock=clock)
+    try:
+        rng = np.random.default_rng(1)
+        with_vectors = [json.dumps({"text": f"migrated {i}", "vector": rng.standard_normal(64).tolist()}) for i in range(20)]
+        assert import_stream(svc, with_vectors, batch_size=7).imported == 20
+        assert embedder.texts == []
+
+        same_text = [json.dumps({"text": "the same words", "key": f"k{i}"}) for i in range(20)]
+        assert import_stream(svc, same_text, batch_size=7).imported == 20  # distinct keys: 20 memories
+        assert embedder.texts == ["the same words"]  # one embedding, reused within and across batches
+    finally:
+        svc.close()
+
+
+def test_a_precomputed_vector_is_stored_at_unit_length(fake_service):
+    vector = [3.0] + [0.0] * 63
+    import_stream(fake_service, [json.dumps({"text": "east", "vector": vector})])
+    [hit] = fake_service.recall(fake_service.caller("cli"), "east").memories
+    stored = fake_service.store.vector(partition_key(None), hit.id)
+    assert np.allclose(stored, [1.0] + [0.0] * 63)
+
+
+# -- Parquet --------------------------------------------------------------------------------
+
+
+def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_embedder, capsys):
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc.create_space("acme")
+    invoice = "Acme pays invoices on the 5th of each month"
+    invoice_vector = real_embedder.embed_documents([invoice])[0]
+    table = pa.table(
+        {
+            "text": [invoice, "I like green tea", "a three-number vector", invoice, "Acme's VPN is WireGuard"],
+            "space": ["acme", None, None, "acme", "acme"],
+            "key": ["invoices", None, None, "invoices", None],
+            "labels": [["source:erp"], None, None, None, []],
+            "valid_until": pa.array(
+                [datetime(2030, 1, 1, tzinfo=timezone.utc), None, None, None, None], type=pa.timestamp("us", tz="UTC")
+            ),
+            "vector": pa.array(
+                [invoice_vector.tolist(), None, [1.0, 2.0, 3.0], invoice_vector.tolist(), None],
+                type=pa.list_(pa.float32()),
+            ),
+        }
+    )
+    path = tmp_path / "memories.parquet"
+    pq.write_table(table, path, row_group_size=3)
+    svc.close()
+
+    assert main(["import", str(path), "--batch-size", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("imported 3, skipped 1, failed 1 in "), out
+    assert "line 3: vector has 3 dimensions; this store's vectors have 384" in err
+
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    try:
+        caller = svc.caller("claude-code", space="acme")
+        recalled = svc.recall(caller, "when does acme pay its bills?").memories
+        assert recalled[0].text == invoice
+        memory = svc.get(caller, recalled[0].id)
+        assert memory.key == "invoices" and memory.labels == ("source:erp",)
+        assert memory.valid_until.isoformat() == "2030-01-01T00:00:00+00:00"
+        assert np.allclose(svc.store.vector(partition_key("acme"), memory.id), invoice_vector, atol=1e-6)
+        assert "I like green tea" in {m.text for m in svc.recall(caller, "favourite drink").memories}
+    finally:
+        svc.close()
+
+
+def test_a_parquet_file_with_an_unknown_column_is_refused_whole(home: Path, tmp_path: Path, capsys):
+    path = tmp_path / "odd.parquet"
+    pq.write_table(pa.table({"text": ["a"], "body": ["b"]}), path)
+    assert main(["import", str(path)]) == 2
+    assert "unknown column(s) 'body'" in capsys.readouterr().err
+
+
+# -- killed and resumed ---------------------------------------------------------------------
+
+BASES = [
+    "Acme's production database runs on Postgres 16",
+    "Acme deploys to Kubernetes every Friday afternoon",
+    "Acme's on-call rotation changes every Monday",
+    "The Acme billing service retries failed payments three times",
+    "I take my coffee black with no sugar",
+    "My favourite editor is Neovim with a dark theme",
+]
+
+
+def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp_path: Path, real_embedder):
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc.create_space("acme")
+    svc.close()
+    vectors = real_embedder.embed_documents(BASES)
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(4000):
+        base = i % len(BASES)
+        noisy = vectors[base] + rng.normal(0, 0.01, DIM)
+        rows.append({"text": f"{BASES[base]} (note {i})", "space": "acme" if base < 4 else None,
+                     "key": f"row-{i}", "vector": noisy.round(5).tolist()})
+    source = _jsonl(tmp_path / "big.jsonl", rows)
+
+    command = [ESFIS_BIN, "import", str(source), "--batch-size", "50"]
+    victim = subprocess.Popen(command, env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    written = 0
+    while time.monotonic() < deadline and victim.poll() is None:
+        if (home / "esfis.db").exists():
+            try:
+                written = _catalog(home, "SELECT count(*) FROM memories")[0][0]
+            except sqlite3.OperationalError:
+                written = 0
+            if written >= 800:
+                break
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate()
+    assert victim.returncode == -signal.SIGKILL
+    partial = _catalog(home, "SELECT count(*) FROM memories")[0][0]
+    assert 0 < partial < len(rows), "the kill must land mid-way"
+
+    rerun = subprocess.run(command, env=cli_env(home), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.startswith(f"imported {len(rows) - partial}, skipped {partial}, failed 0"), rerun.stdout
+
+    keys = _catalog(home, "SELECT key, count(*) FROM memories GROUP BY key")
+    assert len(keys) == len(rows) and all(n == 1 for _, n in keys)
+    store = VectorStore(home / "vectors", model=real_embedder.name, dimension=DIM)
+    stored = store.row_ids(partition_key("acme")) + store.row_ids(partition_key(None))
+    assert len(stored) == len(set(stored)) == len(rows)  # no orphan, no duplicate vector
+    assert not list((home / "imports").glob("pending-*"))
+
+    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    try:
+        recalled = svc.recall(svc.caller("claude-code", space="acme"), "which database does acme use?", limit=5)
+        assert all(m.text.startswith(BASES[0]) for m in recalled.memories)
+    finally:
+        svc.close()
+
+
+CRASH_BETWEEN_VECTORS_AND_CATALOG = """
+import os, signal, sys
+import numpy as np
+from pathlib import Path
+from indexing.testing import HashingEmbedder
+from server.import_journal import Journal
+from server.memories import NewMemory, new_id
+from server.service import open_service
+from server.settings import Settings
+
+home = Path(sys.argv[1])
+svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+now = svc.clock()
+memories = [NewMemory(id=new_id(), space=None, text=f"half-written {i}", vector=np.eye(64, dtype=np.float32)[i],
+                      ai="import", created_at=now, valid_from=now, valid_until=None) for i in range(3)]
+journal = Journal.open(home, svc.catalog, svc.store)
+journal.pending({"personal": [m.id for m in memories]})
+svc.store.add("personal", [m.row() for m in memories])  # the vectors, and then the kill: no catalog
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_vectors_of_an_import_killed_before_its_commit_are_purged_by_the_next(home: Path, fake_service):
+    fake_service.close()
+    crashed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CRASH_BETWEEN_VECTORS_AND_CATALOG), str(home)],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    store = VectorStore(home / "vectors", model="hashing-test", dimension=64)
+    assert len(store.row_ids("personal")) == 3  # orphans: vectors no catalog entry names
+
+    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    try:
+        assert svc.recall(svc.caller("cli"), "half-written 1").memories == []  # recall ignores them
+        report = import_stream(svc, [json.dumps({"text": "half-written 1"})])
+        assert report.imported == 1
+        fresh = VectorStore(home / "vectors", model="hashing-test", dimension=64)
+        assert [fresh.text("personal", i) for i in fresh.row_ids("personal")] == ["half-written 1"]
+        assert not list((home / "imports").glob("pending-*"))
+    finally:
+        svc.close()
+
+
+def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
+    import threading
+
+    lines = [json.dumps({"text": f"shared {i}", "key": f"k{i}" if i % 2 else None}) for i in range(600)]
+    lines = [json.dumps({k: v for k, v in json.loads(line).items() if v is not None}) for line in lines]
+    reports = []
+    threads = [threading.Thread(target=lambda: reports.append(import_stream(fake_service, lines, batch_size=37)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(r.imported for r in reports) == 600
+    assert sum(r.skipped for r in reports) == 600
+    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 600
