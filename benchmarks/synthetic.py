@@ -42,16 +42,20 @@ def _unit(v: np.ndarray) -> np.ndarray:
 def zipf_sizes(total: int, count: int, exponent: float = 1.1) -> np.ndarray:
     weights = 1.0 / np.arange(1, count + 1) ** exponent
     sizes = np.maximum(1, np.floor(weights / weights.sum() * total)).astype(np.int64)
-    sizes[0] += total - sizes.sum()  # the largest space absorbs the rounding
+    sizes[0] = max(1, sizes[0] + total - sizes.sum())  # the largest space absorbs the rounding
     return sizes
 
 
 def _memories(rng: np.random.Generator, topics: np.ndarray, n: int) -> np.ndarray:
-    """Memories of one space: its own few topics, a space-specific accent, and noise."""
+    """Memories of one space, clustered at several scales as text embeddings are: a few shared
+    topics, a space-specific accent, sub-topics inside each topic, then per-memory noise."""
     mine = topics[rng.choice(len(topics), size=8, replace=False)]
     accent = _unit(rng.normal(size=DIM)) * 0.35
-    picks = mine[rng.integers(0, len(mine), size=n)]
-    noise = rng.normal(size=(n, DIM)).astype(np.float32) * (0.55 / np.sqrt(DIM))
+    subtopics = max(4, n // 200)
+    centres = _unit(mine[rng.integers(0, len(mine), size=subtopics)]
+                    + rng.normal(size=(subtopics, DIM)).astype(np.float32) * (0.5 / np.sqrt(DIM)))
+    picks = centres[rng.integers(0, subtopics, size=n)]
+    noise = rng.normal(size=(n, DIM)).astype(np.float32) * (0.35 / np.sqrt(DIM))
     return _unit(picks + accent + noise)
 
 

@@ -18,6 +18,7 @@ from benchmarks.arms import NOW, Floor, ScopeFirst, SingleTable
 from benchmarks.conftest import FULL, rss_mb
 from benchmarks.synthetic import build_store, exact_top_k, queries_for
 from server.clock import to_micros
+from server.spaces import partition_key
 
 K = 10
 QUERIES = 200 if FULL else 25
@@ -107,3 +108,40 @@ def test_scope_first_vs_filters(benchmark, size, label, arm):
         assert stats["recall_at_10"] == 1.0
     if arm.startswith("scope-first"):
         assert stats["recall_at_10"] >= 0.95
+
+
+SINGLE_SPACE = 1_000_000 if FULL else 60_000
+
+
+def test_single_large_space_uses_ann_inside_the_partition(benchmark):
+    """One space of 1M memories (60k in quick mode): past the 50k threshold the partition is
+    served by its IVF index. Target: recall@10 ≥ 0.95 at p50 ≤ 10 ms (full mode)."""
+    _built.clear()
+    store = build_store(SINGLE_SPACE, scopes={"1p-all": (SINGLE_SPACE, 1)}, seed=5)
+    # build_store adds 1,000 small spaces beside the probe; keep only the probe's rows.
+    keep = store.space_of == store.scopes["1p-all"][0]
+    from benchmarks.synthetic import Store
+
+    store = Store(store.vectors[keep], np.zeros(int(keep.sum()), dtype=np.int32), store.expired[keep],
+                  ["probe-1p-all"], {"1p-all": [0]})
+    sf = ScopeFirst(store)
+    queries = queries_for(store, "1p-all", QUERIES)
+    truth = [exact_top_k(store.vectors, store.in_scope("1p-all"), q, K) for q in queries]
+    sf.recall("1p-all", queries[0], K)  # load the partition and build its index
+    latencies, recalls = [], []
+    for q, t in zip(queries, truth):
+        started = time.perf_counter()
+        rows = sf.recall("1p-all", q, K).rows
+        latencies.append(time.perf_counter() - started)
+        recalls.append(len(set(rows) & set(t.tolist())) / K)
+    snapshot = sf.service.store.snapshot(partition_key("probe-1p-all"))
+    stats = {"store_size": store.size, "scope": "1p-all (single space)", "arm": "scope-first (IVF)",
+             "scope_rows": int(store.in_scope("1p-all").sum()), "recall_at_10": float(np.mean(recalls)),
+             "underfilled_share": 0.0, "out_of_scope_scored_per_query": 0.0,
+             "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
+             "ivf_lists": len(snapshot.ivf.centroids) if snapshot.ivf else 0, "nprobe": snapshot.ivf.nprobe if snapshot.ivf else 0}
+    benchmark.extra_info.update(stats)
+    cycle = iter(np.concatenate([queries] * 3))
+    benchmark.pedantic(lambda: sf.recall("1p-all", next(cycle), K), rounds=len(queries), iterations=1)
+    assert snapshot.ivf is not None
+    assert stats["recall_at_10"] >= 0.95
