@@ -29,3 +29,40 @@ def test_a_200k_row_import_stays_under_the_memory_bound(tmp_path: Path):
     samples = [rss for _, rss in figures["rss_samples_mib"]]
     first, second = samples[: len(samples) // 2], samples[len(samples) // 2 :]
     assert max(second) - max(first) < LATE_GROWTH_MIB, figures
+
+
+# VmHWM, not getrusage: a child's ru_maxrss starts from its parent's (this test's) peak.
+PARQUET_READ = """
+import sys
+from pathlib import Path
+from server.import_rows import parquet_rows
+
+def peak_mib():
+    line = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))
+    return int(line.split()[1]) / 1024
+
+total, rows = parquet_rows(Path(sys.argv[1]), batch_size=512)
+before = peak_mib()
+assert sum(1 for _ in rows) == total
+print(peak_mib() - before)
+"""
+
+
+def test_a_parquet_row_group_is_streamed_not_loaded_whole(tmp_path: Path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 100_000  # one row group holding 147 MiB of vectors
+    vectors = np.random.default_rng(0).standard_normal((rows, 384), dtype=np.float32)
+    table = pa.table({
+        "text": [f"note {i}" for i in range(rows)],
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), 384),
+    })
+    path = tmp_path / "one-group.parquet"
+    pq.write_table(table, path, row_group_size=rows)
+    del table, vectors
+    run = subprocess.run([sys.executable, "-c", PARQUET_READ, str(path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert float(run.stdout) < 64, f"reading grew the process by {run.stdout.strip()} MiB"
