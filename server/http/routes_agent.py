@@ -104,7 +104,7 @@ def replace_memory(
     """Supersede a memory with a new text, in the old one's space; answers the new memory."""
     service = service_of(request)
     caller = caller_for(service, token, body.space, body.cwd, run_id)
-    return render.memory_json(service.replace(caller, memory_id, body.text))
+    return render.memory_json(service.replace(caller, memory_id, body.text, space=body.new_space))
 
 
 @router.delete("/memories/{memory_id}", status_code=204, summary="forget")

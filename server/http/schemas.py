@@ -55,7 +55,10 @@ class RecallIn(_In):
 
 
 class ReplaceIn(_In):
-    text: Text = Field(description="the new memory; it takes the old one's space")
+    text: Text = Field(description="the new memory; it takes the old one's space unless new_space is given")
+    new_space: Text | None = Field(
+        None, description="the new memory's space (in the caller's reach); default: the old memory's"
+    )
     space: Text | None = Field(None, description=SPACE_DOC)
     cwd: Cwd | None = Field(None, description=CWD_DOC)
 

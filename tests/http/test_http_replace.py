@@ -1,0 +1,25 @@
+"""Replace over HTTP: the new memory keeps the old one's space, or moves to ``new_space`` when
+that space is in the caller's reach; a space out of reach answers alike whether it exists."""
+
+from __future__ import annotations
+
+from http_support import remember
+
+
+def test_replace_inherits_the_space_or_moves_within_reach(server, agent, operator):
+    assert operator.post("/v1/spaces", json={"name": "acme/platform"}).status_code == 201
+    old = remember(agent, "acme CI runs on Jenkins", space="acme")
+    kept = agent.post(f"/v1/memories/{old}/replace", json={"text": "acme CI runs on Buildkite", "space": "acme"})
+    assert kept.status_code == 201 and kept.json()["space"] == "acme"
+    other = remember(agent, "platform CI runs on Jenkins", space="acme")
+    moved = agent.post(f"/v1/memories/{other}/replace",
+                       json={"text": "platform CI runs on GitHub Actions", "space": "acme", "new_space": "acme/platform"})
+    assert moved.status_code == 201 and moved.json()["space"] == "acme/platform"
+
+
+def test_replace_into_a_space_out_of_reach_says_nothing_about_it(server, agent):
+    old = remember(agent, "acme deploys on fridays", space="acme")
+    foreign = agent.post(f"/v1/memories/{old}/replace", json={"text": "x", "space": "acme", "new_space": "globex"})
+    missing = agent.post(f"/v1/memories/{old}/replace", json={"text": "x", "space": "acme", "new_space": "initech"})
+    assert foreign.status_code == missing.status_code == 403
+    assert foreign.json()["error"]["message"].replace("globex", "S") == missing.json()["error"]["message"].replace("initech", "S")
