@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -29,6 +31,13 @@ from server.settings import Settings
 from server.spaces import partition_key
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def scratch(prefix: str) -> Path:
+    """A temporary folder removed when the benchmark process ends."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 ANN_ROWS = 50_000
 
 
@@ -42,7 +51,7 @@ class ScopeFirst:
     name = "scope-first"
 
     def __init__(self, store: Store, home: Path | None = None, embedder=None) -> None:
-        self.home = home or Path(tempfile.mkdtemp(prefix="esfis-bench-"))
+        self.home = home or scratch("esfis-bench-")
         self.service: Esfis = open_service(
             Settings(home=self.home, model=None),
             embedder=embedder or HashingEmbedder(dimension=DIM, name="synthetic-384"),
@@ -101,7 +110,7 @@ class SingleTable:
         from lancedb.index import BTree
 
         self.store = store
-        self.root = root or Path(tempfile.mkdtemp(prefix="esfis-bench-single-"))
+        self.root = root or scratch("esfis-bench-single-")
         db = lancedb.connect(str(self.root))
         n = store.size
         schema = pa.schema([

@@ -297,7 +297,11 @@ class VectorStore:
         import lance
 
         dataset = lance.dataset(str(self._paths(key)[0]))
-        dataset.optimize.compact_files(materialize_deletions_threshold=0.0)
+        # Every fragment with a deletion is rewritten, whatever its size; small fragments are
+        # merged only up to COMPACT_TARGET_ROWS, so a forget does not rewrite the whole table.
+        dataset.optimize.compact_files(
+            materialize_deletions_threshold=0.0, target_rows_per_fragment=COMPACT_TARGET_ROWS
+        )
         dataset = lance.dataset(str(self._paths(key)[0]))
         dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
 

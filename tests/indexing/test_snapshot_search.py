@@ -112,3 +112,16 @@ def test_searching_a_partition_never_written_is_empty(tmp_path, key):
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     assert store.search(key, unit(np.ones(DIM)), 5, 1).hits == []
     assert not store.exists(key)
+
+
+def test_purge_rewrites_a_large_fragment_that_held_the_row(tmp_path):
+    """A fragment past the compaction target still gets rewritten when it holds a deletion."""
+    store = VectorStore(tmp_path, model="m", dimension=8)
+    rng = np.random.default_rng(0)
+    n = 70_000
+    vectors = unit(rng.normal(size=(n, 8)))
+    secret = "zebra-secret-4471"
+    store.add("space:big", [Row(f"r{i}", secret if i == 123 else f"filler {i}", vectors[i], 0, 0, None) for i in range(n)])
+    store.purge("space:big", ["r123"])
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert len(store.row_ids("space:big")) == n - 1
