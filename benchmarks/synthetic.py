@@ -101,3 +101,14 @@ def exact_top_k(vectors: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int
     scores = vectors[rows] @ query
     top = np.argsort(-scores)[:k]
     return rows[top]
+
+
+def recall_at_k(vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray) -> float:
+    """Share of the true top k found, tie-aware: a returned row whose score equals the k-th true
+    score counts (the same text stored twice in one space gives equal scores, either is right)."""
+    if len(truth) == 0:
+        return 1.0
+    bar = float(vectors[truth[-1]] @ query) - 1e-5
+    truth_set = set(truth.tolist())
+    good = sum(1 for r in set(rows) if r in truth_set or float(vectors[r] @ query) >= bar)
+    return min(good, len(truth)) / len(truth)

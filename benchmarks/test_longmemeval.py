@@ -15,7 +15,7 @@ import pytest
 from benchmarks.arms import Floor, ScopeFirst, SingleTable
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
-from benchmarks.synthetic import Store, exact_top_k
+from benchmarks.synthetic import Store, exact_top_k, recall_at_k
 from indexing.embedder import load_embedder
 
 K = 10
@@ -80,8 +80,7 @@ def test_longmemeval(benchmark, arm):
         started = time.perf_counter()
         rows = answer(w, arm, qi)
         latencies.append(time.perf_counter() - started)
-        truth = set(w["truth"][q.id].tolist())
-        recalls.append(len(set(rows) & truth) / len(truth))
+        recalls.append(recall_at_k(store.vectors, w["q_vecs"][qi], rows, w["truth"][q.id]))
         if w["evidence"][q.id]:
             evidence_recalls.append(len(set(rows) & w["evidence"][q.id]) / len(w["evidence"][q.id]))
         other_space += sum(1 for r in rows if store.space_of[r] != store.scopes[q.id][0])

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.arms import NOW, Floor, ScopeFirst, SingleTable
 from benchmarks.conftest import FULL, rss_mb
-from benchmarks.synthetic import build_store, exact_top_k, queries_for
+from benchmarks.synthetic import build_store, exact_top_k, queries_for, recall_at_k
 from server.clock import to_micros
 from server.spaces import partition_key
 
@@ -87,7 +87,7 @@ def test_scope_first_vs_filters(benchmark, size, label, arm):
             scored_outside = 0
         else:
             rows, scored_outside = answer.rows, answer.out_of_scope_scored
-        recalls.append(len(set(rows) & set(t.tolist())) / len(t))
+        recalls.append(recall_at_k(w["store"].vectors, q, rows, t))
         short += len(rows) < K
         outside += scored_outside
     stats = {
@@ -133,7 +133,7 @@ def test_single_large_space_uses_ann_inside_the_partition(benchmark):
         started = time.perf_counter()
         rows = sf.recall("1p-all", q, K).rows
         latencies.append(time.perf_counter() - started)
-        recalls.append(len(set(rows) & set(t.tolist())) / K)
+        recalls.append(recall_at_k(store.vectors, q, rows, t))
     snapshot = sf.service.store.snapshot(partition_key("probe-1p-all"))
     stats = {"store_size": store.size, "scope": "1p-all (single space)", "arm": "scope-first (IVF)",
              "scope_rows": int(store.in_scope("1p-all").sum()), "recall_at_10": float(np.mean(recalls)),

@@ -75,6 +75,7 @@ class VectorStore:
         self._db = None
         self._snapshots: dict[str, Snapshot] = {}
         self._writes: Counter[str] = Counter()
+        self._gen_paths: dict[str, str] = {}
         self._lock = threading.RLock()
 
     # -- manifest ---------------------------------------------------------------------------
@@ -125,10 +126,21 @@ class VectorStore:
         return self._paths(key)[0].exists()
 
     def _token(self, key: str) -> str:
+        """The partition's write token: the random text of its .gen file, replaced on every
+        write. Raw os calls: this runs on every search (~10 µs; pathlib's read_text ~0.1 ms)."""
         try:
-            return self._paths(key)[2].read_text()
+            fd = os.open(self._gen_paths.get(key) or self._gen_path(key), os.O_RDONLY)
         except FileNotFoundError:
             return ""
+        try:
+            return os.read(fd, 64).decode()
+        finally:
+            os.close(fd)
+
+    def _gen_path(self, key: str) -> str:
+        path = str(self._paths(key)[2])
+        self._gen_paths[key] = path
+        return path
 
     @contextmanager
     def _writing(self, key: str) -> Iterator[str]:

@@ -225,9 +225,12 @@ class MemoryBook:
         )
         return {r["id"] for r in rows}
 
-    def counts(self) -> dict[str, tuple[int, int]]:
-        """Per partition: (live memories, of which superseded)."""
-        return {r["key"]: (r["live"], r["superseded"]) for r in self.catalog.all("SELECT * FROM partitions")}
+    def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
+        """For ``keys``: (live memories, of which superseded); and the live total of all."""
+        marks = ",".join("?" * len(keys))
+        rows = self.catalog.all(f"SELECT key, live, superseded FROM partitions WHERE key IN ({marks})", tuple(keys))
+        total = self.catalog.one("SELECT coalesce(sum(live), 0) AS total FROM partitions")
+        return {r["key"]: (r["live"], r["superseded"]) for r in rows}, int(total["total"] if total else 0)
 
     def drop_space(self, space: str, at: datetime) -> int:
         """Purge a space's partition; its ids stay known as forgotten."""

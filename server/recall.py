@@ -43,10 +43,10 @@ def run_recall(
     store: VectorStore,
     book: MemoryBook,
 ) -> RecallOutcome:
-    counts = book.counts()
-    reached_keys = {partition_key(s) for s in scope.reached}
+    reached_keys = [partition_key(s) for s in scope.reached]
+    counts, total = book.counts(reached_keys)
     cut = {
-        "space": sum(live for key, (live, _) in counts.items() if key not in reached_keys),
+        "space": total - sum(live for live, _ in counts.values()),
         "policy": sum(counts.get(partition_key(s), (0, 0))[0] for s, _ in scope.denied),
         "superseded": 0,
         "expired": 0,

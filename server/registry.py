@@ -16,7 +16,6 @@ from server.models import Space
 from server.policies import Effect, PolicySet, Rule, validate_ai
 from server.spaces import (
     canonical_folder,
-    contains,
     default_space_name,
     partition_key,
     space_for_folder,
@@ -101,7 +100,13 @@ class Registry:
         return [self.get(name) for name in self.names()]
 
     def subtree(self, name: str) -> list[str]:
-        return [s for s in self.names() if contains(name, s)]
+        """``name`` and the registered spaces below it, by an index range: '/' sorts just
+        before '0', so every ``name/…`` lies between ``name/`` and ``name0``."""
+        rows = self.catalog.all(
+            "SELECT name FROM spaces WHERE name = ? OR (name > ? AND name < ?) ORDER BY name",
+            (name, name + "/", name + "0"),
+        )
+        return [r["name"] for r in rows]
 
     def delete(self, name: str) -> None:
         with self.catalog.transaction() as tx:

@@ -37,6 +37,7 @@ class Scope:
 
 
 def scope_for(caller: Caller, registered: list[str], policies: PolicySet) -> Scope:
+    """``registered`` holds at least the registered spaces of the caller's subtree."""
     if caller.scope is not None and (caller.space is None or not contains(caller.scope, caller.space)):
         raise OutOfReach(f"this token acts only inside space {caller.scope!r}")
     spaces: list[str | None] = list(reached_spaces(caller.space, registered))

@@ -76,7 +76,8 @@ class Esfis:
         return Caller(ai=ai, space=where, transport=transport, run_id=run_id, scope=scope)  # type: ignore[arg-type]
 
     def scope(self, caller: Caller) -> Scope:
-        return scope_for(caller, self.registry.names(), self.registry.policies())
+        subtree = self.registry.subtree(caller.space) if caller.space is not None else []
+        return scope_for(caller, subtree, self.registry.policies())
 
     def _visible(self, caller: Caller, id_: str, field: str = "id") -> Memory:
         """The memory, if the caller may see it; else the same answer as for a random id."""
