@@ -17,7 +17,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def load(paths: list[Path]) -> tuple[list[dict], dict]:
-    rows, machine = [], {}
+    """Benchmarks from every file; a benchmark measured again in a later file replaces the
+    earlier figure."""
+    by_name: dict[str, dict] = {}
+    machine: dict = {}
     for path in paths:
         raw = json.loads(path.read_text())
         machine = raw.get("machine_info", machine)
@@ -31,8 +34,8 @@ def load(paths: list[Path]) -> tuple[list[dict], dict]:
                 info["bench_p50_ms"] = bench["stats"]["median"] * 1000
             info["name"] = bench["name"]
             info["group"] = bench.get("fullname", "")
-            rows.append(info)
-    return rows, machine
+            by_name[bench["fullname"]] = info
+    return list(by_name.values()), machine
 
 
 def fmt(value, digits=2) -> str:

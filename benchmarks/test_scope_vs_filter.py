@@ -8,6 +8,7 @@ Correctness is asserted (and runs in CI, quick mode); timings never are.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -26,6 +27,9 @@ SIZES = [10_000, 100_000, 1_000_000] if FULL else [10_000]
 FIXED_SCOPES = {"1p-10k": (10_000, 1), "3p-10k": (10_000, 3)} if FULL else {"1p-2k": (2_000, 1), "3p-2k": (2_000, 3)}
 SWEEP = {"1p-1k": (1_000, 1), "1p-50k": (50_000, 1), "1p-100k": (100_000, 1)} if FULL else {}
 ARMS = ["scope-first", "scope-first-index", "post-filter-x1", "post-filter-x4", "post-filter-x16", "prefilter", "floor"]
+# ESFIS_BENCH_ARMS=scope-first-index,floor re-measures some arms without building the others.
+ARMS = [a for a in ARMS if a in os.environ.get("ESFIS_BENCH_ARMS", ",".join(ARMS)).split(",")]
+SIZES = [int(s) for s in os.environ.get("ESFIS_BENCH_SIZES", ",".join(map(str, SIZES))).split(",")]
 
 _built: dict[int, dict] = {}
 
@@ -40,7 +44,7 @@ def world(size: int) -> dict:
         started = time.perf_counter()
         scope_first = ScopeFirst(store)
         built_scope = time.perf_counter() - started
-        single = SingleTable(store)
+        single = SingleTable(store) if any(a.startswith("post") or a == "prefilter" for a in ARMS) else None
         floor = Floor(store)
         queries = {label: queries_for(store, label, QUERIES) for label in store.scopes}
         truth = {

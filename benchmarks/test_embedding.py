@@ -1,0 +1,48 @@
+"""Query embedding on the CPU: the default ONNX Runtime path against sentence-transformers on
+torch, for the same model. Target (issue 5): p50 ≤ 5 ms, vectors within 1e-3 cosine."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from benchmarks.conftest import FULL
+from benchmarks.longmemeval import load_workload
+from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+
+QUERIES = 200 if FULL else 20
+
+
+@pytest.fixture(scope="module")
+def questions() -> list[str]:
+    return [q.text for q in load_workload().questions[:QUERIES]]
+
+
+@pytest.fixture(scope="module")
+def embedders():
+    onnx = load_embedder(None, "onnx")
+    onnx.load()
+    torch = SentenceTransformerEmbedder()
+    torch.load()
+    return {"onnx": onnx, "torch": torch}
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+def test_query_embedding(benchmark, embedders, questions, backend):
+    embedder = embedders[backend]
+    embedder.embed_query(questions[0])
+    latencies = []
+    for q in questions:
+        started = time.perf_counter()
+        embedder.embed_query(q)
+        latencies.append(time.perf_counter() - started)
+    agreement = min(float(embedders["onnx"].embed_query(q) @ embedders["torch"].embed_query(q)) for q in questions[:20])
+    benchmark.extra_info.update({
+        "backend": backend, "queries": len(questions), "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p95_ms": float(np.percentile(latencies, 95) * 1000), "min_cosine_onnx_vs_torch": agreement,
+    })
+    cycle = iter(questions * 3)
+    benchmark.pedantic(lambda: embedder.embed_query(next(cycle)), rounds=len(questions), iterations=1)
+    assert agreement > 1 - 1e-3
