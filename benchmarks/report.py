@@ -108,7 +108,7 @@ def plots(synthetic: list[dict]) -> list[str]:
     return made
 
 
-def main(paths: list[Path]) -> None:
+def main(paths: list[Path]) -> None:  # noqa: C901 - one page of report
     RESULTS.mkdir(exist_ok=True)
     rows, machine = load(paths)
     synthetic = [r for r in rows if "store_size" in r and "dataset" not in r]
@@ -121,6 +121,8 @@ def main(paths: list[Path]) -> None:
         f"Machine: {cpu.get('brand_raw', platform.processor())}, {cpu.get('count', '?')} cores, "
         f"Python {machine.get('python_version', platform.python_version())}, {machine.get('system', platform.system())} "
         f"{machine.get('release', '')}. Latencies are pytest-benchmark rounds (one query each); p50/p95 in ms.",
+        "",
+        "Runs merged, a later one replacing a benchmark measured again: " + ", ".join(f"`{p.name}`" for p in paths) + ".",
         "",
         "## Synthetic stores (clustered 384-d vectors, 1,000 Zipf-sized spaces, 5% expired rows)",
         "",
@@ -149,6 +151,32 @@ def main(paths: list[Path]) -> None:
             extra = {k: v for k, v in r.items() if k not in ("name", "group", "bench_p50_ms", "bench_p95_ms")}
             if extra:
                 out.append(f"- `{r['name']}`: " + ", ".join(f"{k}={fmt(v)}" for k, v in extra.items()))
+        out.append("")
+    gpu = RESULTS / "gpu.json"
+    if gpu.exists():
+        g = json.loads(gpu.read_text())
+        out += [
+            f"## GPU ({g['device']}, torch {g['torch']}; benchmarks/gpu/measure.py, one short run)",
+            "",
+            "The model travels as fp16 weights (the fp32 file is over the device's transfer limit); "
+            f"fp16 GPU vectors against fp32 CPU vectors: min cosine {g['fp16_gpu_vs_cpu_fp32_cosine_min']:.6f}. "
+            "LanceDB is not on that machine: the import pipeline there runs every stage but the store "
+            "write (parse, validate, digest and dedupe, tokenize in 3 threads, encode, Arrow batches to disk).",
+            "",
+            "| measurement | figure |",
+            "| --- | --- |",
+        ]
+        for key, value in g["raw_encode_texts_per_s"].items():
+            out.append(f"| raw encode, {key.replace('_', ' ')} | {value:,} texts/s |")
+        for key, value in g.items():
+            if key.startswith("import_pipeline"):
+                out.append(f"| {key.replace('_', ' ')} | {value['memories_per_s']:,} memories/s ({value['lines']:,} lines) |")
+        for key, value in g["search"].items():
+            out.append(f"| exact search, {key.replace('_', ' ')}, one query | p50 {value['p50_ms']} ms, p95 {value['p95_ms']} ms |")
+            out.append(f"| exact search, {key.replace('_', ' ')}, batched | {value['batched_queries_per_s']:,} queries/s |")
+        if "lme_embed_all_distinct_texts" in g:
+            e = g["lme_embed_all_distinct_texts"]
+            out.append(f"| LongMemEval, all {e['texts']:,} distinct texts embedded | {e['texts_per_s']:,} texts/s |")
         out.append("")
     for png in plots(synthetic):
         out += [f"![{png}]({png})", ""]
