@@ -20,7 +20,21 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(os.environ.get("ESFIS_BENCH_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+def _data_dir() -> Path:
+    """``$ESFIS_BENCH_DATA``, else ``../shared/data`` beside the checkout, else the workplace's
+    copy at /work/shared/data (a clone made elsewhere, as CI's is, has no ``../shared``)."""
+    if os.environ.get("ESFIS_BENCH_DATA"):
+        return Path(os.environ["ESFIS_BENCH_DATA"])
+    for candidate in (Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data")):
+        if (candidate / "longmemeval").is_dir():
+            return candidate
+    raise FileNotFoundError(
+        "LongMemEval data not found: set ESFIS_BENCH_DATA to the folder holding longmemeval/ "
+        "(see ../shared/data/README.md)"
+    )
+
+
+DATA = _data_dir()
 LME_FILE = DATA / "longmemeval" / "longmemeval_s_user_turns.json.gz"
 CHUNK = 2048
 

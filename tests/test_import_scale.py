@@ -65,4 +65,6 @@ def test_a_parquet_row_group_is_streamed_not_loaded_whole(tmp_path: Path):
     run = subprocess.run([sys.executable, "-c", PARQUET_READ, str(path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert float(run.stdout) < 64, f"reading grew the process by {run.stdout.strip()} MiB"
+    # Loaded whole, the group costs its 147 MiB of vectors and more (+330 MiB seen); streamed,
+    # the growth is pages and allocator slack (52–67 MiB seen).
+    assert float(run.stdout) < 100, f"reading grew the process by {run.stdout.strip()} MiB"
