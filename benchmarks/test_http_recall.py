@@ -7,7 +7,6 @@ Correctness asserted: every answer comes from the caller's scope.
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np

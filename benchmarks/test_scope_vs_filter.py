@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import timedelta
 
 import numpy as np
 import pytest

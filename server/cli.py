@@ -67,8 +67,7 @@ def cmd_policy_list(args) -> None:
 
 
 def cmd_policy_clear(args) -> None:
-    if not _service().clear_policy(args.ai_name, args.target):
-        raise NotFoundRule(args.ai_name, args.target)
+    _service().clear_policy(args.ai_name, args.target)
 
 
 def cmd_remember(args) -> None:
@@ -128,11 +127,6 @@ def cmd_why(value: str, as_json: bool) -> None:
         raise InvalidInput(f"--why takes a delivery number, got {value!r}", field="why") from None
     why = _service().why(delivery_id)
     print(json.dumps(render.why_json(why), indent=2) if as_json else render.why_text(why))
-
-
-class NotFoundRule(NotFound):
-    def __init__(self, ai: str, space: str | None) -> None:
-        super().__init__(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
 
 
 # -- parsing --------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
     ├── NotFound                    not_found       404
     │   ├── MemoryNotFound          not_found       404   identical for missing and unseen ids
     │   ├── SpaceNotFound           space_not_found 404
-    │   └── DeliveryNotFound        not_found       404
+    │   ├── DeliveryNotFound        not_found       404
+    │   └── RuleNotFound            not_found       404
     ├── Forbidden                   forbidden       403
     │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
     │   ├── OutOfReach              out_of_reach    403
@@ -75,6 +76,10 @@ class SpaceNotFound(NotFound):
 
 class DeliveryNotFound(NotFound):
     pass
+
+
+class RuleNotFound(NotFound):
+    """``policy clear`` named a rule that is not there."""
 
 
 class Forbidden(EsfisError):

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Iterator, Mapping
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class LineTooLong:
 
 
 def check_row(
-    line: int, fields: object, *, now: datetime, dimension: int, operator: bool
+    line: int, fields: object, *, now: datetime, dimension: int
 ) -> Row | RowError:
     """Check one row's fields; the space's existence is checked later, once per batch."""
     if not isinstance(fields, Mapping):
@@ -83,7 +83,7 @@ def check_row(
             raise InvalidInput("valid_until must be after valid_from", field="valid_until")
         labels = check_labels(fields.get("labels"))
         key = _key(fields.get("key"))
-        vector = _vector(fields.get("vector"), dimension, operator)
+        vector = _vector(fields.get("vector"), dimension)
     except EsfisError as exc:
         return RowError(line, exc.message)
     return Row(line, text, digest_of(text), space, valid_from, valid_until, labels, key, vector)
@@ -109,12 +109,10 @@ def _key(value: Any) -> str | None:
     return value
 
 
-def _vector(value: Any, dimension: int, operator: bool) -> np.ndarray | None:
+def _vector(value: Any, dimension: int) -> np.ndarray | None:
     """A precomputed vector, made unit length (cosine ignores scale; the index assumes unit)."""
     if value is None:
         return None
-    if not operator:
-        raise InvalidInput("vector is accepted only in an operator's import", field="vector")
     array = value if isinstance(value, np.ndarray) else np.asarray(value) if isinstance(value, (list, tuple)) else None
     if array is None or array.ndim != 1 or array.dtype.kind not in "iuf":  # numbers, not bools or strings
         raise InvalidInput("vector must be a list of numbers", field="vector")
@@ -133,7 +131,7 @@ def _vector(value: Any, dimension: int, operator: bool) -> np.ndarray | None:
 
 
 def parse_line(
-    line: int, raw: bytes | str | LineTooLong, *, now: datetime, dimension: int, operator: bool
+    line: int, raw: bytes | str | LineTooLong, *, now: datetime, dimension: int
 ) -> Row | RowError | None:
     """One JSON line checked; None for a blank line (ignored, not counted)."""
     if isinstance(raw, LineTooLong):
@@ -151,7 +149,7 @@ def parse_line(
         fields = json.loads(raw)
     except json.JSONDecodeError as exc:
         return RowError(line, f"invalid JSON: {exc.msg} (column {exc.colno})")
-    return check_row(line, fields, now=now, dimension=dimension, operator=operator)
+    return check_row(line, fields, now=now, dimension=dimension)
 
 
 def read_lines(stream: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes | LineTooLong]:

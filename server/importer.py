@@ -36,9 +36,10 @@ What is promised:
   turns import ran at 0.96 of raw ``embed_documents`` throughput (40.4 vs 41.9 texts/s on 2 busy
   cores); the same rows with vectors precomputed took 2% of the embedding time
   (``scripts/import-throughput``).
-- **Policies.** An operator's import is an operator act: AI policies do not apply, ``ai`` is
-  recorded as the writer. With ``operator=False`` each row's space must be allowed to ``ai`` by
-  policy (else that row's error) and vectors are refused.
+- **Operators only.** An import is an operator's act (the CLI on the data folder, or
+  ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
+  the writer. There is no AI import: it would write where an AI's scope never reaches, around
+  the façade's checks; agents write one memory at a time through ``Esfis.remember``.
 
 ``esfis import FILE|-``: a progress bar on stderr when stderr is a terminal, the errors on stderr
 (``line N: reason``), one summary line on stdout. Exit status 0 when every row was imported or
@@ -100,7 +101,6 @@ def import_stream(
     lines: Iterable[bytes | str],
     *,
     ai: str = "import",
-    operator: bool = True,
     batch_size: int = 512,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
@@ -109,9 +109,9 @@ def import_stream(
 
     def parsed() -> Iterator[tuple[int, Row | RowError | None]]:
         for number, raw in enumerate(lines, start=1):
-            yield number, parse_line(number, raw, now=service.clock(), dimension=dimension, operator=operator)
+            yield number, parse_line(number, raw, now=service.clock(), dimension=dimension)
 
-    return _Importer(service, ai, operator, batch_size, progress).run(parsed())
+    return _Importer(service, ai, batch_size, progress).run(parsed())
 
 
 def import_records(
@@ -119,7 +119,6 @@ def import_records(
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     ai: str = "import",
-    operator: bool = True,
     batch_size: int = 512,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
@@ -128,21 +127,20 @@ def import_records(
 
     def parsed() -> Iterator[tuple[int, Row | RowError | None]]:
         for number, fields in records:
-            yield number, check_row(number, fields, now=service.clock(), dimension=dimension, operator=operator)
+            yield number, check_row(number, fields, now=service.clock(), dimension=dimension)
 
-    return _Importer(service, ai, operator, batch_size, progress).run(parsed())
+    return _Importer(service, ai, batch_size, progress).run(parsed())
 
 
 class _Importer:
     def __init__(
-        self, service: Esfis, ai: str, operator: bool, batch_size: int, progress: Callable[[int], None] | None
+        self, service: Esfis, ai: str, batch_size: int, progress: Callable[[int], None] | None
     ) -> None:
         validate_ai(ai)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
             raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")
         self.service = service
         self.ai = ai
-        self.operator = operator
         self.batch_size = batch_size
         self.progress = progress
         self.imported = self.skipped = self.failed = 0
@@ -220,11 +218,6 @@ class _Importer:
         """Why no row may go to ``space`` (checked once per batch), or None."""
         if space is not None and not self.service.registry.exists(space):
             return f"no space named {space!r}; an import never creates spaces (esfis space add)"
-        if not self.operator:
-            decision = self.service.registry.policies().decide(self.ai, space)
-            if not decision.allowed:
-                where = "personal memories" if space is None else f"space {space!r}"
-                return f"{self.ai} may not use {where} ({decision.reason})"
         return None
 
     def _first_of_each(self, rows: list[Row]) -> list[Row]:
@@ -321,7 +314,7 @@ def run_cli_import(args) -> None:
     if source != "-" and not Path(source).is_file():
         raise InvalidInput(f"no file {source!r}", field="file")
     service = open_service()
-    options = dict(ai=ai, operator=True, batch_size=args.batch_size)
+    options = dict(ai=ai, batch_size=args.batch_size)
     try:
         if fmt == "parquet":
             total, records = parquet_rows(Path(source), batch_size=args.batch_size)

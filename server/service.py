@@ -25,6 +25,7 @@ from server.errors import (
     MemoryNotFound,
     OutOfReach,
     PolicyDenied,
+    RuleNotFound,
     SpaceNotEmpty,
     StoreUnavailable,
 )
@@ -271,8 +272,9 @@ class Esfis:
     def policies(self) -> list[Rule]:
         return self.registry.policies().rules()
 
-    def clear_policy(self, ai: str, space: str | None = None) -> bool:
-        return self.registry.clear_rule(ai, space)
+    def clear_policy(self, ai: str, space: str | None = None) -> None:
+        if not self.registry.clear_rule(ai, space):
+            raise RuleNotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
 
     # -- deliveries (operator) --------------------------------------------------------------
 

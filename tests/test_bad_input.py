@@ -69,6 +69,7 @@ CASES = [
     pytest.param(["space", "remove", "acme"], "holds 1 memories", id="remove-nonempty-space"),
     pytest.param(["remember", "x", "--ai", "bad name"], "invalid AI name", id="ai-space"),
     pytest.param(["--why", "99"], "no delivery 99", id="why-unknown"),
+    pytest.param(["policy", "clear", "cursor", "acme"], "no rule for cursor in acme", id="clear-missing-rule"),
 ]
 
 

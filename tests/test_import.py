@@ -5,7 +5,6 @@ re-run completes with every row present exactly once."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -209,21 +208,11 @@ def test_errors_kept_are_capped_but_all_are_counted(fake_service):
     assert report.failed == 1500 and len(report.errors) == 1000
 
 
-def test_an_ai_import_obeys_policy_and_carries_no_vectors(fake_service):
-    fake_service.create_space("acme")
+def test_an_import_is_an_operators_act_that_ai_policies_do_not_limit(fake_service):
     fake_service.create_space("globex")
     fake_service.deny("cursor", "globex")
-    lines = [
-        json.dumps({"text": "acme note", "space": "acme"}),
-        json.dumps({"text": "globex note", "space": "globex"}),
-        json.dumps({"text": "with a vector", "vector": [1.0] * 64}),
-    ]
-    report = import_stream(fake_service, lines, ai="cursor", operator=False)
-    assert report.imported == 1
-    assert report.errors[0][0] == 2 and "deny cursor globex" in report.errors[0][1]
-    assert report.errors[1] == (3, "vector is accepted only in an operator's import")
-    # An operator's import is an operator act: the AI's policies do not apply to it.
-    assert import_stream(fake_service, lines[1:2], ai="cursor").imported == 1
+    line = json.dumps({"text": "globex note", "space": "globex"})
+    assert import_stream(fake_service, [line], ai="cursor").imported == 1
 
 
 # -- embedding ------------------------------------------------------------------------------

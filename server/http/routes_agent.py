@@ -14,10 +14,10 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from server import render
-from server.errors import InvalidInput, MemoryNotFound, OutOfReach
+from server.errors import InvalidInput, OutOfReach
 from server.http.auth import AgentToken, service_of
 from server.http.schemas import CWD_DOC, ERRORS, SPACE_DOC, Cwd, MemoryOut, RecallIn, RecallOut, RememberIn, ReplaceIn, Text
-from server.models import Caller, Memory
+from server.models import Caller
 from server.service import Esfis
 from server.spaces import contains, validate_space_name
 from server.tokens import Token
@@ -49,17 +49,6 @@ def caller_for(service: Esfis, token: Token, space: str | None, cwd: str | None,
             if not contains(token.space, space):
                 raise OutOfReach(f"this token acts only inside space {token.space!r}")
     return service.caller(token.ai, space=space, cwd=cwd, transport="http", run_id=run_id, scope=token.space)
-
-
-def memory_for(service: Esfis, caller: Caller, memory: Memory) -> dict:
-    """A memory as an agent sees it: a successor it cannot see is not named."""
-    shown = render.memory_json(memory)
-    if memory.superseded_by is not None:
-        try:
-            service.get(caller, memory.superseded_by)
-        except MemoryNotFound:
-            shown["superseded_by"] = None
-    return shown
 
 
 @router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")
@@ -94,7 +83,7 @@ def get_memory(
     """One memory; an id the caller cannot see answers exactly as one that never existed."""
     service = service_of(request)
     caller = caller_for(service, token, space, cwd, run_id)
-    return memory_for(service, caller, service.get(caller, memory_id))
+    return render.memory_json(service.get(caller, memory_id))  # the core hides an unseen successor
 
 
 @router.post("/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, summary="replace")

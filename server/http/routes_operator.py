@@ -14,7 +14,6 @@ import anyio.from_thread
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import render
-from server.errors import NotFound
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
 from server.http.schemas import (
     ERRORS,
@@ -85,8 +84,7 @@ def clear_policy(
     ai: Annotated[Text, Query(description="an AI name, or '*'")],
     space: Annotated[Text | None, Query(description="a space; absent: the rule for everywhere")] = None,
 ) -> Response:
-    if not service_of(request).clear_policy(ai, space):
-        raise NotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
+    service_of(request).clear_policy(ai, space)
     return Response(status_code=204)
 
 
@@ -153,7 +151,7 @@ async def import_lines(
 
     def run() -> Any:
         body = io.BufferedReader(_BodyReader(lambda: anyio.from_thread.run(next_chunk)), 64 * 1024)
-        return import_stream(service, read_lines(body), ai=ai, operator=True)
+        return import_stream(service, read_lines(body), ai=ai)
 
     report = await anyio.to_thread.run_sync(run)
     return {
