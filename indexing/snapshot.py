@@ -31,6 +31,35 @@ class Row:
 
 
 @dataclass(frozen=True)
+class RowBatch:
+    """Rows by column: a bulk write hands the store one of these, not a row object per memory.
+
+    ``valid_until`` holds ``OPEN_END`` for a row with no end.
+    """
+
+    ids: list[str]
+    texts: list[str]
+    vectors: np.ndarray  # (n, dimension) float32
+    created_at: np.ndarray  # int64
+    valid_from: np.ndarray  # int64
+    valid_until: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> "RowBatch":
+        return cls(
+            ids=[r.id for r in rows],
+            texts=[r.text for r in rows],
+            vectors=np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows]),
+            created_at=np.array([r.created_at for r in rows], dtype=np.int64),
+            valid_from=np.array([r.valid_from for r in rows], dtype=np.int64),
+            valid_until=np.array([OPEN_END if r.valid_until is None else r.valid_until for r in rows], dtype=np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
 class Hit:
     id: str
     score: float
@@ -98,10 +127,11 @@ class Snapshot:
         else:
             self.ivf = None
 
-    def append(self, rows: list[Row]) -> None:
-        if not rows:
+    def append(self, batch: RowBatch) -> None:
+        n = len(batch)
+        if not n:
             return
-        need = self.rows + len(rows)
+        need = self.rows + n
         if need > self.vectors.shape[0]:
             capacity = max(need, 2 * self.vectors.shape[0], 64)
             self.vectors = _grow(self.vectors, capacity)
@@ -109,17 +139,16 @@ class Snapshot:
             self.valid_until = _grow(self.valid_until, capacity)
             self.created_at = _grow(self.created_at, capacity)
             self.live = _grow(self.live, capacity)
-        for row in rows:
-            i = self.rows
-            self.vectors[i] = row.vector
-            self.valid_from[i] = row.valid_from
-            self.valid_until[i] = OPEN_END if row.valid_until is None else row.valid_until
-            self.created_at[i] = row.created_at
-            self.live[i] = True
-            self.ids.append(row.id)
-            self.texts.append(row.text)
-            self.row_of[row.id] = i
-            self.rows += 1
+        start = self.rows
+        self.vectors[start:need] = batch.vectors
+        self.valid_from[start:need] = batch.valid_from
+        self.valid_until[start:need] = batch.valid_until
+        self.created_at[start:need] = batch.created_at
+        self.live[start:need] = True
+        self.ids.extend(batch.ids)
+        self.texts.extend(batch.texts)
+        self.row_of.update(zip(batch.ids, range(start, need)))
+        self.rows = need
         if self.ivf is None and self.rows >= ANN_THRESHOLD:
             self.reindex()
         elif self.ivf is not None and self.rows > 2 * self.ivf.built_rows:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from indexing.errors import BadVector, StoreMismatch
-from indexing.snapshot import PartitionResult, Row, Snapshot
+from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
@@ -229,33 +229,36 @@ class VectorStore:
             raise BadVector("vectors must hold finite numbers only")
         return vectors
 
-    def add(self, key: str, rows: list[Row]) -> None:
-        if not rows:
+    def add(self, key: str, rows: list[Row] | RowBatch) -> None:
+        """Append rows to a partition (created on its first write)."""
+        batch = rows if isinstance(rows, RowBatch) else RowBatch.of(rows) if rows else None
+        if batch is None or not len(batch):
             return
-        for row in rows:
-            if not _ID.match(row.id):
-                raise ValueError(f"bad row id {row.id!r}")
-        vectors = self.check_vectors(np.stack([r.vector for r in rows]))
-        batch = pa.table(
+        for id_ in batch.ids:
+            if not _ID.match(id_):
+                raise ValueError(f"bad row id {id_!r}")
+        vectors = self.check_vectors(batch.vectors)
+        until = pa.array(batch.valid_until, type=pa.int64(), mask=batch.valid_until == OPEN_END)
+        table = pa.table(
             {
-                "id": [r.id for r in rows],
-                "text": [r.text for r in rows],
+                "id": pa.array(batch.ids, type=pa.string()),
+                "text": pa.array(batch.texts, type=pa.string()),
                 "vector": pa.FixedSizeListArray.from_arrays(
                     pa.array(vectors.reshape(-1), type=pa.float32()), self.dimension
                 ),
-                "created_at": [r.created_at for r in rows],
-                "valid_from": [r.valid_from for r in rows],
-                "valid_until": pa.array([r.valid_until for r in rows], type=pa.int64()),
+                "created_at": pa.array(batch.created_at, type=pa.int64()),
+                "valid_from": pa.array(batch.valid_from, type=pa.int64()),
+                "valid_until": until,
             },
             schema=self._schema(),
         )
         with self._writing(key) as _:
-            table = self._open_table(key, create=True)
-            table.add(batch)
+            lance_table = self._open_table(key, create=True)
+            lance_table.add(table)
             snap = self._snapshots.get(key)
             if snap is not None:
-                snap.append(rows)
-            self._after_write(key, table)
+                snap.append(batch)
+            self._after_write(key, lance_table)
 
     def end_validity(self, key: str, id_: str, valid_until: int) -> None:
         """Close a row's validity interval (supersede or expire)."""

@@ -53,27 +53,26 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections import OrderedDict
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-import numpy as np
-
-from indexing.errors import IndexingError
-from server.errors import BadImportLine, InvalidInput, StoreUnavailable
-from server.import_journal import Journal, batch_lock
+from server.catalog import Catalog
+from server.errors import BadImportLine, InvalidInput
+from server.import_batches import Preparer, Writer
+from server.import_journal import Journal
 from server.import_rows import Row, RowError, check_row, parquet_rows, parse_line, read_lines
-from server.memories import NewMemory, new_id
 from server.policies import validate_ai
+from server.registry import Registry
 from server.service import Esfis, open_service
-from server.spaces import partition_key
 
-ERRORS_KEPT = 1000
-EMBED_CACHE_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 8192
-_IN_CHUNK = 900  # SQLite parameters per IN (...) list
+DEFAULT_BATCH = 2048
+BATCH_TEXT_BYTES = 8 * 1024 * 1024  # a batch closes early once its texts reach this size
+IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
 
 
 @dataclass(frozen=True)
@@ -101,15 +100,17 @@ def import_stream(
     lines: Iterable[bytes | str],
     *,
     ai: str = "import",
-    batch_size: int = 512,
+    batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed."""
     dimension = service.store.dimension
 
-    def parsed() -> Iterator[tuple[int, Row | RowError | None]]:
+    def parsed() -> Iterator[Row | RowError | None]:
         for number, raw in enumerate(lines, start=1):
-            yield number, parse_line(number, raw, now=service.clock(), dimension=dimension)
+            if number % 256 == 1:
+                now = service.clock()  # "now" for rows without valid_from; read every 256 rows
+            yield parse_line(number, raw, now=now, dimension=dimension)
 
     return _Importer(service, ai, batch_size, progress).run(parsed())
 
@@ -119,20 +120,26 @@ def import_records(
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     ai: str = "import",
-    batch_size: int = 512,
+    batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import rows already split into fields, as ``(row number, fields)`` (Parquet)."""
     dimension = service.store.dimension
 
-    def parsed() -> Iterator[tuple[int, Row | RowError | None]]:
-        for number, fields in records:
-            yield number, check_row(number, fields, now=service.clock(), dimension=dimension)
+    def parsed() -> Iterator[Row | RowError | None]:
+        for count, (number, fields) in enumerate(records):
+            if count % 256 == 0:
+                now = service.clock()
+            yield check_row(number, fields, now=now, dimension=dimension)
 
     return _Importer(service, ai, batch_size, progress).run(parsed())
 
 
 class _Importer:
+    """Parses in the caller's thread; each batch is then prepared (checked and embedded) in one
+    worker thread and written in another, so parsing, embedding and writing overlap. The
+    embedder and the stores release the GIL while they work."""
+
     def __init__(
         self, service: Esfis, ai: str, batch_size: int, progress: Callable[[int], None] | None
     ) -> None:
@@ -143,159 +150,71 @@ class _Importer:
         self.ai = ai
         self.batch_size = batch_size
         self.progress = progress
-        self.imported = self.skipped = self.failed = 0
-        self.errors: list[tuple[int, str]] = []
-        self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.cache_size = max(EMBED_CACHE_BYTES // (4 * service.store.dimension), 1)
         self.home = service.catalog.path.parent
 
-    def run(self, parsed: Iterator[tuple[int, Row | RowError | None]]) -> ImportReport:
+    def run(self, parsed: Iterator[Row | RowError | None]) -> ImportReport:
         started = time.monotonic()
-        journal = Journal.open(self.home, self.service.catalog, self.service.store)
+        service = self.service
+        # The preparer reads through a connection of its own: WAL lets it read while the
+        # writer's transaction is open, where one shared connection would make them take turns.
+        reader = Catalog(service.catalog.path)
+        preparer = Preparer(
+            reader, Registry(reader, service.clock), lambda texts: service.embedder.embed_documents(texts), service.store.dimension
+        )
+        journal = Journal.open(self.home, service.catalog, service.store)
+        preparing = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-prepare")
+        writing = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-write")
+        vectors = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-vectors")
+        writer = Writer(service.book, journal, self.ai, service.clock, vectors)
+        in_flight: deque[tuple[Future, int]] = deque()
+
+        def submit(batch: list[Row | RowError], consumed: int) -> None:
+            prepared = preparing.submit(preparer, batch)
+            in_flight.append((writing.submit(lambda: writer(prepared.result())), consumed))
+            while len(in_flight) > IN_FLIGHT:
+                finish()
+
+        def finish() -> None:
+            written, consumed = in_flight.popleft()
+            written.result()  # a worker's error is raised here, in the caller's thread
+            if self.progress is not None and consumed:
+                self.progress(consumed)
+
         try:
             batch: list[Row | RowError] = []
-            consumed = 0
-            for _, item in parsed:
+            consumed = text_bytes = 0
+            for item in parsed:
                 consumed += 1
                 if item is not None:
                     batch.append(item)
-                if len(batch) >= self.batch_size or consumed >= 4 * self.batch_size:  # blank lines count too
-                    self._batch(batch, journal)
-                    batch, consumed = [], self._tick(consumed)
-            if batch:
-                self._batch(batch, journal)
-            self._tick(consumed)
+                    if isinstance(item, Row):
+                        text_bytes += len(item.text)
+                # Blank lines count too, so a file of blanks still reports progress.
+                if len(batch) >= self.batch_size or text_bytes >= BATCH_TEXT_BYTES or consumed >= 4 * self.batch_size:
+                    submit(batch, consumed)
+                    batch, consumed, text_bytes = [], 0, 0
+            if batch or consumed:
+                submit(batch, consumed)
+            while in_flight:
+                finish()
         finally:
-            journal.close(self.service.catalog, self.service.store)
+            for future, _ in in_flight:
+                future.cancel()
+            preparing.shutdown(wait=True, cancel_futures=True)
+            writing.shutdown(wait=True, cancel_futures=True)
+            vectors.shutdown(wait=True)
+            reader.close()
+            journal.close(service.catalog, service.store)
         seconds = time.monotonic() - started
-        rows = self.imported + self.skipped + self.failed
+        failures = preparer.failures
+        rows = writer.imported + writer.skipped + failures.count
         return ImportReport(
-            self.imported, self.skipped, self.failed, self.errors, round(seconds, 3), rows / seconds if seconds else 0.0
-        )
-
-    def _tick(self, consumed: int) -> int:
-        if self.progress is not None and consumed:
-            self.progress(consumed)
-        return 0
-
-    def _fail(self, failures: list[tuple[int, str]]) -> None:
-        self.failed += len(failures)
-        self.errors.extend(sorted(failures)[: max(ERRORS_KEPT - len(self.errors), 0)])
-
-    # -- one batch ----------------------------------------------------------------------------
-
-    def _batch(self, items: list[Row | RowError], journal: Journal) -> None:
-        groups: dict[str | None, list[Row]] = {}
-        failures: list[tuple[int, str]] = []
-        for item in items:
-            if isinstance(item, RowError):
-                failures.append((item.line, item.reason))
-            else:
-                groups.setdefault(item.space, []).append(item)
-        for space in list(groups):
-            reason = self._refusal(space)
-            if reason is not None:
-                failures.extend((row.line, reason) for row in groups.pop(space))
-        self._fail(failures)  # in line order within the batch
-        if not groups:
-            return
-        fresh = {space: self._absent(space, self._first_of_each(rows)) for space, rows in groups.items()}
-        vectors = self._vectors([row for rows in fresh.values() for row in rows])
-        now = self.service.clock()
-        with batch_lock(journal.directory):
-            # Checked again under the lock: another import may have written these rows meanwhile.
-            todo = {space: self._absent(space, rows) for space, rows in fresh.items()}
-            todo = {space: rows for space, rows in todo.items() if rows}
-            self.skipped += sum(map(len, groups.values())) - sum(map(len, todo.values()))
-            memories = {space: [self._memory(row, vectors, now) for row in rows] for space, rows in todo.items()}
-            journal.pending({partition_key(s): [m.id for m in ms] for s, ms in memories.items()})
-            for batch in memories.values():
-                self.service.book.write(batch)
-                self.imported += len(batch)
-            journal.committed()
-
-    def _refusal(self, space: str | None) -> str | None:
-        """Why no row may go to ``space`` (checked once per batch), or None."""
-        if space is not None and not self.service.registry.exists(space):
-            return f"no space named {space!r}; an import never creates spaces (esfis space add)"
-        return None
-
-    def _first_of_each(self, rows: list[Row]) -> list[Row]:
-        """Drop repeats within the batch: the same key, or (without a key) the same text."""
-        keys: set[str] = set()
-        digests: set[str] = set()
-        kept = []
-        for row in rows:
-            if row.key is not None:
-                if row.key in keys:
-                    continue
-                keys.add(row.key)
-            elif row.digest in digests:
-                continue
-            digests.add(row.digest)
-            kept.append(row)
-        return kept
-
-    def _absent(self, space: str | None, rows: list[Row]) -> list[Row]:
-        """The rows not yet in ``space``: one query for keys, one for texts."""
-        partition = partition_key(space)
-        keys = self._present(
-            "SELECT key AS v FROM import_keys WHERE partition = ? AND key IN ({})",
-            partition,
-            [r.key for r in rows if r.key is not None],
-        )
-        digests = self._present(
-            "SELECT digest AS v FROM memories WHERE partition = ? AND digest IN ({}) AND forgotten_at IS NULL",
-            partition,
-            [r.digest for r in rows if r.key is None],
-        )
-        return [r for r in rows if (r.key not in keys if r.key is not None else r.digest not in digests)]
-
-    def _present(self, sql: str, partition: str, values: list[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(values), _IN_CHUNK):
-            chunk = values[start : start + _IN_CHUNK]
-            rows = self.service.catalog.all(sql.format(",".join("?" * len(chunk))), (partition, *chunk))
-            found.update(r["v"] for r in rows)
-        return found
-
-    def _vectors(self, rows: list[Row]) -> dict[str, np.ndarray]:
-        """digest → vector for rows without one: each distinct text embedded once, in one call."""
-        out: dict[str, np.ndarray] = {}
-        missing: dict[str, str] = {}
-        for row in rows:
-            if row.vector is not None or row.digest in out or row.digest in missing:
-                continue
-            cached = self.cache.get(row.digest)
-            if cached is not None:
-                self.cache.move_to_end(row.digest)
-                out[row.digest] = cached
-            else:
-                missing[row.digest] = row.text
-        if missing:
-            try:
-                embedded = self.service.embedder.embed_documents(list(missing.values()))
-            except IndexingError as exc:
-                raise StoreUnavailable(str(exc)) from exc
-            for digest, vector in zip(missing, embedded):
-                out[digest] = vector
-                self.cache[digest] = vector
-            while len(self.cache) > self.cache_size:
-                self.cache.popitem(last=False)
-        return out
-
-    def _memory(self, row: Row, vectors: dict[str, np.ndarray], now) -> NewMemory:
-        return NewMemory(
-            id=new_id(),
-            space=row.space,
-            text=row.text,
-            vector=row.vector if row.vector is not None else vectors[row.digest],
-            ai=self.ai,
-            created_at=now,
-            valid_from=row.valid_from,
-            valid_until=row.valid_until,
-            labels=row.labels,
-            key=row.key,
+            writer.imported,
+            writer.skipped,
+            failures.count,
+            failures.kept,
+            round(seconds, 3),
+            rows / seconds if seconds else 0.0,
         )
 
 

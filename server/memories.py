@@ -7,17 +7,18 @@ recall drops anything the catalog does not hold as current.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
 import secrets
+import time
+from concurrent.futures import Executor, wait
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from indexing.snapshot import Row
+from indexing.snapshot import OPEN_END, Row, RowBatch
 from indexing.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
@@ -31,9 +32,33 @@ MAX_LABELS = 32
 ID_PATTERN = re.compile(r"mem_[a-z2-7]{26}")
 
 
+# Base32 digits in ASCII order, so that an id's text sorts as its number does.
+_ID_DIGITS = np.frombuffer(b"234567abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+_FIVE_BITS = np.array([16, 8, 4, 2, 1], dtype=np.uint8)
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` fresh ids: the time in milliseconds (48 bits), then 80 random bits.
+
+    80 random bits keep an id unguessable; the time first makes new ids sort after old ones,
+    so the catalog appends them to its index instead of inserting at random (at a million
+    memories, bulk inserts ran 1.5x faster). The time is no secret: ``created_at`` says it.
+    """
+    if count <= 0:
+        return []
+    millis = time.time_ns() // 1_000_000
+    raw = np.empty((count, 16), dtype=np.uint8)
+    raw[:, :6] = np.frombuffer(millis.to_bytes(6, "big"), dtype=np.uint8)
+    raw[:, 6:] = np.frombuffer(secrets.token_bytes(10 * count), dtype=np.uint8).reshape(count, 10)
+    bits = np.unpackbits(raw, axis=1)  # 128 bits, then 2 zero bits: 26 base32 digits
+    bits = np.concatenate([bits, np.zeros((count, 2), dtype=np.uint8)], axis=1).reshape(count, 26, 5)
+    digits = _ID_DIGITS[bits @ _FIVE_BITS]
+    text = digits.tobytes().decode("ascii")
+    return ["mem_" + text[i : i + 26] for i in range(0, 26 * count, 26)]
+
+
 def new_id() -> str:
-    """128 random bits, base32: unguessable and never sequential."""
-    return "mem_" + base64.b32encode(secrets.token_bytes(16)).decode().rstrip("=").lower()
+    return new_ids(1)[0]
 
 
 def check_id(value: object, *, field: str = "id") -> str:
@@ -102,6 +127,61 @@ class NewMemory:
         )
 
 
+@dataclass(frozen=True)
+class MemoryBatch:
+    """New memories of one space, by column: a bulk import writes thousands in one piece.
+
+    Times are microseconds since the epoch; ``valid_until`` holds ``OPEN_END`` for no end.
+    ``labels`` are JSON lists, as the catalog stores them.
+    """
+
+    space: str | None
+    ai: str
+    created_at: int
+    ids: list[str]
+    texts: list[str]
+    digests: list[str]
+    vectors: np.ndarray
+    valid_from: np.ndarray
+    valid_until: np.ndarray
+    labels: list[str]
+    keys: list[str | None]
+    run_ids: list[str | None]
+
+    @classmethod
+    def of(cls, memories: list[NewMemory]) -> "MemoryBatch":
+        first = memories[0]
+        return cls(
+            space=first.space,
+            ai=first.ai,
+            created_at=to_micros(first.created_at),
+            ids=[m.id for m in memories],
+            texts=[m.text for m in memories],
+            digests=[digest_of(m.text) for m in memories],
+            vectors=np.stack([m.vector for m in memories]).astype(np.float32, copy=False),
+            valid_from=np.array([to_micros(m.valid_from) for m in memories], dtype=np.int64),
+            valid_until=np.array(
+                [OPEN_END if m.valid_until is None else to_micros(m.valid_until) for m in memories], dtype=np.int64
+            ),
+            labels=[json.dumps(list(m.labels)) for m in memories],
+            keys=[m.key for m in memories],
+            run_ids=[m.run_id for m in memories],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def rows(self) -> RowBatch:
+        return RowBatch(
+            ids=self.ids,
+            texts=self.texts,
+            vectors=self.vectors,
+            created_at=np.full(len(self.ids), self.created_at, dtype=np.int64),
+            valid_from=self.valid_from,
+            valid_until=self.valid_until,
+        )
+
+
 class MemoryBook:
     def __init__(self, catalog: Catalog, store: VectorStore) -> None:
         self.catalog = catalog
@@ -132,16 +212,38 @@ class MemoryBook:
         """Store new memories of one space; optionally supersede one old memory atomically."""
         if not memories:
             return
-        key = partition_key(memories[0].space)
-        assert all(partition_key(m.space) == key for m in memories)
-        self.store.add(key, [m.row() for m in memories])
+        assert len({partition_key(m.space) for m in memories}) == 1
+        assert len({(m.ai, m.created_at) for m in memories}) == 1
+        self.write_batch(MemoryBatch.of(memories), supersedes=supersedes)
+
+    def write_batch(
+        self,
+        batch: MemoryBatch,
+        *,
+        supersedes: tuple[str, datetime] | None = None,
+        vectors_in: Executor | None = None,
+    ) -> None:
+        """Store new memories of one space. With ``vectors_in`` (a thread), the vectors are
+        written while the catalog rows are inserted; the catalog still commits only after the
+        vectors are on disk, so a crash never leaves a catalog entry without its vector."""
+        if not len(batch):
+            return
+        key = partition_key(batch.space)
+        if vectors_in is None:
+            self.store.add(key, batch.rows())
+        else:
+            adding = vectors_in.submit(self.store.add, key, batch.rows())
         try:
             with self.catalog.transaction() as tx:
                 if supersedes is not None:
-                    self._claim(tx, supersedes[0], memories[0].id, supersedes[1])
-                self._insert(tx, key, memories, supersedes[0] if supersedes else None)
+                    self._claim(tx, supersedes[0], batch.ids[0], supersedes[1])
+                self._insert(tx, key, batch, supersedes[0] if supersedes else None)
+                if vectors_in is not None:
+                    adding.result()
         except BaseException:
-            self.store.purge(key, [m.id for m in memories])
+            if vectors_in is not None:
+                wait([adding])
+            self.store.purge(key, batch.ids)
             raise
         if supersedes is not None:
             old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
@@ -162,36 +264,32 @@ class MemoryBook:
             (old_id,),
         )
 
-    def _insert(self, tx: Tx, key: str, memories: list[NewMemory], supersedes: str | None) -> None:
-        tx.executemany(
+    def _insert(self, tx: Tx, key: str, batch: MemoryBatch, supersedes: str | None) -> None:
+        # The rows travel as one JSON array and are inserted by one statement. executemany
+        # would step once per row, giving up the GIL each time and waiting to get it back:
+        # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
+        until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
+        rows = json.dumps(
+            list(zip(batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids))
+        )
+        tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
-            "supersedes, digest, labels, key, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    m.id,
-                    key,
-                    m.space,
-                    m.ai,
-                    to_micros(m.created_at),
-                    to_micros(m.valid_from),
-                    None if m.valid_until is None else to_micros(m.valid_until),
-                    supersedes,
-                    digest_of(m.text),
-                    json.dumps(list(m.labels)),
-                    m.key,
-                    m.run_id,
-                )
-                for m in memories
-            ],
+            "supersedes, digest, labels, key, run_id) "
+            "SELECT value ->> 0, ?, ?, ?, ?, value ->> 1, value ->> 2, ?, value ->> 3, value ->> 4, "
+            "value ->> 5, value ->> 6 FROM json_each(?)",
+            (key, batch.space, batch.ai, batch.created_at, supersedes, rows),
         )
-        tx.executemany(
-            "INSERT OR IGNORE INTO import_keys (partition, key, memory_id) VALUES (?, ?, ?)",
-            [(key, m.key, m.id) for m in memories if m.key is not None],
-        )
+        keyed = [(k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
+        if keyed:
+            tx.execute(
+                "INSERT OR IGNORE INTO import_keys (partition, key, memory_id) "
+                "SELECT ?, value ->> 0, value ->> 1 FROM json_each(?)",
+                (key, json.dumps(keyed)),
+            )
         tx.execute(
             "INSERT INTO partitions (key, live) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET live = live + excluded.live",
-            (key, len(memories)),
+            (key, len(batch)),
         )
 
     def forget(self, memory: Memory, at: datetime) -> None:

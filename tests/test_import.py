@@ -418,3 +418,21 @@ def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
     assert sum(r.imported for r in reports) == 600
     assert sum(r.skipped for r in reports) == 600
     assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 600
+
+
+def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_service):
+    # Batch n+1 is checked while batch n is still being written: its repeats of batch n's rows
+    # are caught by the last check, under the lock, against the rows written since.
+    fake_service.create_space("acme")
+    rows = []
+    for i in range(400):
+        rows.append({"text": f"fact {i}", "space": "acme"})
+        rows.append({"text": f"keyed fact {i}", "space": "acme", "key": f"key-{i}"})
+        if i >= 3:  # the same text and the same key again, a batch or two later
+            rows.append({"text": f"fact {i - 3}", "space": "acme"})
+            rows.append({"text": f"another text, known key {i - 3}", "space": "acme", "key": f"key-{i - 3}"})
+    report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
+    assert (report.imported, report.failed) == (800, 0)
+    assert report.skipped == len(rows) - 800
+    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 800
+    assert _catalog(fake_service.catalog.path.parent, "SELECT count(DISTINCT digest) FROM memories")[0][0] == 800

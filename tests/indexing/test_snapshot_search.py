@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from indexing.ann import IvfIndex
-from indexing.snapshot import Row, Snapshot
+from indexing.snapshot import Row, RowBatch, Snapshot
 from indexing.store import VectorStore, table_name
 
 DIM = 32
@@ -33,8 +33,8 @@ def test_expired_rows_never_take_a_place_in_the_top_k():
     snap = Snapshot(dimension=DIM)
     query = unit(rng.normal(size=DIM))
     near = unit(np.tile(query, (5, 1)) + 0.01 * rng.normal(size=(5, DIM)))
-    snap.append([Row(f"old{i}", "old", v, 0, 0, 100) for i, v in enumerate(near)])
-    snap.append(rows(unit(rng.normal(size=(20, DIM)))))
+    snap.append(RowBatch.of([Row(f"old{i}", "old", v, 0, 0, 100) for i, v in enumerate(near)]))
+    snap.append(RowBatch.of(rows(unit(rng.normal(size=(20, DIM))))))
     result = snap.search(query, 3, now=100)
     assert len(result.hits) == 3 and not any(h.id.startswith("old") for h in result.hits)
     assert result.ended == 5 and result.candidates == 20
@@ -43,7 +43,7 @@ def test_expired_rows_never_take_a_place_in_the_top_k():
 def test_rows_not_yet_valid_are_excluded():
     snap = Snapshot(dimension=DIM)
     v = unit(np.ones(DIM))
-    snap.append([Row("future", "f", v, 0, 500, None), Row("now", "n", v, 0, 0, None)])
+    snap.append(RowBatch.of([Row("future", "f", v, 0, 500, None), Row("now", "n", v, 0, 0, None)]))
     assert [h.id for h in snap.search(v, 5, now=100).hits] == ["now"]
     assert snap.search(v, 5, now=100).pending == 1
 
@@ -51,7 +51,7 @@ def test_rows_not_yet_valid_are_excluded():
 def test_exact_search_is_best_first_and_exact():
     vectors = clustered(3000, DIM, 20)
     snap = Snapshot(dimension=DIM)
-    snap.append(rows(vectors))
+    snap.append(RowBatch.of(rows(vectors)))
     query = vectors[7]
     hits = snap.search(query, 10, now=1).hits
     truth = np.argsort(-(vectors @ query))[:10]
@@ -79,10 +79,10 @@ def test_snapshot_switches_to_ivf_past_the_threshold_and_sees_the_tail(monkeypat
     monkeypatch.setattr(snapshot_module, "ANN_THRESHOLD", 2000)
     vectors = clustered(2500, DIM, 30)
     snap = Snapshot(dimension=DIM)
-    snap.append(rows(vectors[:2100]))
+    snap.append(RowBatch.of(rows(vectors[:2100])))
     assert snap.ivf is not None
     tail = Row("tail", "newest", vectors[2400], 0, 0, None)
-    snap.append([tail])
+    snap.append(RowBatch.of([tail]))
     result = snap.search(vectors[2400], 1, now=1)
     assert result.hits[0].id == "tail"  # rows added after the build are scanned exactly
     assert result.scored < snap.rows  # the index narrowed the rows scored

@@ -1,0 +1,80 @@
+"""Bulk import's own cost: everything but the model (parse, checks, duplicate queries, the
+LanceDB and catalog writes), with an embedder that costs nothing.
+
+On a GPU the model encodes 86k–266k texts/s (report, GPU section), so this path is what bounds
+a GPU import (target ≥ 50k memories/s). Rows are short texts with keys, as an export from a
+notes app would give; the embedder hands back vectors from a fixed pool. Quick mode asserts
+what an import must get right (every row imported, a re-run adds nothing); full mode gives the
+report's figures at 200k and 1M rows.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.conftest import FULL
+from server.importer import import_stream
+from server.service import open_service
+from server.settings import Settings
+
+SIZES = [200_000, 1_000_000] if FULL else [20_000]
+WORDS = "acme auth login deploy billing invoice cache queue retry token client server build test".split()
+
+
+class PoolEmbedder:
+    """Vectors from a fixed pool: an embedder whose cost is nil, so the import's own shows."""
+
+    name = "pool"
+    dimension = 384
+
+    def __init__(self) -> None:
+        pool = np.random.default_rng(0).standard_normal((8192, self.dimension)).astype(np.float32)
+        self.pool = pool / np.linalg.norm(pool, axis=1, keepdims=True)
+
+    def load(self) -> None:
+        pass
+
+    def embed_documents(self, texts) -> np.ndarray:
+        return self.pool[np.arange(len(texts)) % len(self.pool)]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.pool[0]
+
+
+def lines(rows: int) -> list[str]:
+    picks = np.random.default_rng(1).integers(0, len(WORDS), size=(1000, 10))
+    phrases = [" ".join(WORDS[k] for k in p) for p in picks]
+    return [json.dumps({"text": f"note {i}: {phrases[i % 1000]}", "key": f"k{i}"}) for i in range(rows)]
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.parametrize("rows", SIZES)
+@pytest.mark.parametrize("batch_size", [2048, 4096])
+def test_import_write_path(benchmark, tmp_path: Path, rows: int, batch_size: int):
+    import lancedb  # noqa: F401  (its import, ~2 s here, is no part of the rate)
+
+    data = lines(rows)
+    service = open_service(Settings(home=tmp_path / "home", model=None), embedder=PoolEmbedder())
+    try:
+        cpu, started = cpu_seconds(), time.perf_counter()
+        report = benchmark.pedantic(lambda: import_stream(service, data, batch_size=batch_size), rounds=1, iterations=1)
+        seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
+        again = import_stream(service, data[: min(rows, 20_000)], batch_size=batch_size)
+    finally:
+        service.close()
+    benchmark.extra_info.update({
+        "rows": rows, "batch_size": batch_size, "rows_per_s": round(rows / seconds),
+        "cpu_us_per_row": round(cpu / rows * 1e6, 1), "target_rows_per_s": 50_000,
+    })
+    assert (report.imported, report.skipped, report.failed) == (rows, 0, 0)
+    assert (again.imported, again.skipped) == (0, min(rows, 20_000))

@@ -1,0 +1,245 @@
+"""One import batch, in two steps: check and embed it (``Preparer``), then write it (``Writer``).
+
+The importer runs the two in threads of their own, one batch each at a time and in order, so a
+batch is embedded while the one before it is written and the one after it is parsed
+(``server.importer``). Each step only ever touches its own state: the preparer its cache of
+recent vectors, the writer its counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+import numpy as np
+
+from indexing.errors import IndexingError
+from indexing.snapshot import OPEN_END
+from server.catalog import Catalog
+from server.clock import to_micros
+from server.errors import StoreUnavailable
+from server.import_journal import Journal, batch_lock
+from server.import_rows import Row, RowError
+from server.memories import MemoryBatch, MemoryBook, new_ids
+from server.registry import Registry
+from server.spaces import partition_key
+
+ERRORS_KEPT = 1000
+EMBED_CACHE_BYTES = 8 * 1024 * 1024
+_DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A batch's rows that may be new, by space, and a vector for each distinct text."""
+
+    groups: dict[str | None, list[Row]]
+    vectors: np.ndarray  # one row per distinct text that came without a vector
+    position: dict[str, int]  # digest → its row in ``vectors``
+    rows: int  # rows of the batch that reached this point (repeats included)
+    mark: int  # the catalog's last memory rowid before the rows were checked
+
+
+class Failures:
+    """Failed rows: all counted, the first ``ERRORS_KEPT`` kept in line order per batch."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.kept: list[tuple[int, str]] = []
+
+    def add(self, failures: list[tuple[int, str]]) -> None:
+        self.count += len(failures)
+        self.kept.extend(sorted(failures)[: max(ERRORS_KEPT - len(self.kept), 0)])
+
+
+class Preparer:
+    """Step one: sort out failures, refused spaces and rows already present; embed the rest."""
+
+    def __init__(self, catalog: Catalog, registry: Registry, embed: Callable[[list[str]], np.ndarray], dimension: int) -> None:
+        self.catalog = catalog
+        self.registry = registry
+        self.embed = embed
+        self.failures = Failures()
+        self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.cache_size = max(EMBED_CACHE_BYTES // (4 * dimension), 1)
+        self.dimension = dimension
+
+    def __call__(self, items: list[Row | RowError]) -> Prepared:
+        groups: dict[str | None, list[Row]] = {}
+        failures: list[tuple[int, str]] = []
+        for item in items:
+            if isinstance(item, RowError):
+                failures.append((item.line, item.reason))
+            else:
+                groups.setdefault(item.space, []).append(item)
+        for space in list(groups):
+            if space is not None and not self.registry.exists(space):
+                reason = f"no space named {space!r}; an import never creates spaces (esfis space add)"
+                failures.extend((row.line, reason) for row in groups.pop(space))
+        self.failures.add(failures)
+        rows = sum(map(len, groups.values()))
+        mark = last_rowid(self.catalog)
+        fresh = {space: absent(self.catalog, space, first_of_each(batch)) for space, batch in groups.items()}
+        vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
+        return Prepared(fresh, vectors, position, rows, mark)
+
+    def _vectors(self, rows: list[Row]) -> tuple[np.ndarray, dict[str, int]]:
+        """A vector for each distinct text of the rows that came without one, and each digest's
+        row in that matrix. The texts not in the cache of recent ones are embedded in one call."""
+        texts: dict[str, str] = {}
+        for row in rows:
+            if row.vector is None:
+                texts.setdefault(row.digest, row.text)
+        position = {digest: i for i, digest in enumerate(texts)}
+        table = np.empty((len(position), self.dimension), dtype=np.float32)
+        missing: list[str] = []
+        for digest, i in position.items():
+            vector = self.cache.get(digest)
+            if vector is None:
+                missing.append(digest)
+            else:
+                self.cache.move_to_end(digest)
+                table[i] = vector
+        if missing:
+            try:
+                embedded = self.embed([texts[d] for d in missing])
+            except IndexingError as exc:
+                raise StoreUnavailable(str(exc)) from exc
+            rows_of = [position[d] for d in missing]
+            table[rows_of] = embedded
+            self.cache.update((d, table[position[d]].copy()) for d in missing)  # not views: each would hold its batch
+            while len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        return table, position
+
+
+class Writer:
+    """Step two: under the import lock, check again what is present, then write the rest."""
+
+    def __init__(self, book: MemoryBook, journal: Journal, ai: str, clock: Callable, vectors_in: Executor) -> None:
+        self.book = book
+        self.journal = journal
+        self.ai = ai
+        self.clock = clock
+        self.vectors_in = vectors_in
+        self.imported = self.skipped = 0
+
+    def __call__(self, prepared: Prepared) -> None:
+        with batch_lock(self.journal.directory):
+            # Checked again under the lock, against what was written since the first check:
+            # this import's previous batch, or another import running beside it.
+            todo = {
+                space: absent(self.book.catalog, space, rows, since=prepared.mark)
+                for space, rows in prepared.groups.items()
+            }
+            batches = [self._batch(space, rows, prepared) for space, rows in todo.items() if rows]
+            self.journal.pending({partition_key(b.space): b.ids for b in batches})
+            for batch in batches:
+                self.book.write_batch(batch, vectors_in=self.vectors_in)
+                self.imported += len(batch)
+            self.journal.committed()
+            self.skipped += prepared.rows - sum(map(len, batches))
+
+    def _batch(self, space: str | None, rows: list[Row], prepared: Prepared) -> MemoryBatch:
+        position = prepared.position
+        if position:
+            matrix = prepared.vectors[[position.get(r.digest, 0) if r.vector is None else 0 for r in rows]]
+            for i, row in enumerate(rows):
+                if row.vector is not None:
+                    matrix[i] = row.vector
+        else:  # every row brought its own vector
+            matrix = np.stack([r.vector for r in rows])
+        micros = _Micros()
+        return MemoryBatch(
+            space=space,
+            ai=self.ai,
+            created_at=to_micros(self.clock()),
+            ids=new_ids(len(rows)),
+            texts=[r.text for r in rows],
+            digests=[r.digest for r in rows],
+            vectors=matrix,
+            valid_from=np.array([micros(r.valid_from) for r in rows], dtype=np.int64),
+            valid_until=np.array(
+                [OPEN_END if r.valid_until is None else micros(r.valid_until) for r in rows], dtype=np.int64
+            ),
+            labels=[json.dumps(list(r.labels)) if r.labels else "[]" for r in rows],
+            keys=[r.key for r in rows],
+            run_ids=[None] * len(rows),
+        )
+
+
+class _Micros(dict):
+    """``to_micros``, remembered: most rows of a batch share a time (the import's now)."""
+
+    def __call__(self, moment: datetime) -> int:
+        value = self.get(moment)
+        if value is None:
+            value = self[moment] = to_micros(moment)
+        return value
+
+
+def first_of_each(rows: list[Row]) -> list[Row]:
+    """Drop repeats within the batch: the same key, or (without a key) the same text."""
+    keys: set[str] = set()
+    digests: set[str] = set()
+    kept = []
+    for row in rows:
+        if row.key is not None:
+            if row.key in keys:
+                continue
+            keys.add(row.key)
+        elif row.digest in digests:
+            continue
+        digests.add(row.digest)
+        kept.append(row)
+    return kept
+
+
+def absent(catalog: Catalog, space: str | None, rows: list[Row], *, since: int = 0) -> list[Row]:
+    """The rows not yet in ``space``: none of its memories has the row's key or, for a row
+    without a key, its text. With ``since``, only memories written after that rowid count.
+
+    Two queries a batch, whatever its size: the batch's keys and digests travel as one JSON
+    array each (``json_each``), not as thousands of parameters.
+    """
+    keys = [r.key for r in rows if r.key is not None]
+    digests = [r.digest[:_DIGEST_PREFIX] for r in rows if r.key is None]
+    partition = partition_key(space)
+    present_keys: set[str] = set()
+    present_digests: set[str] = set()
+    if since:
+        # Rowids only grow (memories are never deleted): this reads the rows written since
+        # the first check, a batch or two, by rowid ("+partition" keeps the planner off the
+        # partition's indexes, which would read all of it).
+        where = "rowid > ? AND +partition = ? AND forgotten_at IS NULL"
+        params: tuple = (since, partition)
+    else:
+        where = "partition = ? AND forgotten_at IS NULL"
+        params = (partition,)
+    if keys:
+        # A key stays in import_keys until its memory is forgotten, and in the memory's row.
+        sql = (
+            f"SELECT key FROM memories WHERE {where} AND key IN (SELECT value FROM json_each(?))"
+            if since
+            else "SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM json_each(?))"
+        )
+        present_keys = {r["key"] for r in catalog.all(sql, (*params, json.dumps(keys)))}
+    if digests:
+        found = catalog.all(
+            f"SELECT digest FROM memories WHERE {where} "
+            f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM json_each(?))",
+            (*params, json.dumps(digests)),
+        )
+        present_digests = {r["digest"] for r in found}
+    if not present_keys and not present_digests:
+        return rows
+    return [r for r in rows if (r.key not in present_keys if r.key is not None else r.digest not in present_digests)]
+
+
+def last_rowid(catalog: Catalog) -> int:
+    row = catalog.one("SELECT coalesce(max(rowid), 0) AS last FROM memories")
+    return int(row["last"]) if row is not None else 0

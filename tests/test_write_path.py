@@ -1,0 +1,76 @@
+"""The write path under bulk imports: ids, the catalog's indexes, and a batch written whole or
+not at all."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.catalog import Catalog
+from server.memories import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
+
+
+def test_ids_are_well_formed_unique_and_later_ones_sort_after():
+    first = new_ids(5000)
+    time.sleep(0.002)
+    later = new_ids(10)
+    assert all(ID_PATTERN.fullmatch(i) and check_id(i) == i for i in first + later)
+    assert len(set(first + later)) == 5010
+    assert max(first) < min(later)
+    assert ID_PATTERN.fullmatch(new_id()) and new_ids(0) == []
+
+
+def test_ids_carry_80_random_bits_after_the_time():
+    ids = new_ids(2000)
+    tails = {i[-16:] for i in ids}  # the last 16 digits (80 bits) are random
+    assert len(tails) == 2000
+    digits = "".join(i[-16:] for i in ids)
+    counts = np.array([digits.count(c) for c in "234567abcdefghijklmnopqrstuvwxyz"])
+    assert counts.min() > 0.8 * counts.mean()  # every digit about equally likely
+
+
+def test_a_catalog_made_before_the_index_change_is_upgraded_on_open(tmp_path: Path):
+    path = tmp_path / "esfis.db"
+    Catalog(path).close()
+    with sqlite3.connect(path) as conn:  # as the first schema made them
+        conn.execute("DROP INDEX memories_by_digest16")
+        conn.execute("CREATE INDEX memories_by_digest ON memories (partition, digest)")
+        conn.execute("CREATE INDEX memories_by_key ON memories (partition, key)")
+        conn.execute("CREATE INDEX memories_superseded ON memories (partition, superseded_by)")
+    catalog = Catalog(path)
+    names = {r["name"] for r in catalog.all("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'")}
+    plan = catalog.all(
+        "EXPLAIN QUERY PLAN SELECT digest FROM memories WHERE partition = ? AND substr(digest, 1, 16) IN (?, ?)",
+        ("p", "a", "b"),
+    )
+    catalog.close()
+    assert {n for n in names if not n.startswith("sqlite_autoindex")} == {"memories_by_digest16"}
+    assert "memories_by_digest16" in " ".join(r["detail"] for r in plan)
+
+
+def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from indexing.store import VectorStore
+    from server.memories import MemoryBook
+
+    catalog = Catalog(tmp_path / "esfis.db")
+    store = VectorStore(tmp_path / "vectors", model="test", dimension=8)
+    book = MemoryBook(catalog, store)
+    now = datetime.now(timezone.utc)
+    memories = [
+        NewMemory(id=i, space=None, text=f"t{n}", vector=np.full(8, np.nan if n == 3 else 1.0, dtype=np.float32),
+                  ai="import", created_at=now, valid_from=now, valid_until=None)
+        for n, i in enumerate(new_ids(5))
+    ]
+    with ThreadPoolExecutor(1) as thread, pytest.raises(Exception, match="finite"):
+        book.write_batch(MemoryBatch.of(memories), vectors_in=thread)
+    assert catalog.one("SELECT count(*) AS n FROM memories")["n"] == 0
+    assert catalog.one("SELECT count(*) AS n FROM partitions")["n"] == 0
+    assert store.row_ids("personal") == []
