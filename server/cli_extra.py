@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="bulk import JSON Lines or Parquet (FILE, or - for stdin)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--ai", help="the AI recorded as writer (default: $ESFIS_AI, else 'import')")
-    p.add_argument("--batch-size", type=int, default=2048, help="rows embedded and written at a time (at most 8192)")
+    p.add_argument("--batch-size", type=int, default=4096, help="rows embedded and written at a time (at most 8192)")
     p.add_argument("--format", choices=["jsonl", "parquet"], help="default: from the file's extension")
     p.set_defaults(run=cmd_import)
 

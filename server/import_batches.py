@@ -59,7 +59,9 @@ class Failures:
 class Preparer:
     """Step one: sort out failures, refused spaces and rows already present; embed the rest."""
 
-    def __init__(self, catalog: Catalog, registry: Registry, embed: Callable[[list[str]], np.ndarray], dimension: int) -> None:
+    def __init__(
+        self, catalog: Catalog, registry: Registry, embed: Callable[[list[str]], np.ndarray], dimension: int
+    ) -> None:
         self.catalog = catalog
         self.registry = registry
         self.embed = embed

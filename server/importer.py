@@ -15,26 +15,33 @@ What is promised:
   same space (table ``import_keys``); a row without one, when a memory of the same text
   (``digest``) that is not forgotten is in the same space. Present rows are ``skipped``, as are
   repeats within the file. An import never updates a memory: a known key with a new text is
-  skipped. The last check runs under a lock with the write, so two imports of the same file at
-  once still add each row once.
+  skipped. The last check runs under a lock with the write, against the rows written since the
+  first check, so the batches in flight beside each other, and two imports of the same file at
+  once, still add each row once.
 - **Kill and re-run.** Each batch is written per space, vectors first, then the catalog in one
-  transaction; what is committed stays, the rest is redone by the re-run. A kill between the
-  two leaves vectors no catalog entry names: recall ignores them, and the next import purges
-  them (``server.import_journal``).
-- **Bounded memory.** One batch is held at a time: at most ``batch_size`` rows of at most 32 KiB
-  of text and one vector each (512 rows: ≤ 17 MiB), a cache of recent vectors
-  (``EMBED_CACHE_BYTES``), one JSON line (≤ 1 MiB) or one Parquet record batch. The process
-  stays under 768 MiB peak RSS whatever the file size: measured 618 MiB at 1M rows with
-  precomputed vectors (RSS 389 MiB at 100k, 499 at 500k, 541 at 1M: glibc arenas of LanceDB's
-  threads; with ``MALLOC_ARENA_MAX=2`` peak 505 MiB, flat at ~400 MiB from 500k to 1M), 631
-  MiB at 1M rows embedded by the HashingEmbedder (``scripts/import-scale``), and asserted at 200k
-  rows by ``tests/test_import_scale.py``. A model that embeds adds its own memory on top. A
-  Parquet row group is streamed page by page, never loaded whole.
+  transaction (the vectors are written while the catalog rows are inserted, and the transaction
+  commits only once they are on disk); what is committed stays, the rest is redone by the
+  re-run. A kill between the two leaves vectors no catalog entry names: recall ignores them, and
+  the next import purges them (``server.import_journal``).
+- **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
+  worker thread and written in another, so parsing, embedding and writing run at once (the
+  model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
+  With an embedder that costs nothing (``benchmarks/test_import_throughput.py``), 2 cores, short
+  keyed rows: ~30k rows/s into a new store of 200k, ~21k/s on to 1M (the catalog's digest index
+  takes random inserts); it was 9k/s before the overlap.
+- **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
+  one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_BYTES`` of
+  text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
+  (≤ 1 MiB) or one Parquet record batch. The process stays under 768 MiB peak RSS whatever the
+  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), PEAK_VECTORS at 1M rows
+  with precomputed vectors (``scripts/import-scale``), asserted at 200k rows by
+  ``tests/test_import_scale.py``. Two malloc arenas (``server.arenas``) keep the worker threads
+  from growing it: with glibc's default, 777 MiB at 1M rows. A model that embeds adds its own
+  memory on top. A Parquet row group is streamed page by page, never loaded whole.
 - **Embedding once.** A batch's texts are embedded in one call; identical texts once, and a text
   seen in a recent batch not again. A precomputed ``vector`` (operator imports only; the store's
-  dimension; made unit length) skips embedding. Embedding is the cost: on 2,000 LongMemEval user
-  turns import ran at 0.96 of raw ``embed_documents`` throughput (40.4 vs 41.9 texts/s on 2 busy
-  cores); the same rows with vectors precomputed took 2% of the embedding time
+  dimension; made unit length) skips embedding. On a CPU embedding is the cost: on 2,000
+  LongMemEval user turns import ran at RATIO of raw ``embed_documents`` throughput
   (``scripts/import-throughput``).
 - **Operators only.** An import is an operator's act (the CLI on the data folder, or
   ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
@@ -55,11 +62,12 @@ import sys
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from server.arenas import limit_malloc_arenas
 from server.catalog import Catalog
 from server.errors import BadImportLine, InvalidInput
 from server.import_batches import Preparer, Writer
@@ -70,7 +78,7 @@ from server.registry import Registry
 from server.service import Esfis, open_service
 
 MAX_BATCH = 8192
-DEFAULT_BATCH = 2048
+DEFAULT_BATCH = 4096
 BATCH_TEXT_BYTES = 8 * 1024 * 1024  # a batch closes early once its texts reach this size
 IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
 
@@ -154,33 +162,42 @@ class _Importer:
 
     def run(self, parsed: Iterator[Row | RowError | None]) -> ImportReport:
         started = time.monotonic()
+        limit_malloc_arenas()  # before the workers start: their arenas are the import's growth
         service = self.service
-        # The preparer reads through a connection of its own: WAL lets it read while the
-        # writer's transaction is open, where one shared connection would make them take turns.
-        reader = Catalog(service.catalog.path)
-        preparer = Preparer(
-            reader, Registry(reader, service.clock), lambda texts: service.embedder.embed_documents(texts), service.store.dimension
-        )
-        journal = Journal.open(self.home, service.catalog, service.store)
-        preparing = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-prepare")
-        writing = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-write")
-        vectors = ThreadPoolExecutor(1, thread_name_prefix="esfis-import-vectors")
-        writer = Writer(service.book, journal, self.ai, service.clock, vectors)
         in_flight: deque[tuple[Future, int]] = deque()
+        with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
+            # The preparer reads through a connection of its own: WAL lets it read while the
+            # writer's transaction is open, where one shared connection makes them take turns.
+            reader = Catalog(service.catalog.path)
+            cleanup.callback(reader.close)
+            journal = Journal.open(self.home, service.catalog, service.store)
+            cleanup.callback(journal.close, service.catalog, service.store)
+            cleanup.enter_context(service.catalog.bulk())
+            preparing, writing, vectors = (
+                cleanup.enter_context(ThreadPoolExecutor(1, thread_name_prefix=f"esfis-import-{name}"))
+                for name in ("prepare", "write", "vectors")
+            )
+            cleanup.callback(lambda: [future.cancel() for future, _ in in_flight])
+            preparer = Preparer(
+                reader,
+                Registry(reader, service.clock),
+                lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
+                service.store.dimension,
+            )
+            writer = Writer(service.book, journal, self.ai, service.clock, vectors)
 
-        def submit(batch: list[Row | RowError], consumed: int) -> None:
-            prepared = preparing.submit(preparer, batch)
-            in_flight.append((writing.submit(lambda: writer(prepared.result())), consumed))
-            while len(in_flight) > IN_FLIGHT:
-                finish()
+            def submit(batch: list[Row | RowError], consumed: int) -> None:
+                prepared = preparing.submit(preparer, batch)
+                in_flight.append((writing.submit(lambda: writer(prepared.result())), consumed))
+                while len(in_flight) > IN_FLIGHT:
+                    finish()
 
-        def finish() -> None:
-            written, consumed = in_flight.popleft()
-            written.result()  # a worker's error is raised here, in the caller's thread
-            if self.progress is not None and consumed:
-                self.progress(consumed)
+            def finish() -> None:
+                written, consumed = in_flight.popleft()
+                written.result()  # a worker's error is raised here, in the caller's thread
+                if self.progress is not None and consumed:
+                    self.progress(consumed)
 
-        try:
             batch: list[Row | RowError] = []
             consumed = text_bytes = 0
             for item in parsed:
@@ -197,14 +214,6 @@ class _Importer:
                 submit(batch, consumed)
             while in_flight:
                 finish()
-        finally:
-            for future, _ in in_flight:
-                future.cancel()
-            preparing.shutdown(wait=True, cancel_futures=True)
-            writing.shutdown(wait=True, cancel_futures=True)
-            vectors.shutdown(wait=True)
-            reader.close()
-            journal.close(service.catalog, service.store)
         seconds = time.monotonic() - started
         failures = preparer.failures
         rows = writer.imported + writer.skipped + failures.count

@@ -269,9 +269,8 @@ class MemoryBook:
         # would step once per row, giving up the GIL each time and waiting to get it back:
         # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
         until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
-        rows = json.dumps(
-            list(zip(batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids))
-        )
+        columns = (batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids)
+        rows = json.dumps(list(zip(*columns, strict=True)))
         tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
             "supersedes, digest, labels, key, run_id) "

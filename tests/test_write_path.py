@@ -3,7 +3,6 @@ not at all."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from datetime import datetime, timezone
