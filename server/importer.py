@@ -27,13 +27,13 @@ What is promised:
   worker thread and written in another, so parsing, embedding and writing run at once (the
   model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
   With an embedder that costs nothing (``benchmarks/test_import_throughput.py``), 2 cores, short
-  keyed rows: ~30k rows/s into a new store of 200k, ~21k/s on to 1M (the catalog's digest index
-  takes random inserts); it was 9k/s before the overlap.
+  keyed rows: 32k rows/s into a new store of 200k, 24k/s on to 1M (the catalog's digest index
+  takes random inserts), at 40–51 µs of CPU a row; one batch at a time it was 10k and 8k/s.
 - **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
   one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_BYTES`` of
   text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
   (≤ 1 MiB) or one Parquet record batch. The process stays under 768 MiB peak RSS whatever the
-  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), PEAK_VECTORS at 1M rows
+  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), 556 MiB at 1M rows
   with precomputed vectors (``scripts/import-scale``), asserted at 200k rows by
   ``tests/test_import_scale.py``. Two malloc arenas (``server.arenas``) keep the worker threads
   from growing it: with glibc's default, 777 MiB at 1M rows. A model that embeds adds its own
@@ -41,8 +41,10 @@ What is promised:
 - **Embedding once.** A batch's texts are embedded in one call; identical texts once, and a text
   seen in a recent batch not again. A precomputed ``vector`` (operator imports only; the store's
   dimension; made unit length) skips embedding. On a CPU embedding is the cost: on 2,000
-  LongMemEval user turns import ran at RATIO of raw ``embed_documents`` throughput
-  (``scripts/import-throughput``).
+  LongMemEval user turns import ran at 1.02 of raw ``embed_documents`` throughput (97.1 against
+  95.6 texts/s in batches of 4096: parsing and writing hide behind the model;
+  ``scripts/import-throughput``). Rows that bring vectors in JSON are bound by parsing them
+  (~5.7k rows/s: 384 floats a line); Parquet reads a vector column as one matrix.
 - **Operators only.** An import is an operator's act (the CLI on the data folder, or
   ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
   the writer. There is no AI import: it would write where an AI's scope never reaches, around
