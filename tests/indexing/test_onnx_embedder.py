@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.errors import EmbedderUnavailable
 from indexing.onnx_embedder import OnnxEmbedder
 
 TEXTS = [
@@ -45,8 +46,27 @@ def test_batch_order_is_preserved(real_embedder):
 
 
 def test_torch_backend_can_be_chosen(monkeypatch):
-    load_embedder.cache_clear()
-    try:
-        assert isinstance(load_embedder(None, "torch"), SentenceTransformerEmbedder)
-    finally:
-        load_embedder.cache_clear()
+    assert isinstance(load_embedder(None, "torch"), SentenceTransformerEmbedder)
+    monkeypatch.setenv("ESFIS_EMBEDDER", "torch")
+    assert isinstance(load_embedder(None), SentenceTransformerEmbedder)
+
+
+def test_a_gpu_device_runs_the_model_on_torch_and_says_so_when_there_is_none(monkeypatch):
+    monkeypatch.setenv("ESFIS_DEVICE", "cuda")
+    embedder = load_embedder(None)
+    assert isinstance(embedder, SentenceTransformerEmbedder) and embedder.device == "cuda"
+    assert embedder.batch_size >= 1024  # a GPU pays with big batches
+    import torch
+
+    if not torch.cuda.is_available():  # this machine: the message names the setting and the way out
+        with pytest.raises(EmbedderUnavailable, match="ESFIS_DEVICE=cuda.*no CUDA device.*unset ESFIS_DEVICE"):
+            embedder.embed_documents(["a note"])
+    else:
+        cpu = load_embedder(None, "torch", "cpu").embed_documents(TEXTS)
+        assert np.min(np.sum(embedder.embed_documents(TEXTS) * cpu, axis=1)) > 1 - 1e-3
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda0", "CUDA", "cuda:x", "cpu:1"])
+def test_a_device_that_is_not_cpu_or_cuda_is_refused_by_name(monkeypatch, device):
+    with pytest.raises(EmbedderUnavailable, match="ESFIS_DEVICE must be cpu, cuda or cuda:N"):
+        load_embedder(None, None, device)
