@@ -35,11 +35,9 @@ _DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catal
 
 @dataclass(frozen=True)
 class Prepared:
-    """A batch's rows that may be new, by space, and a vector for each distinct text."""
+    """A batch's rows that may be new, as memories ready to write, one batch per space."""
 
-    groups: dict[str | None, list[Row]]
-    vectors: np.ndarray  # one row per distinct text that came without a vector
-    position: dict[str, int]  # digest → its row in ``vectors``
+    batches: list[MemoryBatch]
     rows: int  # rows of the batch that reached this point (repeats included)
     mark: int  # the catalog's last memory rowid before the rows were checked
 
@@ -60,11 +58,19 @@ class Preparer:
     """Step one: sort out failures, refused spaces and rows already present; embed the rest."""
 
     def __init__(
-        self, catalog: Catalog, registry: Registry, embed: Callable[[list[str]], np.ndarray], dimension: int
+        self,
+        catalog: Catalog,
+        registry: Registry,
+        embed: Callable[[list[str]], np.ndarray],
+        dimension: int,
+        ai: str,
+        clock: Callable[[], datetime],
     ) -> None:
         self.catalog = catalog
         self.registry = registry
         self.embed = embed
+        self.ai = ai
+        self.clock = clock
         self.failures = Failures()
         self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.cache_size = max(EMBED_CACHE_BYTES // (4 * dimension), 1)
@@ -85,9 +91,15 @@ class Preparer:
         self.failures.add(failures)
         rows = sum(map(len, groups.values()))
         mark = last_rowid(self.catalog)
-        fresh = {space: absent(self.catalog, space, first_of_each(batch)) for space, batch in groups.items()}
+        fresh = {}
+        for space, batch in groups.items():
+            kept = first_of_each(batch)
+            mask = absent(self.catalog, space, [r.key for r in kept], [r.digest for r in kept])
+            fresh[space] = [row for row, new in zip(kept, mask, strict=True) if new]
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
-        return Prepared(fresh, vectors, position, rows, mark)
+        # Built here, not by the writer: its thread is the import's narrowest stage.
+        batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
+        return Prepared(batches, rows, mark)
 
     def _vectors(self, rows: list[Row]) -> tuple[np.ndarray, dict[str, int]]:
         """A vector for each distinct text of the rows that came without one, and each digest's
@@ -119,37 +131,11 @@ class Preparer:
         return table, position
 
 
-class Writer:
-    """Step two: under the import lock, check again what is present, then write the rest."""
-
-    def __init__(self, book: MemoryBook, journal: Journal, ai: str, clock: Callable, vectors_in: Executor) -> None:
-        self.book = book
-        self.journal = journal
-        self.ai = ai
-        self.clock = clock
-        self.vectors_in = vectors_in
-        self.imported = self.skipped = 0
-
-    def __call__(self, prepared: Prepared) -> None:
-        with batch_lock(self.journal.directory):
-            # Checked again under the lock, against what was written since the first check:
-            # this import's previous batch, or another import running beside it.
-            todo = {
-                space: absent(self.book.catalog, space, rows, since=prepared.mark)
-                for space, rows in prepared.groups.items()
-            }
-            batches = [self._batch(space, rows, prepared) for space, rows in todo.items() if rows]
-            self.journal.pending({partition_key(b.space): b.ids for b in batches})
-            for batch in batches:
-                self.book.write_batch(batch, vectors_in=self.vectors_in)
-                self.imported += len(batch)
-            self.journal.committed()
-            self.skipped += prepared.rows - sum(map(len, batches))
-
-    def _batch(self, space: str | None, rows: list[Row], prepared: Prepared) -> MemoryBatch:
-        position = prepared.position
+    def _batch(
+        self, space: str | None, rows: list[Row], vectors: np.ndarray, position: dict[str, int]
+    ) -> MemoryBatch:
         if position:
-            matrix = prepared.vectors[[position.get(r.digest, 0) if r.vector is None else 0 for r in rows]]
+            matrix = vectors[[position.get(r.digest, 0) if r.vector is None else 0 for r in rows]]
             for i, row in enumerate(rows):
                 if row.vector is not None:
                     matrix[i] = row.vector
@@ -173,6 +159,29 @@ class Writer:
             run_ids=[None] * len(rows),
         )
 
+
+class Writer:
+    """Step two: under the import lock, check again what is present, then write the rest."""
+
+    def __init__(self, book: MemoryBook, journal: Journal, vectors_in: Executor) -> None:
+        self.book = book
+        self.journal = journal
+        self.vectors_in = vectors_in
+        self.imported = self.skipped = 0
+
+    def __call__(self, prepared: Prepared) -> None:
+        with batch_lock(self.journal.directory):
+            # Checked again under the lock, against what was written since the first check:
+            # this import's previous batch, or another import running beside it.
+            batches = [b.select(absent(self.book.catalog, b.space, b.keys, b.digests, since=prepared.mark))
+                       for b in prepared.batches]
+            batches = [b for b in batches if len(b)]
+            self.journal.pending({partition_key(b.space): b.ids for b in batches})
+            for batch in batches:
+                self.book.write_batch(batch, vectors_in=self.vectors_in)
+                self.imported += len(batch)
+            self.journal.committed()
+            self.skipped += prepared.rows - sum(map(len, batches))
 
 class _Micros(dict):
     """``to_micros``, remembered: most rows of a batch share a time (the import's now)."""
@@ -201,16 +210,19 @@ def first_of_each(rows: list[Row]) -> list[Row]:
     return kept
 
 
-def absent(catalog: Catalog, space: str | None, rows: list[Row], *, since: int = 0) -> list[Row]:
-    """The rows not yet in ``space``: none of its memories has the row's key or, for a row
-    without a key, its text. With ``since``, only memories written after that rowid count.
+def absent(
+    catalog: Catalog, space: str | None, keys: list[str | None], digests: list[str], *, since: int = 0
+) -> list[bool]:
+    """For each row (its key, else its text's digest): True when no memory of ``space`` has the
+    key or, for a row without a key, the text. With ``since``, only memories written after that
+    rowid count.
 
     Two queries a batch, whatever its size: the batch's keys and digests travel as one JSON
     array each (``json_each``), not as thousands of parameters.
     """
-    keys = [r.key for r in rows if r.key is not None]
-    digests = [r.digest[:_DIGEST_PREFIX] for r in rows if r.key is None]
     partition = partition_key(space)
+    wanted_keys = [k for k in keys if k is not None]
+    wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
     present_keys: set[str] = set()
     present_digests: set[str] = set()
     if since:
@@ -222,24 +234,25 @@ def absent(catalog: Catalog, space: str | None, rows: list[Row], *, since: int =
     else:
         where = "partition = ? AND forgotten_at IS NULL"
         params = (partition,)
-    if keys:
+    if wanted_keys:
         # A key stays in import_keys until its memory is forgotten, and in the memory's row.
         sql = (
             f"SELECT key FROM memories WHERE {where} AND key IN (SELECT value FROM json_each(?))"
             if since
             else "SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM json_each(?))"
         )
-        present_keys = {r["key"] for r in catalog.all(sql, (*params, json.dumps(keys)))}
-    if digests:
+        present_keys = {r["key"] for r in catalog.all(sql, (*params, json.dumps(wanted_keys)))}
+    if wanted_digests:
         found = catalog.all(
             f"SELECT digest FROM memories WHERE {where} "
             f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM json_each(?))",
-            (*params, json.dumps(digests)),
+            (*params, json.dumps(wanted_digests)),
         )
         present_digests = {r["digest"] for r in found}
-    if not present_keys and not present_digests:
-        return rows
-    return [r for r in rows if (r.key not in present_keys if r.key is not None else r.digest not in present_digests)]
+    return [
+        (k not in present_keys) if k is not None else (d not in present_digests)
+        for k, d in zip(keys, digests, strict=True)
+    ]
 
 
 def last_rowid(catalog: Catalog) -> int:

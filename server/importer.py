@@ -185,8 +185,10 @@ class _Importer:
                 Registry(reader, service.clock),
                 lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
                 service.store.dimension,
+                self.ai,
+                service.clock,
             )
-            writer = Writer(service.book, journal, self.ai, service.clock, vectors)
+            writer = Writer(service.book, journal, vectors)
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)

@@ -7,6 +7,7 @@ recall drops anything the catalog does not hold as current.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -170,6 +171,24 @@ class MemoryBatch:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def select(self, keep: list[bool]) -> "MemoryBatch":
+        """The memories whose ``keep`` is True (the batch itself when all are)."""
+        if all(keep):
+            return self
+        chosen = [i for i, k in enumerate(keep) if k]
+        return dataclasses.replace(
+            self,
+            ids=[self.ids[i] for i in chosen],
+            texts=[self.texts[i] for i in chosen],
+            digests=[self.digests[i] for i in chosen],
+            vectors=self.vectors[chosen],
+            valid_from=self.valid_from[chosen],
+            valid_until=self.valid_until[chosen],
+            labels=[self.labels[i] for i in chosen],
+            keys=[self.keys[i] for i in chosen],
+            run_ids=[self.run_ids[i] for i in chosen],
+        )
 
     def rows(self) -> RowBatch:
         return RowBatch(
