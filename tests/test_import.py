@@ -179,6 +179,10 @@ BAD_ROWS = [
     pytest.param({"text": "t", "vector": ["0.5"] * 64}, "list of numbers", id="vector-of-strings"),
     pytest.param({"text": "t", "vector": [0.0] * 64}, "not be all zeros", id="zero-vector"),
     pytest.param({"text": "t", "valid_untill": "7d"}, "unknown field(s) 'valid_untill'", id="unknown-field"),
+    pytest.param('{"text": "t", "vector": [NaN' + ', 0.5' * 63 + "]}", "finite numbers", id="nan-in-vector"),
+    pytest.param('{"text": "t", "vector": [1e400' + ', 0.5' * 63 + "]}", "finite numbers", id="overflow-in-vector"),
+    pytest.param('{"text": "t", "labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply",
+                 id="nested-too-deeply"),
 ]
 
 
