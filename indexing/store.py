@@ -229,8 +229,10 @@ class VectorStore:
             raise BadVector("vectors must hold finite numbers only")
         return vectors
 
-    def add(self, key: str, rows: list[Row] | RowBatch) -> None:
-        """Append rows to a partition (created on its first write)."""
+    def add(self, key: str, rows: list[Row] | RowBatch, *, compact: bool = True) -> None:
+        """Append rows to a partition (created on its first write). ``compact=False`` leaves
+        the routine compaction to a later ``compact_if_due``: a bulk import writes vectors
+        while its catalog transaction is open, and a compaction can take seconds."""
         batch = rows if isinstance(rows, RowBatch) else RowBatch.of(rows) if rows else None
         if batch is None or not len(batch):
             return
@@ -258,7 +260,17 @@ class VectorStore:
             snap = self._snapshots.get(key)
             if snap is not None:
                 snap.append(batch)
-            self._after_write(key, lance_table)
+            self._writes[key] += 1
+            if compact:
+                self._compact_if_due(key, lance_table)
+
+    def compact_if_due(self, key: str) -> None:
+        """Run the routine compaction if enough writes piled up since the last one."""
+        if self._writes[key] % COMPACT_EVERY == 0 and self._writes[key]:
+            with self._writing(key):
+                table = self._open_table(key)
+                if table is not None:
+                    self._compact_if_due(key, table)
 
     def end_validity(self, key: str, id_: str, valid_until: int) -> None:
         """Close a row's validity interval (supersede or expire)."""
@@ -272,7 +284,8 @@ class VectorStore:
             snap = self._snapshots.get(key)
             if snap is not None:
                 snap.end(id_, valid_until)
-            self._after_write(key, table)
+            self._writes[key] += 1
+            self._compact_if_due(key, table)
 
     def purge(self, key: str, ids: list[str]) -> None:
         """Delete rows and rewrite the partition so no file under the store holds them.
@@ -320,14 +333,13 @@ class VectorStore:
         dataset = lance.dataset(str(self._paths(key)[0]))
         dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
 
-    def _after_write(self, key: str, table) -> None:
+    def _compact_if_due(self, key: str, table) -> None:
         """Compact on a schedule: tiny writes otherwise pile up versions and files.
 
         Only fragments under ``COMPACT_TARGET_ROWS`` are merged, so a compaction costs the recent
         writes, not the whole table (``table.optimize`` rewrote every fragment under 1M rows each
         time: a 1M-row import spent 180 s and 1.2 GB of RSS in it, growing with the table).
         """
-        self._writes[key] += 1
         if self._writes[key] % COMPACT_EVERY == 0:
             dataset = table.to_lance()
             dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)

@@ -44,7 +44,10 @@ def parse_time(value: str | datetime, *, now: datetime, field: str) -> datetime:
     else:
         text = value.strip()
         if match := _RELATIVE.match(text):
-            return now + timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+            try:
+                return now + timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+            except OverflowError:
+                raise InvalidInput(f"{field} {value!r} lies past the year 9999", field=field) from None
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -55,4 +58,7 @@ def parse_time(value: str | datetime, *, now: datetime, field: str) -> datetime:
             ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:00-01:00 is past the last moment a datetime holds
+        raise InvalidInput(f"{field} {value!r} lies past the year 9999", field=field) from None

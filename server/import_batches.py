@@ -9,6 +9,7 @@ recent vectors, the writer its counts.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -42,6 +43,27 @@ class Prepared:
     mark: int  # the catalog's last memory rowid before the rows were checked
 
 
+class Stopped(Exception):
+    """A step refused a batch because the import is stopping (an error in another step, or
+    the caller gave up): nothing after a failed batch is embedded or written."""
+
+
+def _stop_on_error(method):
+    """Any error in a step stops the import: later batches are refused before they touch
+    anything (the journal above all, which still names the failed batch's vectors)."""
+
+    def step(self, *args):
+        if self.stop.is_set():
+            raise Stopped("the import is stopping")
+        try:
+            return method(self, *args)
+        except BaseException:
+            self.stop.set()
+            raise
+
+    return step
+
+
 class Failures:
     """Failed rows: all counted, the first ``ERRORS_KEPT`` kept in line order per batch."""
 
@@ -65,7 +87,9 @@ class Preparer:
         dimension: int,
         ai: str,
         clock: Callable[[], datetime],
+        stop: threading.Event,
     ) -> None:
+        self.stop = stop
         self.catalog = catalog
         self.registry = registry
         self.embed = embed
@@ -76,6 +100,7 @@ class Preparer:
         self.cache_size = max(EMBED_CACHE_BYTES // (4 * dimension), 1)
         self.dimension = dimension
 
+    @_stop_on_error
     def __call__(self, items: list[Row | RowError]) -> Prepared:
         groups: dict[str | None, list[Row]] = {}
         failures: list[tuple[int, str]] = []
@@ -95,7 +120,7 @@ class Preparer:
         for space, batch in groups.items():
             kept = first_of_each(batch)
             mask = absent(self.catalog, space, [r.key for r in kept], [r.digest for r in kept])
-            fresh[space] = [row for row, new in zip(kept, mask, strict=True) if new]
+            fresh[space] = not_written_beside([row for row, new in zip(kept, mask, strict=True) if new])
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
         # Built here, not by the writer: its thread is the import's narrowest stage.
         batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
@@ -163,12 +188,14 @@ class Preparer:
 class Writer:
     """Step two: under the import lock, check again what is present, then write the rest."""
 
-    def __init__(self, book: MemoryBook, journal: Journal, vectors_in: Executor) -> None:
+    def __init__(self, book: MemoryBook, journal: Journal, vectors_in: Executor, stop: threading.Event) -> None:
+        self.stop = stop
         self.book = book
         self.journal = journal
         self.vectors_in = vectors_in
         self.imported = self.skipped = 0
 
+    @_stop_on_error
     def __call__(self, prepared: Prepared) -> None:
         with batch_lock(self.journal.directory):
             # Checked again under the lock, against what was written since the first check:
@@ -194,20 +221,28 @@ class _Micros(dict):
 
 
 def first_of_each(rows: list[Row]) -> list[Row]:
-    """Drop repeats within the batch: the same key, or (without a key) the same text."""
+    """Drop repeats within the batch: of rows with a key, all but the first with that key; of
+    rows without one, all but the first with that text."""
     keys: set[str] = set()
     digests: set[str] = set()
     kept = []
     for row in rows:
-        if row.key is not None:
-            if row.key in keys:
-                continue
-            keys.add(row.key)
-        elif row.digest in digests:
+        seen, mark = (keys, row.key) if row.key is not None else (digests, row.digest)
+        if mark in seen:
             continue
-        digests.add(row.digest)
+        seen.add(mark)
         kept.append(row)
     return kept
+
+
+def not_written_beside(rows: list[Row]) -> list[Row]:
+    """Drop a row without a key whose text a keyed row of the same batch is about to write.
+    (Checked after the catalog was asked: a keyed row already present writes nothing, and the
+    text then counts as present only if some memory has it.)"""
+    written = {row.digest for row in rows if row.key is not None}
+    if not written:
+        return rows
+    return [row for row in rows if row.key is not None or row.digest not in written]
 
 
 def absent(

@@ -114,7 +114,12 @@ def _vector(value: Any, dimension: int) -> np.ndarray | None:
     """A precomputed vector, made unit length (cosine ignores scale; the index assumes unit)."""
     if value is None:
         return None
-    array = value if isinstance(value, np.ndarray) else np.asarray(value) if isinstance(value, (list, tuple)) else None
+    try:
+        array = (
+            value if isinstance(value, np.ndarray) else np.asarray(value) if isinstance(value, (list, tuple)) else None
+        )
+    except (ValueError, TypeError, OverflowError):  # ragged ([1, [2], 3]) or not numbers at all
+        array = None
     if array is None or array.ndim != 1 or array.dtype.kind not in "iuf":  # numbers, not bools or strings
         raise InvalidInput("vector must be a list of numbers", field="vector")
     vector = array.astype(np.float32, copy=False)
@@ -148,8 +153,9 @@ def parse_line(
         return None
     try:
         # orjson first: 5x faster on a line with a 384-float vector (6.6 µs against 33 µs). It
-        # is stricter (NaN, lone surrogates, integers past 64 bits), so what it refuses goes to
-        # the json module, whose answer (and error message) is the one that counts.
+        # is stricter (NaN, Infinity, lone surrogates), so what it refuses goes to the json
+        # module, whose answer (and error message) is the one that counts. One difference: it
+        # reads an integer past 64 bits as a float (json: an int), which only a vector accepts.
         fields = orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:

@@ -30,10 +30,10 @@ What is promised:
   keyed rows: 32k rows/s into a new store of 200k, 24k/s on to 1M (the catalog's digest index
   takes random inserts), at 40–51 µs of CPU a row; one batch at a time it was 10k and 8k/s.
 - **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
-  one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_BYTES`` of
+  one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
   text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
   (≤ 1 MiB) or one Parquet record batch. The process stays under 768 MiB peak RSS whatever the
-  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), 556 MiB at 1M rows
+  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), 542 MiB at 1M rows
   with precomputed vectors (``scripts/import-scale``), asserted at 200k rows by
   ``tests/test_import_scale.py``. Two malloc arenas (``server.arenas``) keep the worker threads
   from growing it: with glibc's default, 777 MiB at 1M rows. A model that embeds adds its own
@@ -44,7 +44,8 @@ What is promised:
   LongMemEval user turns import ran at 1.02 of raw ``embed_documents`` throughput (97.1 against
   95.6 texts/s in batches of 4096: parsing and writing hide behind the model;
   ``scripts/import-throughput``). Rows that bring vectors in JSON are bound by parsing them
-  (~5.7k rows/s: 384 floats a line); Parquet reads a vector column as one matrix.
+  (9.9k rows/s at 1M rows: 384 floats a line, with orjson); Parquet reads a vector column as one
+  matrix.
 - **Operators only.** An import is an operator's act (the CLI on the data folder, or
   ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
   the writer. There is no AI import: it would write where an AI's scope never reaches, around
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -81,7 +83,7 @@ from server.service import Esfis, open_service
 
 MAX_BATCH = 8192
 DEFAULT_BATCH = 4096
-BATCH_TEXT_BYTES = 8 * 1024 * 1024  # a batch closes early once its texts reach this size
+BATCH_TEXT_CHARS = 8 * 1024 * 1024  # a batch closes early once its texts reach this many characters
 IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
 
 
@@ -166,7 +168,8 @@ class _Importer:
         started = time.monotonic()
         limit_malloc_arenas()  # before the workers start: their arenas are the import's growth
         service = self.service
-        in_flight: deque[tuple[Future, int]] = deque()
+        in_flight: deque[tuple[Future, Future, int]] = deque()  # (prepared, written, lines)
+        stop = threading.Event()  # set by a step that fails, or here on the way out
         with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
             # The preparer reads through a connection of its own: WAL lets it read while the
             # writer's transaction is open, where one shared connection makes them take turns.
@@ -175,11 +178,13 @@ class _Importer:
             journal = Journal.open(self.home, service.catalog, service.store)
             cleanup.callback(journal.close, service.catalog, service.store)
             cleanup.enter_context(service.catalog.bulk())
-            preparing, writing, vectors = (
+            # Entered in this order so they stop in the reverse one: the writer first (it may
+            # still be waiting on a batch's vectors), the vectors' thread last.
+            vectors, preparing, writing = (
                 cleanup.enter_context(ThreadPoolExecutor(1, thread_name_prefix=f"esfis-import-{name}"))
-                for name in ("prepare", "write", "vectors")
+                for name in ("vectors", "prepare", "write")
             )
-            cleanup.callback(lambda: [future.cancel() for future, _ in in_flight])
+            cleanup.callback(self._abandon, in_flight, stop)
             preparer = Preparer(
                 reader,
                 Registry(reader, service.clock),
@@ -187,33 +192,34 @@ class _Importer:
                 service.store.dimension,
                 self.ai,
                 service.clock,
+                stop,
             )
-            writer = Writer(service.book, journal, vectors)
+            writer = Writer(service.book, journal, vectors, stop)
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)
-                in_flight.append((writing.submit(lambda: writer(prepared.result())), consumed))
+                in_flight.append((prepared, writing.submit(lambda: writer(prepared.result())), consumed))
                 while len(in_flight) > IN_FLIGHT:
                     finish()
 
             def finish() -> None:
-                written, consumed = in_flight.popleft()
+                _, written, consumed = in_flight.popleft()
                 written.result()  # a worker's error is raised here, in the caller's thread
                 if self.progress is not None and consumed:
                     self.progress(consumed)
 
             batch: list[Row | RowError] = []
-            consumed = text_bytes = 0
+            consumed = text_chars = 0
             for item in parsed:
                 consumed += 1
                 if item is not None:
                     batch.append(item)
                     if isinstance(item, Row):
-                        text_bytes += len(item.text)
+                        text_chars += len(item.text)
                 # Blank lines count too, so a file of blanks still reports progress.
-                if len(batch) >= self.batch_size or text_bytes >= BATCH_TEXT_BYTES or consumed >= 4 * self.batch_size:
+                if len(batch) >= self.batch_size or text_chars >= BATCH_TEXT_CHARS or consumed >= 4 * self.batch_size:
                     submit(batch, consumed)
-                    batch, consumed, text_bytes = [], 0, 0
+                    batch, consumed, text_chars = [], 0, 0
             if batch or consumed:
                 submit(batch, consumed)
             while in_flight:
@@ -229,6 +235,14 @@ class _Importer:
             round(seconds, 3),
             rows / seconds if seconds else 0.0,
         )
+
+    @staticmethod
+    def _abandon(in_flight: deque[tuple[Future, Future, int]], stop: threading.Event) -> None:
+        """On the way out (done, failed, or interrupted): what has not started never will."""
+        stop.set()
+        for prepared, written, _ in in_flight:
+            written.cancel()
+            prepared.cancel()
 
 
 # -- the CLI ---------------------------------------------------------------------------------

@@ -251,7 +251,7 @@ class MemoryBook:
         if vectors_in is None:
             self.store.add(key, batch.rows())
         else:
-            adding = vectors_in.submit(self.store.add, key, batch.rows())
+            adding = vectors_in.submit(self.store.add, key, batch.rows(), compact=False)
         try:
             with self.catalog.transaction() as tx:
                 if supersedes is not None:
@@ -262,8 +262,13 @@ class MemoryBook:
         except BaseException:
             if vectors_in is not None:
                 wait([adding])
-            self.store.purge(key, batch.ids)
+            try:
+                self.store.purge(key, batch.ids)
+            except Exception:  # the first error is the one to report; orphans stay harmless:
+                pass  # recall ignores rows the catalog does not name, an import's journal purges them
             raise
+        if vectors_in is not None:
+            self.store.compact_if_due(key)  # after the commit: a compaction can take seconds
         if supersedes is not None:
             old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
             if old is not None:
@@ -284,7 +289,8 @@ class MemoryBook:
         )
 
     def _insert(self, tx: Tx, key: str, batch: MemoryBatch, supersedes: str | None) -> None:
-        # The rows travel as one JSON array and are inserted by one statement. executemany
+        # The rows travel as one JSON array and are inserted by one statement (json_extract,
+        # not ->>, which needs SQLite 3.38: Ubuntu 22.04's is 3.37). executemany
         # would step once per row, giving up the GIL each time and waiting to get it back:
         # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
         until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
@@ -293,15 +299,16 @@ class MemoryBook:
         tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
             "supersedes, digest, labels, key, run_id) "
-            "SELECT value ->> 0, ?, ?, ?, ?, value ->> 1, value ->> 2, ?, value ->> 3, value ->> 4, "
-            "value ->> 5, value ->> 6 FROM json_each(?)",
+            "SELECT json_extract(value, '$[0]'), ?, ?, ?, ?, json_extract(value, '$[1]'), "
+            "json_extract(value, '$[2]'), ?, json_extract(value, '$[3]'), json_extract(value, '$[4]'), "
+            "json_extract(value, '$[5]'), json_extract(value, '$[6]') FROM json_each(?)",
             (key, batch.space, batch.ai, batch.created_at, supersedes, rows),
         )
         keyed = [(k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
         if keyed:
             tx.execute(
                 "INSERT OR IGNORE INTO import_keys (partition, key, memory_id) "
-                "SELECT ?, value ->> 0, value ->> 1 FROM json_each(?)",
+                "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
                 (key, json.dumps(keyed)),
             )
         tx.execute(

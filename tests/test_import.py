@@ -440,3 +440,67 @@ def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_s
     assert report.skipped == len(rows) - 800
     assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 800
     assert _catalog(fake_service.catalog.path.parent, "SELECT count(DISTINCT digest) FROM memories")[0][0] == 800
+
+
+def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
+    # A keyed row that is already present writes nothing: a keyless row with its text, in the
+    # same batch, is then new unless some memory has that text. Either order, the same answer.
+    for space in ("acme", "globex"):
+        fake_service.create_space(space)
+        assert import_stream(fake_service, [json.dumps({"text": "bills monthly", "space": space, "key": "billing"})]).imported == 1
+    rows = [
+        {"text": "bills quarterly", "key": "billing"},  # a known key: skipped
+        {"text": "bills quarterly"},  # no memory says this yet: imported
+        {"text": "CI is GitHub Actions", "key": "ci"},  # a new key: imported
+        {"text": "CI is GitHub Actions"},  # its text goes in beside it: skipped
+    ]
+    for space, order in (("acme", rows), ("globex", rows[::-1])):
+        report = import_stream(fake_service, [json.dumps({**r, "space": space}) for r in order])
+        assert (report.imported, report.skipped) == (2, 2), space
+        again = import_stream(fake_service, [json.dumps({**r, "space": space}) for r in order])
+        assert (again.imported, again.skipped) == (0, 4), space
+    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 6
+
+
+def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_service, monkeypatch):
+    # The third batch's vectors reach disk, then the write fails, and so does its own clean-up:
+    # no later batch may be written (it would also wipe the journal that names those vectors),
+    # and closing the import purges them.
+    store = fake_service.store
+    real_add, real_purge = store.add, store.purge
+    calls = {"add": 0, "purge": 0}
+
+    def add(key, rows, **options):
+        calls["add"] += 1
+        real_add(key, rows, **options)
+        if calls["add"] == 3:
+            raise OSError("disk full")
+
+    def purge(key, ids):
+        calls["purge"] += 1
+        if calls["purge"] == 1:
+            raise OSError("disk still full")
+        real_purge(key, ids)
+
+    monkeypatch.setattr(store, "add", add)
+    monkeypatch.setattr(store, "purge", purge)
+    lines = [json.dumps({"text": f"note {i}"}) for i in range(200)]
+    with pytest.raises(OSError, match="disk full"):
+        import_stream(fake_service, lines, batch_size=10)
+    written = _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0]
+    assert written == 20 and calls["add"] == 3  # batches 1 and 2; nothing after the failed one
+    assert sorted(store.row_ids("personal")) == sorted(
+        r[0] for r in _catalog(fake_service.catalog.path.parent, "SELECT id FROM memories")
+    )
+    assert not list((fake_service.catalog.path.parent / "imports").glob("pending-*"))
+
+
+@pytest.mark.parametrize("bad, reason", [
+    pytest.param({"text": "t", "vector": [1, [2], 3] + [0.5] * 61}, "list of numbers", id="ragged-vector"),
+    pytest.param({"text": "t", "valid_until": "999999999d"}, "past the year 9999", id="duration-overflow"),
+    pytest.param({"text": "t", "valid_until": "9999-12-31T23:59:59-01:00"}, "past the year 9999", id="date-overflow"),
+])
+def test_values_past_what_python_holds_are_that_rows_error(fake_service, bad, reason):
+    report = import_stream(fake_service, [json.dumps({"text": "fine"}), json.dumps(bad)])
+    assert (report.imported, report.failed) == (1, 1)
+    assert reason in report.errors[0][1]
