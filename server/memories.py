@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import re
 import secrets
 import time
@@ -26,6 +27,8 @@ from server.clock import from_micros, to_micros
 from server.errors import AlreadySuperseded, InvalidInput, InvalidMemoryId, TextTooLong
 from server.models import Memory
 from server.spaces import partition_key
+
+log = logging.getLogger("esfis.store")
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_QUERY_BYTES = 4 * 1024
@@ -268,11 +271,19 @@ class MemoryBook:
                 pass  # recall ignores rows the catalog does not name, an import's journal purges them
             raise
         if vectors_in is not None:
-            self.store.compact_if_due(key)  # after the commit: a compaction can take seconds
+            # After the commit, in the vectors' thread: a compaction can take seconds, and the
+            # next batch's catalog rows can go in meanwhile (its vectors queue behind it).
+            vectors_in.submit(self._compact, key)
         if supersedes is not None:
             old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
             if old is not None:
                 self.store.end_validity(old["partition"], supersedes[0], to_micros(supersedes[1]))
+
+    def _compact(self, key: str) -> None:
+        try:
+            self.store.compact_if_due(key)
+        except Exception:  # routine upkeep: the table is whole without it, and the next one retries
+            log.warning("compaction of partition %s failed", key, exc_info=True)
 
     def _claim(self, tx: Tx, old_id: str, new_id_: str, at: datetime) -> None:
         cursor = tx.execute(

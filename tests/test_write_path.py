@@ -73,3 +73,26 @@ def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
     assert catalog.one("SELECT count(*) AS n FROM memories")["n"] == 0
     assert catalog.one("SELECT count(*) AS n FROM partitions")["n"] == 0
     assert store.row_ids("personal") == []
+
+
+def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: Path):
+    import json
+
+    import lance
+
+    from indexing.store import COMPACT_EVERY
+    from indexing.testing import HashingEmbedder
+    from server.importer import import_stream
+    from server.service import open_service
+    from server.settings import Settings
+
+    service = open_service(Settings(home=tmp_path / "home", model=None), embedder=HashingEmbedder(64))
+    try:
+        rows = 2 * COMPACT_EVERY + 5
+        report = import_stream(service, [json.dumps({"text": f"note {i}"}) for i in range(rows)], batch_size=1)
+        assert report.imported == rows
+        dataset = lance.dataset(str(next((tmp_path / "home" / "vectors").glob("*.lance"))))
+        assert dataset.count_rows() == rows
+        assert len(dataset.get_fragments()) <= 10  # one fragment per write without the compactions
+    finally:
+        service.close()
