@@ -77,6 +77,7 @@ from server.errors import BadImportLine, InvalidInput
 from server.import_batches import Preparer, Writer
 from server.import_journal import Journal
 from server.import_rows import Row, RowError, check_row, parquet_rows, parse_line, read_lines
+from server.memories import MemoryBook
 from server.policies import validate_ai
 from server.registry import Registry
 from server.service import Esfis, open_service
@@ -171,13 +172,17 @@ class _Importer:
         in_flight: deque[tuple[Future, Future, int]] = deque()  # (prepared, written, lines)
         stop = threading.Event()  # set by a step that fails, or here on the way out
         with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
-            # The preparer reads through a connection of its own: WAL lets it read while the
-            # writer's transaction is open, where one shared connection makes them take turns.
+            # The preparer and the writer each have a connection of their own: WAL lets readers
+            # run while the writer's transaction is open (it stays open until the batch's
+            # vectors are on disk), where one shared connection would make everyone take turns,
+            # a server's requests included.
             reader = Catalog(service.catalog.path)
             cleanup.callback(reader.close)
+            writes = Catalog(service.catalog.path)
+            cleanup.callback(writes.close)
             journal = Journal.open(self.home, service.catalog, service.store)
             cleanup.callback(journal.close, service.catalog, service.store)
-            cleanup.enter_context(service.catalog.bulk())
+            cleanup.enter_context(writes.bulk())
             # Entered in this order so they stop in the reverse one: the writer first (it may
             # still be waiting on a batch's vectors), the vectors' thread last.
             vectors, preparing, writing = (
@@ -194,7 +199,7 @@ class _Importer:
                 service.clock,
                 stop,
             )
-            writer = Writer(service.book, journal, vectors, stop)
+            writer = Writer(MemoryBook(writes, service.store), journal, vectors, stop)
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)
