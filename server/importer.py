@@ -27,8 +27,9 @@ What is promised:
   worker thread and written in another, so parsing, embedding and writing run at once (the
   model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
   With an embedder that costs nothing (``benchmarks/test_import_throughput.py``), 2 cores, short
-  keyed rows: 29k rows/s into a new store of 200k, 22k/s on to 1M (the catalog's digest index
-  takes random inserts), at 44–57 µs of CPU a row; one batch at a time it was 10k and 8k/s.
+  keyed rows: ~29k rows/s into a new store of 200k, 18–22k/s on to 1M (the catalog's digest
+  index takes random inserts), at 41–68 µs of CPU a row (a noisy VM: the same run ranged from
+  24k to 43k rows/s); one batch at a time it was 10k and 8k/s.
 - **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
   one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
   text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
