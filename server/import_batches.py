@@ -2,8 +2,10 @@
 
 The importer runs the two in threads of their own, one batch each at a time and in order, so a
 batch is embedded while the one before it is written and the one after it is parsed
-(``server.importer``). Each step only ever touches its own state: the preparer its cache of
-recent vectors, the writer its counts.
+(``server.importer``). Each step only ever touches its own state: the preparer its catalog
+connection and its cache of recent vectors, the writer its connection and its counts. An error
+in either step stops the import: both then refuse every later batch (``Stopped``), so nothing is
+written after a failed batch and the journal still names its vectors for the purge.
 """
 
 from __future__ import annotations
