@@ -4,13 +4,14 @@ glibc gives each thread that allocates its own arena, up to eight per core, and 
 their free pages back. An import runs three threads of its own beside LanceDB's pool: at a
 million rows the arenas held 777 MiB at peak, against 569 MiB (flat at ~500 from 300k rows on)
 with two arenas, at the same speed (``scripts/import-scale``). ``MALLOC_ARENA_MAX`` in the
-environment does the same before start; this is for the processes started without it.
+environment does the same before start; this is for the processes started without it:
+``esfis serve``, ``esfis mcp`` and every import call it (not the short CLI commands: ctypes
+costs ~10 ms to import).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 _M_ARENA_MAX = -8  # from glibc's malloc.h
@@ -22,11 +23,10 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
     or the environment already chose (``MALLOC_ARENA_MAX``)."""
     if os.environ.get("MALLOC_ARENA_MAX"):
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        # The process's own symbols, libc's among them: ctypes.util.find_library("c") would
+        # run ldconfig in a subprocess, 60 ms on every CLI call.
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        return False  # musl, macOS: no mallopt
-    return bool(mallopt(_M_ARENA_MAX, arenas))
+        return False  # macOS: no mallopt
+    return bool(mallopt(_M_ARENA_MAX, arenas))  # musl's is a stub that answers 0

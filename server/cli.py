@@ -13,7 +13,6 @@ import os
 import sys
 from typing import Sequence
 
-from server.arenas import limit_malloc_arenas
 from server.errors import Conflict, EsfisError, Forbidden, InvalidInput, NotFound, Unauthorized
 from server import render
 
@@ -247,7 +246,6 @@ def run(argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    limit_malloc_arenas()  # serve, mcp and import run threads for as long as they live
     try:
         run(sys.argv[1:] if argv is None else argv)
     except EsfisError as exc:

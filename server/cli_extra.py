@@ -8,14 +8,18 @@ import argparse
 
 
 def cmd_serve(args) -> None:
+    from server.arenas import limit_malloc_arenas
     from server.http.app import serve
 
+    limit_malloc_arenas()  # a long-lived process with many threads
     serve(host=args.host, port=args.port)
 
 
 def cmd_mcp(args) -> None:
+    from server.arenas import limit_malloc_arenas
     from server.mcp.server import run_stdio
 
+    limit_malloc_arenas()
     run_stdio()
 
 

@@ -154,3 +154,12 @@ def test_the_one_difference_orjson_makes_is_the_reason_a_huge_integer_in_a_vecto
     with np.errstate(over="ignore"):
         row = parse_line(1, '{"text": "t", "vector": [1, 2, 18446744073709551616]}', now=now, dimension=3)
     assert isinstance(row, RowError) and "finite numbers" in row.reason  # json's way: "list of numbers"
+
+
+def test_the_arena_cap_applies_here_and_yields_to_the_environment(monkeypatch):
+    from server.arenas import limit_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert limit_malloc_arenas() is True  # glibc, as on the machines esfis runs on
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas() is False
