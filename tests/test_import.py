@@ -504,3 +504,21 @@ def test_values_past_what_python_holds_are_that_rows_error(fake_service, bad, re
     report = import_stream(fake_service, [json.dumps({"text": "fine"}), json.dumps(bad)])
     assert (report.imported, report.failed) == (1, 1)
     assert reason in report.errors[0][1]
+
+
+def test_the_same_rows_in_two_spaces_go_into_each_while_batches_overlap(fake_service):
+    # The checks for what is present look inside one space only: a text or key in acme never
+    # makes a globex row look present, however the batches fall.
+    for space in ("acme", "globex"):
+        fake_service.create_space(space)
+    rows = []
+    for i in range(300):
+        rows.append({"text": f"fact {i}", "space": "acme"})
+        rows.append({"text": f"keyed {i}", "space": "acme", "key": f"key-{i}"})
+        if i >= 2:  # the same text and key in the other space, a batch or two later
+            rows.append({"text": f"fact {i - 2}", "space": "globex"})
+            rows.append({"text": f"keyed {i - 2}", "space": "globex", "key": f"key-{i - 2}"})
+    report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
+    assert (report.imported, report.skipped, report.failed) == (len(rows), 0, 0)
+    per_space = dict(_catalog(fake_service.catalog.path.parent, "SELECT space, count(*) FROM memories GROUP BY space"))
+    assert per_space == {"acme": 600, "globex": 596}
