@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: labels beside every memory (from_spaces), runs and their trail, grants
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 
 SCHEMA = """
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS memories (
     labels TEXT NOT NULL DEFAULT '[]',
     key TEXT,
     run_id TEXT,
-    forgotten_at INTEGER
+    forgotten_at INTEGER,
+    from_spaces TEXT NOT NULL DEFAULT '[]'  -- JSON: spaces whose data the writing run carried
 );
 -- A digest's first 16 hex digits (64 bits) find a text: a smaller index than the whole digest
 -- keeps bulk imports fast at a million memories. Queries compare the whole digest after it.
@@ -94,6 +95,53 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_at INTEGER NOT NULL,
     revoked_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,            -- server.runs.run_id_for(owner, name)
+    name TEXT NOT NULL,
+    ai TEXT NOT NULL,
+    transport TEXT NOT NULL,
+    space TEXT,                     -- sealed at the first step, NULL: no space
+    token_scope TEXT,
+    opened_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_opened ON runs (opened_at);
+CREATE TABLE IF NOT EXISTS run_labels (
+    run TEXT NOT NULL,
+    label TEXT NOT NULL,            -- a mark: personal, space:NAME, source:NAME
+    PRIMARY KEY (run, label)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    labels TEXT NOT NULL,           -- JSON marks (ids, labels and rules, never texts)
+    decision TEXT,
+    rule TEXT,
+    grant_id TEXT,
+    target TEXT,
+    memory_ids TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_steps_by_run ON run_steps (run, id);
+CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY,
+    from_space TEXT NOT NULL,
+    to_space TEXT,                  -- NULL: personal
+    ai TEXT,                        -- NULL: every AI
+    until INTEGER,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS trusted_sources (
+    source TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS contexts (
+    ref TEXT PRIMARY KEY,
+    run TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    items TEXT NOT NULL             -- JSON: [{id, labels}] as shared
+);
 CREATE TABLE IF NOT EXISTS import_keys (
     partition TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -123,9 +171,11 @@ class Catalog:
             # Up to 64 MiB of pages (taken as used): a bulk import's index inserts stay in memory.
             self._conn.execute("PRAGMA cache_size=-65536")
             with self.transaction() as tx:
+                _migrate(tx)
                 tx.executescript_safe(SCHEMA)
                 tx.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                    "INSERT INTO meta (key, value) VALUES ('schema', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(SCHEMA_VERSION),),
                 )
 
@@ -172,6 +222,13 @@ class Catalog:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _migrate(tx: "Tx") -> None:
+    """Bring a store made by an earlier version up to this schema, before the script runs."""
+    columns = {r["name"] for r in tx.all("PRAGMA table_info(memories)")}
+    if columns and "from_spaces" not in columns:  # version 1
+        tx.execute("ALTER TABLE memories ADD COLUMN from_spaces TEXT NOT NULL DEFAULT '[]'")
 
 
 class Tx:

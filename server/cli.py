@@ -34,7 +34,21 @@ def _service():
 def _caller(service, args: argparse.Namespace, *, own_space: bool = True):
     ai = args.ai or os.environ.get("ESFIS_AI") or "cli"
     space = (getattr(args, "space", None) if own_space else None) or os.environ.get("ESFIS_SPACE") or None
-    return service.caller(ai, space=space, cwd=None if space else os.getcwd(), transport="cli")
+    run = getattr(args, "run_name", None) or os.environ.get("ESFIS_RUN") or None
+    return service.caller(ai, space=space, cwd=None if space else os.getcwd(), transport="cli", run=run)
+
+
+def _ask_at_terminal(request) -> bool | None:
+    """A person at the call: a yes/no prompt, only when a terminal is attached."""
+    if not sys.stdin.isatty():
+        return None
+    print(request.message(), file=sys.stderr)
+    print("approve? [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -73,7 +87,8 @@ def cmd_policy_clear(args) -> None:
 def cmd_remember(args) -> None:
     service = _service()
     memory = service.remember(
-        _caller(service, args), args.text, personal=args.personal, valid_until=args.valid_until, labels=args.label
+        _caller(service, args), args.text, personal=args.personal, valid_until=args.valid_until, labels=args.label,
+        ask=_ask_at_terminal,
     )
     print(memory.id)
 
@@ -95,14 +110,73 @@ def cmd_get(args) -> None:
 
 def cmd_replace(args) -> None:
     service = _service()
-    memory = service.replace(_caller(service, args, own_space=False), args.id, args.text, space=args.space)
+    memory = service.replace(_caller(service, args, own_space=False), args.id, args.text, space=args.space,
+                             ask=_ask_at_terminal)
     print(memory.id)
 
 
 def cmd_forget(args) -> None:
     service = _service()
-    service.forget(_caller(service, args), args.id)
+    service.forget(_caller(service, args), args.id, ask=_ask_at_terminal)
     print(f"forgot {args.id}")
+
+
+def cmd_share(args) -> None:
+    service = _service()
+    reference = service.share(_caller(service, args), args.ids)
+    print(json.dumps(render.reference_json(reference), indent=2) if args.json else reference.ref)
+
+
+def cmd_open(args) -> None:
+    service = _service()
+    reference, memories = service.open_context(_caller(service, args), args.ref)
+    if args.json:
+        print(json.dumps(render.opened_json(reference, memories), indent=2))
+    else:
+        print("\n".join(f"{m.id}  [{m.labels.space or 'personal'}]  {m.text if m.text is not None else '(forgotten)'}"
+                        for m in memories))
+
+
+def cmd_runs(args) -> None:
+    runs = _service().run_list(last=args.last)
+    if args.json:
+        print(json.dumps({"runs": [render.run_json(r) for r in runs]}, indent=2))
+    else:
+        print(render.runs_table(runs))
+
+
+def cmd_trail(args) -> None:
+    run, steps = _service().trail(args.run_id)
+    print(json.dumps(render.run_json(run, steps), indent=2) if args.json else render.trail_text(run, steps))
+
+
+def cmd_grant(args) -> None:
+    service = _service()
+    if args.grant_command == "add":
+        if (args.to is None) == (not args.personal):
+            raise InvalidInput("grant add takes TO or --personal (exactly one)", field="to")
+        grant = service.add_grant(args.source, args.to, ai=args.grant_ai, until=args.until)
+        print(grant.id)
+    elif args.grant_command == "list":
+        grants = service.grants()
+        print(json.dumps({"grants": [render.grant_json(g) for g in grants]}, indent=2) if args.json
+              else render.grants_table(grants))
+    else:
+        service.revoke_grant(args.grant_id)
+        print(f"revoked {args.grant_id}")
+
+
+def cmd_trust(args) -> None:
+    service = _service()
+    if args.trust_command == "add":
+        print(service.trust(args.source).source)
+    elif args.trust_command == "list":
+        sources = service.trusted_sources()
+        print(json.dumps({"trusted_sources": [render.trusted_json(t) for t in sources]}, indent=2) if args.json
+              else "\n".join(t.source for t in sources) or "(no trusted sources: every origin mark is untrusted)")
+    else:
+        service.distrust(args.source)
+        print(f"{args.source} is untrusted again")
 
 
 def cmd_deliveries(args) -> None:
@@ -161,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     caller = Parser(add_help=False)
     caller.add_argument("--ai", help="the acting AI (default: $ESFIS_AI, else 'cli')")
     caller.add_argument("--space", help="the caller's space (default: $ESFIS_SPACE, else the current folder's)")
+    caller.add_argument("--run", dest="run_name", help="join run ID (default: $ESFIS_RUN; none: this command is a run of its own)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     space = sub.add_parser("space", help="add, list and remove spaces").add_subparsers(dest="space_command", required=True)
@@ -208,11 +283,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("text")
     p.add_argument("--space", help="the new memory's space (default: the old one's)")
+    p.add_argument("--run", dest="run_name", help="join run ID (default: $ESFIS_RUN)")
     p.set_defaults(run=cmd_replace)
 
     p = sub.add_parser("forget", parents=[caller], help="remove a memory for good")
     p.add_argument("id")
     p.set_defaults(run=cmd_forget)
+
+    p = sub.add_parser("share", parents=[caller], help="a context reference to memories (labels, never texts)")
+    p.add_argument("ids", metavar="ID", nargs="+")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_share)
+
+    p = sub.add_parser("open", parents=[caller], help="open a context reference (when this run may)")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_open)
+
+    p = sub.add_parser("runs", help="the runs, newest last (operator)")
+    p.add_argument("--last", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_runs)
+
+    p = sub.add_parser("trail", help="every step of one run (operator)")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_trail)
+
+    grant = sub.add_parser("grant", help="let data of one space be written into another (operator)")
+    grants = grant.add_subparsers(dest="grant_command", required=True)
+    p = grants.add_parser("add", help="data of FROM's subtree may be written into TO (or --personal)")
+    p.add_argument("source", metavar="FROM")
+    p.add_argument("to", metavar="TO", nargs="?")
+    p.add_argument("--personal", action="store_true", help="into personal memories instead of a space")
+    p.add_argument("--ai", dest="grant_ai", help="only for this AI")
+    p.add_argument("--until", help="ISO 8601 time or a duration (30m, 12h, 7d)")
+    p.set_defaults(run=cmd_grant)
+    p = grants.add_parser("list", help="the grants in force")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_grant)
+    p = grants.add_parser("revoke", help="revoke a grant by its id")
+    p.add_argument("grant_id", metavar="ID")
+    p.set_defaults(run=cmd_grant)
+
+    trust = sub.add_parser("trust", help="origin marks whose content is trusted (operator)")
+    trusts = trust.add_subparsers(dest="trust_command", required=True)
+    p = trusts.add_parser("add", help="trust an origin mark, e.g. source:github")
+    p.add_argument("source", metavar="SOURCE")
+    p.set_defaults(run=cmd_trust)
+    p = trusts.add_parser("list", help="the trusted sources")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_trust)
+    p = trusts.add_parser("remove", help="stop trusting an origin mark")
+    p.add_argument("source", metavar="SOURCE")
+    p.set_defaults(run=cmd_trust)
 
     p = sub.add_parser("deliveries", help="the delivery log (operator)")
     p.add_argument("--ai", dest="ai_filter")

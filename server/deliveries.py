@@ -11,7 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from indexing.store import VectorStore
-from server.catalog import Catalog
+from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import DeliveryNotFound
 from server.memories import MemoryBook
@@ -34,28 +34,29 @@ class DeliveryLog:
         reached: list[str | None],
         items: list[DeliveryItem],
         cut: dict[str, int],
+        tx: Tx,
     ) -> int:
-        with self.catalog.transaction() as tx:
-            cursor = tx.execute(
-                "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    to_micros(at),
-                    caller.ai,
-                    caller.space,
-                    caller.transport,
-                    caller.run_id,
-                    query,
-                    limit,
-                    json.dumps([partition_key(s) for s in reached]),
-                    json.dumps(cut, sort_keys=True),
-                ),
-            )
-            delivery_id = int(cursor.lastrowid or 0)
-            tx.executemany(
-                "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) VALUES (?, ?, ?, ?, ?)",
-                [(delivery_id, i.memory_id, i.rank, i.score, i.outcome) for i in items],
-            )
+        """Record one recall inside ``tx`` (the run's step goes in the same transaction)."""
+        cursor = tx.execute(
+            "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                to_micros(at),
+                caller.ai,
+                caller.space,
+                caller.transport,
+                caller.run_id,
+                query,
+                limit,
+                json.dumps([partition_key(s) for s in reached]),
+                json.dumps(cut, sort_keys=True),
+            ),
+        )
+        delivery_id = int(cursor.lastrowid or 0)
+        tx.executemany(
+            "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) VALUES (?, ?, ?, ?, ?)",
+            [(delivery_id, i.memory_id, i.rank, i.score, i.outcome) for i in items],
+        )
         return delivery_id
 
     def get(self, delivery_id: int) -> Delivery:

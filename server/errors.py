@@ -11,11 +11,15 @@ maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
     │   ├── MemoryNotFound          not_found       404   identical for missing and unseen ids
     │   ├── SpaceNotFound           space_not_found 404
     │   ├── DeliveryNotFound        not_found       404
-    │   └── RuleNotFound            not_found       404
+    │   ├── RuleNotFound            not_found       404
+    │   ├── GrantNotFound           not_found       404
+    │   ├── RunNotFound             not_found       404
+    │   └── ContextNotFound         not_found       404   identical for unknown and malformed refs
     ├── Forbidden                   forbidden       403
     │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
     │   ├── OutOfReach              out_of_reach    403
-    │   └── DataBarrier             data_barrier    403
+    │   ├── DataBarrier             data_barrier    403   names the rule, the carried label, the target
+    │   └── UntrustedSource         untrusted_source 403  forget from a run carrying untrusted content
     ├── Unauthorized                unauthorized    401
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
@@ -82,6 +86,18 @@ class RuleNotFound(NotFound):
     """``policy clear`` named a rule that is not there."""
 
 
+class GrantNotFound(NotFound):
+    pass
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+class ContextNotFound(NotFound):
+    pass
+
+
 class Forbidden(EsfisError):
     code = "forbidden"
     status = 403
@@ -96,7 +112,13 @@ class OutOfReach(Forbidden):
 
 
 class DataBarrier(Forbidden):
+    """Data would cross a boundary esfis has no authority to cross: not a policy to edit."""
+
     code = "data_barrier"
+
+
+class UntrustedSource(Forbidden):
+    code = "untrusted_source"
 
 
 class Unauthorized(EsfisError):

@@ -25,7 +25,8 @@ import orjson
 
 from server.clock import parse_time
 from server.errors import EsfisError, InvalidInput
-from server.memories import check_labels, check_text, digest_of
+from server.labels import check_origins
+from server.memories import check_text, digest_of
 from server.spaces import validate_space_name
 
 FIELDS = frozenset({"text", "space", "valid_from", "valid_until", "labels", "key", "vector"})
@@ -82,7 +83,7 @@ def check_row(
         valid_until = _time(fields.get("valid_until"), now, "valid_until")
         if valid_until is not None and valid_until <= valid_from:
             raise InvalidInput("valid_until must be after valid_from", field="valid_until")
-        labels = check_labels(fields.get("labels"))
+        labels = check_origins(fields.get("labels"))
         key = _key(fields.get("key"))
         vector = _vector(fields.get("vector"), dimension)
     except EsfisError as exc:

@@ -17,6 +17,7 @@ import time
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Callable
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from indexing.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import AlreadySuperseded, InvalidInput, InvalidMemoryId, TextTooLong
+from server.labels import Labels
 from server.models import Memory
 from server.spaces import partition_key
 
@@ -32,7 +34,6 @@ log = logging.getLogger("esfis.store")
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_QUERY_BYTES = 4 * 1024
-MAX_LABELS = 32
 ID_PATTERN = re.compile(r"mem_[a-z2-7]{26}")
 
 
@@ -90,16 +91,6 @@ def check_text(value: object, *, field: str = "text", limit: int = MAX_TEXT_BYTE
     return value
 
 
-def check_labels(labels: object, *, field: str = "labels") -> tuple[str, ...]:
-    if labels is None:
-        return ()
-    if not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels):
-        raise InvalidInput(f"{field} must be a list of strings", field=field)
-    if len(labels) > MAX_LABELS or any(not 0 < len(x) <= 128 for x in labels):
-        raise InvalidInput(f"{field}: at most {MAX_LABELS} labels of 1 to 128 characters", field=field)
-    return tuple(dict.fromkeys(labels))
-
-
 def digest_of(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -116,9 +107,10 @@ class NewMemory:
     created_at: datetime
     valid_from: datetime
     valid_until: datetime | None
-    labels: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # origin marks
     key: str | None = None
     run_id: str | None = None
+    from_spaces: tuple[str, ...] = ()
 
     def row(self) -> Row:
         return Row(
@@ -136,7 +128,8 @@ class MemoryBatch:
     """New memories of one space, by column: a bulk import writes thousands in one piece.
 
     Times are microseconds since the epoch; ``valid_until`` holds ``OPEN_END`` for no end.
-    ``labels`` are JSON lists, as the catalog stores them.
+    ``labels`` (origin marks) and ``from_spaces`` are JSON lists, as the catalog stores them;
+    ``from_spaces`` None: none for any memory (imports).
     """
 
     space: str | None
@@ -151,6 +144,7 @@ class MemoryBatch:
     labels: list[str]
     keys: list[str | None]
     run_ids: list[str | None]
+    from_spaces: list[str] | None = None
 
     @classmethod
     def of(cls, memories: list[NewMemory]) -> "MemoryBatch":
@@ -170,6 +164,7 @@ class MemoryBatch:
             labels=[json.dumps(list(m.labels)) for m in memories],
             keys=[m.key for m in memories],
             run_ids=[m.run_id for m in memories],
+            from_spaces=[json.dumps(list(m.from_spaces)) for m in memories],
         )
 
     def __len__(self) -> int:
@@ -191,6 +186,7 @@ class MemoryBatch:
             labels=[self.labels[i] for i in chosen],
             keys=[self.keys[i] for i in chosen],
             run_ids=[self.run_ids[i] for i in chosen],
+            from_spaces=None if self.from_spaces is None else [self.from_spaces[i] for i in chosen],
         )
 
     def rows(self) -> RowBatch:
@@ -210,33 +206,52 @@ class MemoryBook:
         self.store = store
 
     def load(self, id_: str) -> Memory | None:
+        memory = self.meta(id_)
+        return None if memory is None else self.with_text(memory)
+
+    def meta(self, id_: str) -> Memory | None:
+        """The catalog's row, without the text: no partition is opened."""
         row = self.catalog.one("SELECT * FROM memories WHERE id = ?", (id_,))
         if row is None:
             return None
-        forgotten = row["forgotten_at"] is not None
-        text = None if forgotten else self.store.text(row["partition"], id_)
         return Memory(
             id=row["id"],
             space=row["space"],
-            text=text,
+            text=None,
             ai=row["ai"],
             created_at=from_micros(row["created_at"]),  # type: ignore[arg-type]
             valid_from=from_micros(row["valid_from"]),  # type: ignore[arg-type]
             valid_until=from_micros(row["valid_until"]),
             superseded_by=row["superseded_by"],
             digest=row["digest"],
-            labels=tuple(json.loads(row["labels"])),
+            origin=tuple(json.loads(row["labels"])),
             key=row["key"],
-            forgotten=forgotten or text is None,
+            forgotten=row["forgotten_at"] is not None,
+            from_spaces=tuple(json.loads(row["from_spaces"])),
+            run_id=row["run_id"],
         )
 
-    def write(self, memories: list[NewMemory], *, supersedes: tuple[str, datetime] | None = None) -> None:
-        """Store new memories of one space; optionally supersede one old memory atomically."""
+    def with_text(self, memory: Memory) -> Memory:
+        """The memory with its text from its partition (forgotten when the partition has none)."""
+        if memory.forgotten:
+            return memory
+        text = self.store.text(partition_key(memory.space), memory.id)
+        return dataclasses.replace(memory, text=text, forgotten=text is None)
+
+    def write(
+        self,
+        memories: list[NewMemory],
+        *,
+        supersedes: tuple[str, datetime] | None = None,
+        also: Callable[[Tx], None] | None = None,
+    ) -> None:
+        """Store new memories of one space; optionally supersede one old memory atomically.
+        ``also`` runs in the same catalog transaction (the run's trail of the write)."""
         if not memories:
             return
         assert len({partition_key(m.space) for m in memories}) == 1
         assert len({(m.ai, m.created_at) for m in memories}) == 1
-        self.write_batch(MemoryBatch.of(memories), supersedes=supersedes)
+        self.write_batch(MemoryBatch.of(memories), supersedes=supersedes, also=also)
 
     def write_batch(
         self,
@@ -244,6 +259,7 @@ class MemoryBook:
         *,
         supersedes: tuple[str, datetime] | None = None,
         vectors_in: Executor | None = None,
+        also: Callable[[Tx], None] | None = None,
     ) -> None:
         """Store new memories of one space. With ``vectors_in`` (a thread), the vectors are
         written while the catalog rows are inserted; the catalog still commits only after the
@@ -260,6 +276,8 @@ class MemoryBook:
                 if supersedes is not None:
                     self._claim(tx, supersedes[0], batch.ids[0], supersedes[1])
                 self._insert(tx, key, batch, supersedes[0] if supersedes else None)
+                if also is not None:
+                    also(tx)
                 if vectors_in is not None:
                     adding.result()
         except BaseException:
@@ -305,14 +323,16 @@ class MemoryBook:
         # would step once per row, giving up the GIL each time and waiting to get it back:
         # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
         until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
-        columns = (batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids)
+        from_spaces = batch.from_spaces or ["[]"] * len(batch)
+        columns = (batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids,
+                   from_spaces)
         rows = json.dumps(list(zip(*columns, strict=True)))
         tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
-            "supersedes, digest, labels, key, run_id) "
+            "supersedes, digest, labels, key, run_id, from_spaces) "
             "SELECT json_extract(value, '$[0]'), ?, ?, ?, ?, json_extract(value, '$[1]'), "
             "json_extract(value, '$[2]'), ?, json_extract(value, '$[3]'), json_extract(value, '$[4]'), "
-            "json_extract(value, '$[5]'), json_extract(value, '$[6]') FROM json_each(?)",
+            "json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]') FROM json_each(?)",
             (key, batch.space, batch.ai, batch.created_at, supersedes, rows),
         )
         keyed = [(k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
@@ -328,16 +348,20 @@ class MemoryBook:
             (key, len(batch)),
         )
 
-    def forget(self, memory: Memory, at: datetime) -> None:
-        """Remove the text and vector for good; keep the id, known as forgotten."""
+    def forget(self, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None) -> None:
+        """Remove the text and vector for good; keep the id, known as forgotten. ``also`` runs
+        in the catalog's transaction."""
         key = partition_key(memory.space)
         self.store.purge(key, [memory.id])
         with self.catalog.transaction() as tx:
+            if also is not None:
+                also(tx)
             row = tx.one("SELECT forgotten_at, superseded_by FROM memories WHERE id = ?", (memory.id,))
             if row is None or row["forgotten_at"] is not None:
                 return
             tx.execute(
-                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL WHERE id = ?",
+                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
+                "WHERE id = ?",
                 (to_micros(at), memory.id),
             )
             tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
@@ -348,16 +372,25 @@ class MemoryBook:
 
     def current_ids(self, ids: list[str], now: datetime) -> set[str]:
         """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""
+        return set(self.current_labels(ids, now))
+
+    def current_labels(self, ids: list[str], now: datetime) -> dict[str, Labels]:
+        """Of ``ids``, those current at ``now``, with their labels (one read for both)."""
         if not ids:
-            return set()
+            return {}
         marks = ",".join("?" * len(ids))
         micros = to_micros(now)
         rows = self.catalog.all(
-            f"SELECT id FROM memories WHERE id IN ({marks}) AND forgotten_at IS NULL "
-            "AND superseded_by IS NULL AND valid_from <= ? AND (valid_until IS NULL OR valid_until > ?)",
+            f"SELECT id, space, labels, digest, run_id, from_spaces FROM memories WHERE id IN ({marks}) "
+            "AND forgotten_at IS NULL AND superseded_by IS NULL AND valid_from <= ? "
+            "AND (valid_until IS NULL OR valid_until > ?)",
             (*ids, micros, micros),
         )
-        return {r["id"] for r in rows}
+        return {
+            r["id"]: Labels(r["space"], tuple(json.loads(r["labels"])), r["digest"], r["run_id"],
+                            tuple(json.loads(r["from_spaces"])))
+            for r in rows
+        }
 
     def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
         """For ``keys``: (live memories, of which superseded); and the live total of all."""
@@ -372,7 +405,7 @@ class MemoryBook:
         self.store.drop(key)
         with self.catalog.transaction() as tx:
             removed = tx.execute(
-                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL "
+                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
                 "WHERE partition = ? AND forgotten_at IS NULL",
                 (to_micros(at), key),
             ).rowcount

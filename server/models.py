@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from server.labels import Labels
 
 Transport = Literal["cli", "http", "mcp"]
 
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks, and from where. ``space`` None: no space (personal only)."""
+    """Who asks, from where, in which run. ``space`` None: no space (personal only)."""
 
     ai: str
     space: str | None
     transport: Transport = "cli"
-    run_id: str | None = None
+    run_id: str = ""  # the run's id (``server.runs.run_id_for``)
     scope: str | None = None  # a token's space subtree, when the token has one
+    run_name: str = ""  # the run's name as its interface gave it
 
 
 @dataclass(frozen=True)
@@ -31,17 +34,15 @@ class Memory:
     valid_until: datetime | None
     superseded_by: str | None
     digest: str | None
-    labels: tuple[str, ...] = ()
+    origin: tuple[str, ...] = ()  # origin marks, source:…
     key: str | None = None
     forgotten: bool = False
+    from_spaces: tuple[str, ...] = ()  # spaces whose data the writing run carried, besides this one
+    run_id: str | None = None  # the run that wrote it
 
-    def current(self, now: datetime) -> bool:
-        return (
-            not self.forgotten
-            and self.superseded_by is None
-            and self.valid_from <= now
-            and (self.valid_until is None or now < self.valid_until)
-        )
+    @property
+    def labels(self) -> Labels:
+        return Labels(self.space, self.origin, self.digest, self.run_id, self.from_spaces)
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,36 @@ class RecalledMemory:
     score: float
     created_at: datetime
     valid_until: datetime | None
+    labels: Labels
 
 
 @dataclass(frozen=True)
 class Recall:
     memories: list[RecalledMemory]
     delivery_id: int  # for operators and the trail; never shown to agents
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A context reference: memories named with their labels as shared, and the sharing run."""
+
+    ref: str
+    run: str
+    created_at: datetime
+    items: tuple[tuple[str, Labels], ...]
+
+
+@dataclass(frozen=True)
+class OpenedMemory:
+    id: str
+    text: str | None  # None: forgotten since it was shared
+    labels: Labels  # as shared
+
+
+@dataclass(frozen=True)
+class TrustedSource:
+    source: str
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -115,4 +140,3 @@ class Why:
     items: tuple[WhyItem, ...]
     others: tuple[OtherSpaceMatch, ...]  # top few named
     others_more: int  # the rest, counted
-    notes: tuple[str, ...] = field(default_factory=tuple)

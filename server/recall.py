@@ -67,7 +67,7 @@ def run_recall(
             candidates += result.candidates
             pool.extend((hit, space) for hit in result.hits)
     pool.sort(key=lambda pair: pair[0].score, reverse=True)
-    current = book.current_ids([hit.id for hit, _ in pool[: limit + RUNNERS_UP]], now)
+    current = book.current_labels([hit.id for hit, _ in pool[: limit + RUNNERS_UP]], now)
     ranked = [pair for pair in pool[: limit + RUNNERS_UP] if pair[0].id in current]
     memories = [
         RecalledMemory(
@@ -77,6 +77,7 @@ def run_recall(
             score=round(hit.score, 6),
             created_at=from_micros(hit.created_at),  # type: ignore[arg-type]
             valid_until=from_micros(hit.valid_until),
+            labels=current[hit.id],
         )
         for hit, space in ranked[:limit]
     ]

@@ -9,13 +9,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from server.models import Delivery, Memory, RecalledMemory, Space, Why
+from server.barrier import Grant
+from server.labels import Labels
+from server.models import Delivery, Memory, OpenedMemory, RecalledMemory, Reference, Space, TrustedSource, Why
 from server.policies import Rule
 from server.registry import folder_label
+from server.runs import Run, TrailStep
 
 
 def _time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def labels_json(labels: Labels) -> dict[str, Any]:
+    return {
+        "space": labels.space,
+        "origin": list(labels.origin),
+        "digest": None if labels.digest is None else "sha256:" + labels.digest,
+        "run": labels.run,
+        "from": list(labels.from_),
+    }
 
 
 def recalled_json(m: RecalledMemory) -> dict[str, Any]:
@@ -26,6 +39,7 @@ def recalled_json(m: RecalledMemory) -> dict[str, Any]:
         "score": m.score,
         "created_at": _time(m.created_at),
         "valid_until": _time(m.valid_until),
+        "labels": labels_json(m.labels),
     }
 
 
@@ -43,8 +57,73 @@ def memory_json(m: Memory) -> dict[str, Any]:
         "valid_from": _time(m.valid_from),
         "valid_until": _time(m.valid_until),
         "superseded_by": m.superseded_by,
-        "labels": list(m.labels),
+        "labels": labels_json(m.labels),
     }
+
+
+def reference_json(r: Reference) -> dict[str, Any]:
+    return {
+        "ref": r.ref,
+        "run": r.run,
+        "created_at": _time(r.created_at),
+        "memories": [{"id": i, "labels": labels_json(l)} for i, l in r.items],
+    }
+
+
+def opened_json(r: Reference, memories: list[OpenedMemory]) -> dict[str, Any]:
+    return {
+        "ref": r.ref,
+        "run": r.run,
+        "memories": [
+            {"id": m.id, "text": m.text, "forgotten": m.text is None, "labels": labels_json(m.labels)}
+            for m in memories
+        ],
+    }
+
+
+def grant_json(g: Grant) -> dict[str, Any]:
+    return {
+        "id": g.id,
+        "from": g.from_space,
+        "to": g.to_space,
+        "ai": g.ai,
+        "until": _time(g.until),
+        "created_at": _time(g.created_at),
+        "revoked_at": _time(g.revoked_at),
+    }
+
+
+def trusted_json(t: TrustedSource) -> dict[str, Any]:
+    return {"source": t.source, "created_at": _time(t.created_at)}
+
+
+def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "run": r.id,
+        "name": r.name,
+        "ai": r.ai,
+        "transport": r.transport,
+        "scope": r.space,
+        "opened_at": _time(r.opened_at),
+        "carries": r.carried.marks(),
+    }
+    if steps is None:
+        out["step_count"] = r.steps
+    else:
+        out["steps"] = [
+            {
+                "at": _time(t.at),
+                "kind": t.step.kind,
+                "labels": list(t.step.labels),
+                "decision": t.step.decision,
+                "rule": t.step.rule,
+                "grant": t.step.grant,
+                "target": t.step.target,
+                "memory_ids": list(t.step.memory_ids),
+            }
+            for t in steps
+        ]
+    return out
 
 
 def space_json(s: Space) -> dict[str, Any]:
@@ -111,7 +190,54 @@ def _clip(text: str, width: int = 100) -> str:
 def recall_table(memories: list[RecalledMemory]) -> str:
     if not memories:
         return "(no memories)"
-    return "\n".join(f"{m.score:.3f}  {m.id}  [{_where(m.space)}]  {_clip(m.text)}" for m in memories)
+    return "\n".join(
+        f"{m.score:.3f}  {m.id}  [{_where(m.space)}]  {_clip(m.text)}"
+        + (f"  ({', '.join(m.labels.origin)})" if m.labels.origin else "")
+        for m in memories
+    )
+
+
+def runs_table(runs: list[Run]) -> str:
+    if not runs:
+        return "(no runs)"
+    return "\n".join(
+        f"{r.id}  {_time(r.opened_at)}  {r.ai}  [{_where(r.space)}]  {r.transport}  {r.steps} steps  "
+        f"carries {', '.join(r.carried.marks()) or 'nothing'}"
+        for r in runs
+    )
+
+
+def trail_text(r: Run, steps: list[TrailStep]) -> str:
+    out = [
+        f"run {r.id} ({r.name}): {r.ai} via {r.transport}, sealed in {_where(r.space)} at {_time(r.opened_at)}",
+        "carries: " + (", ".join(r.carried.marks()) or "nothing"),
+    ]
+    for t in steps:
+        s = t.step
+        parts = [f"{_time(t.at)}  {s.kind}"]
+        if s.decision:
+            parts.append(f"{s.decision} by {s.rule}")
+        elif s.rule:
+            parts.append(f"({s.rule})")
+        if s.grant:
+            parts.append(f"under grant {s.grant}")
+        if s.target:
+            parts.append(f"target {s.target}")
+        if s.memory_ids:
+            parts.append(" ".join(s.memory_ids))
+        if s.labels:
+            parts.append("[" + ", ".join(s.labels) + "]")
+        out.append("  " + "  ".join(parts))
+    return "\n".join(out)
+
+
+def grants_table(grants: list[Grant]) -> str:
+    if not grants:
+        return "(no grants)"
+    return "\n".join(
+        f"{g.id}  {g.from_space} → {_where(g.to_space)}  ai {g.ai or '*'}  until {_time(g.until) or 'revoked'}"
+        for g in grants
+    )
 
 
 def spaces_table(spaces: list[Space]) -> str:

@@ -24,10 +24,21 @@ class Scope:
     reached: tuple[str | None, ...]  # None is personal
     allowed: tuple[str | None, ...]
     denied: tuple[tuple[str | None, Decision], ...]
+    policies: PolicySet
 
     def sees(self, space: str | None) -> bool:
         """Whether the caller may read and touch memories of ``space``."""
         return space in self.allowed
+
+    def reaches(self, space: str | None) -> bool:
+        """Whether the caller reaches data of ``space``, registered now or not (a label may name a
+        space since removed): inside its subtree and the token's, and allowed by policy."""
+        if space is None or space in self.allowed:
+            return space in self.allowed
+        inside = self.caller.space is not None and contains(self.caller.space, space)
+        if self.caller.scope is not None:
+            inside = inside and contains(self.caller.scope, space)
+        return inside and self.policies.decide(self.caller.ai, space).allowed
 
     def decision_for(self, space: str | None) -> Decision | None:
         for denied_space, decision in self.denied:
@@ -50,4 +61,4 @@ def scope_for(caller: Caller, registered: list[str], policies: PolicySet) -> Sco
             allowed.append(space)
         else:
             denied.append((space, decision))
-    return Scope(caller, tuple(reached), tuple(allowed), tuple(denied))
+    return Scope(caller, tuple(reached), tuple(allowed), tuple(denied), policies)

@@ -1,14 +1,18 @@
 """The service façade: the one core that the CLI, HTTP and MCP interfaces all call.
 
-Every verb takes a ``Caller`` (who, from where, over what) and runs the same checks: the scope
-(space → permissions) decides what a caller can see and touch, and an id outside it answers
-exactly like an id that never existed.
+Every verb takes a ``Caller`` (who, from where, over what, in which run) and runs the same
+checks: the scope (space → permissions) decides what a caller can see and touch, and an id
+outside it answers exactly like an id that never existed. Then the run's gates (``server.gates``):
+the seal, the data barrier on every write, untrusted content on forget. Each step is recorded
+in the run's trail in the same transaction as what it did.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import secrets
 from datetime import datetime
 
 import numpy as np
@@ -29,14 +33,33 @@ from server.errors import (
     SpaceNotEmpty,
     StoreUnavailable,
 )
-from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_labels, check_text, new_id
-from server.models import Caller, Delivery, Memory, Recall, Space, Why
+from server.barrier import Grant
+from server.contexts import MAX_SHARED, ContextBook
+from server.gates import Ask, Gates
+from server.grants import GrantBook
+from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
+from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_text, new_id
+from server.models import (
+    Caller,
+    Delivery,
+    Memory,
+    OpenedMemory,
+    Recall,
+    RecalledMemory,
+    Reference,
+    Space,
+    TrustedSource,
+    Why,
+)
 from server.policies import Effect, Rule, validate_ai
 from server.recall import DEFAULT_LIMIT, MAX_LIMIT, run_recall
 from server.registry import Registry
+from server.runs import Run, RunBook, Step, TrailStep, run_id_for
 from server.scope import Scope, scope_for
 from server.settings import Settings
 from server.spaces import contains, validate_space_name
+
+RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 
 
 class Esfis:
@@ -48,6 +71,10 @@ class Esfis:
         self.registry = Registry(catalog, clock)
         self.book = MemoryBook(catalog, store)
         self.log = DeliveryLog(catalog)
+        self.runs = RunBook(catalog, clock)
+        self.grant_book = GrantBook(catalog, clock)
+        self.contexts = ContextBook(catalog, clock)
+        self.gates = Gates(self.runs, self.grant_book, clock)
 
     # -- callers and scope ------------------------------------------------------------------
 
@@ -58,11 +85,18 @@ class Esfis:
         space: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         transport: str = "cli",
-        run_id: str | None = None,
+        run: str | None = None,
+        owner: str | None = None,
         scope: str | None = None,
     ) -> Caller:
-        """A caller standing in ``space`` if named, else where ``cwd`` lies, else nowhere."""
+        """A caller standing in ``space`` if named, else where ``cwd`` lies, else nowhere.
+
+        ``run`` names the caller's run (None: this call is a run of its own); ``owner`` is who
+        the name belongs to (an HTTP token; default: the transport and the AI), so the same
+        name used by another owner is another run."""
         validate_ai(ai)
+        if run is not None and not _RUN_NAME.fullmatch(run):
+            raise InvalidInput(f"invalid run name {run[:40]!r}: {RUN_NAME_RULE}", field="run")
         if space is not None:
             validate_space_name(space)
             if scope is not None and not contains(scope, space):
@@ -74,25 +108,32 @@ class Esfis:
             where = self.registry.space_at(cwd)
         else:
             where = None
-        return Caller(ai=ai, space=where, transport=transport, run_id=run_id, scope=scope)  # type: ignore[arg-type]
+        name = run if run is not None else "once-" + secrets.token_hex(8)
+        run_id = run_id_for(owner or f"{transport}:{ai}", name)
+        return Caller(ai=ai, space=where, transport=transport, run_id=run_id, scope=scope,  # type: ignore[arg-type]
+                      run_name=name)
 
     def scope(self, caller: Caller) -> Scope:
         subtree = self.registry.subtree(caller.space) if caller.space is not None else []
         return scope_for(caller, subtree, self.registry.policies())
 
-    def _visible(self, caller: Caller, id_: str, field: str = "id") -> Memory:
-        """The memory, if the caller may see it; else the same answer as for a random id."""
+    def _visible(self, caller: Caller, id_: str, field: str = "id", scope: Scope | None = None) -> Memory:
+        """The memory, if the caller may see it; else the same answer as for a random id. The
+        scope is checked on the catalog's row: no partition outside it is opened."""
         check_id(id_, field=field)
-        memory = self.book.load(id_)
-        if memory is None or memory.forgotten or not self.scope(caller).sees(memory.space):
+        memory = self.book.meta(id_)
+        if memory is None or memory.forgotten or not (scope or self.scope(caller)).sees(memory.space):
+            raise MemoryNotFound(f"no memory {id_}")
+        memory = self.book.with_text(memory)
+        if memory.forgotten:
             raise MemoryNotFound(f"no memory {id_}")
         return memory
 
-    def _writable(self, caller: Caller, space: str | None) -> None:
-        """Refuse a write the caller's scope does not allow (the data barrier joins here)."""
+    def _writable(self, caller: Caller, space: str | None) -> Scope:
+        """Refuse a write the caller's scope does not allow; the barrier comes after."""
         scope = self.scope(caller)
         if scope.sees(space):
-            return
+            return scope
         decision = scope.decision_for(space)
         if decision is not None:
             where = "personal memories" if space is None else f"space {space!r}"
@@ -112,8 +153,12 @@ class Esfis:
         personal: bool = False,
         valid_until: str | datetime | None = None,
         labels: list[str] | None = None,
+        ask: Ask | None = None,
     ) -> Memory:
+        """Write a memory into the caller's space (or personal). ``labels`` are origin marks;
+        ``ask`` asks a person when the barrier needs one (None: nobody can be asked)."""
         text = check_text(text)
+        origins = check_origins(labels)
         now = self.clock()
         until = None if valid_until is None else parse_time(valid_until, now=now, field="valid_until")
         if until is not None and until <= now:
@@ -125,21 +170,12 @@ class Esfis:
                 field="space",
             )
         target = None if personal else caller.space
-        self._writable(caller, target)
-        memory = NewMemory(
-            id=new_id(),
-            space=target,
-            text=text,
-            vector=self._embed_documents([text])[0],
-            ai=caller.ai,
-            created_at=now,
-            valid_from=now,
-            valid_until=until,
-            labels=check_labels(labels),
-            run_id=caller.run_id,
-        )
-        self.book.write([memory])
-        return self._loaded(memory.id)
+        scope = self._writable(caller, target)
+        run = self.gates.enter(caller)
+        steps = self.gates.write(caller, run, run.carried, target, "remember", text, ask)
+        memory = self._new(caller, run, run.carried, target, text, origins, now, until)
+        self.book.write([memory], also=self._trail(run, caller, steps, memory))
+        return self._shown(scope, self._loaded(memory.id))
 
     def recall(
         self, caller: Caller, query: str, *, limit: int = DEFAULT_LIMIT, query_vector: np.ndarray | None = None
@@ -150,25 +186,38 @@ class Esfis:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
         scope = self.scope(caller)
+        run = self.gates.enter(caller)
         now = self.clock()
         vector = None
         if scope.allowed:
             vector = self._embed_query(query) if query_vector is None else self._given_vector(query_vector)
         outcome = run_recall(scope, vector, limit, now, self.store, self.book)
-        delivery_id = self.log.record(caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut)
-        return Recall(outcome.memories, delivery_id)
+        marks = _marks(m.labels for m in outcome.memories)
+        step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
+        with self.catalog.transaction() as tx:
+            delivery_id = self.log.record(caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx)
+            self.runs.record(tx, run, caller, [step], marks)
+        return Recall([self._shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
-        memory = self._visible(caller, id_)
+        scope = self.scope(caller)
+        memory = self._visible(caller, id_, scope=scope)
+        run = self.gates.enter(caller)
         if memory.superseded_by is not None:
             try:
-                self._visible(caller, memory.superseded_by)
+                self._visible(caller, memory.superseded_by, scope=scope)
             except MemoryNotFound:
                 # The successor lives where this caller cannot see: do not name it.
                 memory = dataclasses.replace(memory, superseded_by=None)
-        return memory
+        marks = memory.labels.marks()
+        self.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], marks)
+        return self._shown(scope, memory)
 
-    def replace(self, caller: Caller, id_: str, text: str, *, space: str | None = None) -> Memory:
+    def replace(
+        self, caller: Caller, id_: str, text: str, *, space: str | None = None, ask: Ask | None = None
+    ) -> Memory:
+        """Supersede a memory; the new one lives in ``space`` if given, else in the old one's.
+        What the new memory holds is the old one's data and the run's: the barrier judges both."""
         old = self._visible(caller, id_)
         text = check_text(text)
         if space is not None:
@@ -176,27 +225,20 @@ class Esfis:
             if not self.registry.exists(space):
                 raise OutOfReach(f"space {space!r} is not reachable from here")
         target = old.space if space is None else space
-        self._writable(caller, target)
+        scope = self._writable(caller, target)
         if old.superseded_by is not None:
             raise self._superseded(caller, old)
+        run = self.gates.enter(caller)
+        carried = run.carried.with_marks(old.labels.marks())
+        steps = self.gates.write(caller, run, carried, target, "replace", text, ask)
         now = self.clock()
-        memory = NewMemory(
-            id=new_id(),
-            space=target,
-            text=text,
-            vector=self._embed_documents([text])[0],
-            ai=caller.ai,
-            created_at=now,
-            valid_from=now,
-            valid_until=None,
-            labels=old.labels,
-            run_id=caller.run_id,
-        )
+        memory = self._new(caller, run, carried, target, text, (), now, None)
         try:
-            self.book.write([memory], supersedes=(old.id, now))
+            self.book.write([memory], supersedes=(old.id, now),
+                            also=self._trail(run, caller, steps, memory, carry=old.labels.marks(), old=old.id))
         except AlreadySuperseded:
             raise self._superseded(caller, self.book.load(old.id) or old) from None
-        return self._loaded(memory.id)
+        return self._shown(scope, self._loaded(memory.id))
 
     def _superseded(self, caller: Caller, old: Memory) -> AlreadySuperseded:
         successor = old.superseded_by
@@ -208,14 +250,98 @@ class Esfis:
                 pass
         return AlreadySuperseded(f"memory {old.id} is already superseded")
 
-    def forget(self, caller: Caller, id_: str) -> None:
+    def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None) -> None:
+        """Forget for good. A run carrying untrusted content needs a person's approval."""
         memory = self._visible(caller, id_)
-        self.book.forget(memory, self.clock())
+        run = self.gates.enter(caller)
+        trusted = [t.source for t in self.grant_book.trusted()]
+        steps = self.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
+        step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
+        self.book.forget(memory, self.clock(), also=lambda tx: self.runs.record(tx, run, caller, [*steps, step]))
+
+    def _new(self, caller: Caller, run: Run, carried: Carried, target: str | None, text: str,
+             origins: tuple[str, ...], now: datetime, until: datetime | None) -> NewMemory:
+        """A memory as the run writes it: it inherits the origin marks the run carries, and names
+        the spaces whose data the run carried besides the target."""
+        return NewMemory(
+            id=new_id(),
+            space=target,
+            text=text,
+            vector=self._embed_documents([text])[0],
+            ai=caller.ai,
+            created_at=now,
+            valid_from=now,
+            valid_until=until,
+            labels=tuple(sorted({*origins, *carried.origins})),
+            run_id=run.id,
+            from_spaces=tuple(sorted(carried.spaces - {target} if target is not None else carried.spaces)),
+        )
+
+    def _trail(self, run: Run, caller: Caller, steps: list[Step], memory: NewMemory, *,
+               carry: tuple[str, ...] = (), old: str | None = None):
+        labels = Labels(memory.space, memory.labels, None, run.id, memory.from_spaces).marks()
+        write = Step("write", labels, target=space_mark(memory.space),
+                     memory_ids=(memory.id,) if old is None else (memory.id, old))
+        return lambda tx: self.runs.record(tx, run, caller, [*steps, write], carry)
 
     def _loaded(self, id_: str) -> Memory:
         memory = self.book.load(id_)
         assert memory is not None
         return memory
+
+    # -- what agents see of labels ----------------------------------------------------------
+
+    def _shown(self, scope: Scope, memory: Memory) -> Memory:
+        """A memory as an agent sees it: a ``from`` space it does not reach is not named."""
+        shown = _redact(scope, memory.from_spaces)
+        return memory if shown == memory.from_spaces else dataclasses.replace(memory, from_spaces=shown)
+
+    def _shown_recalled(self, scope: Scope, memory: RecalledMemory) -> RecalledMemory:
+        shown = _redact(scope, memory.labels.from_)
+        if shown == memory.labels.from_:
+            return memory
+        return dataclasses.replace(memory, labels=dataclasses.replace(memory.labels, from_=shown))
+
+    # -- context by reference ---------------------------------------------------------------
+
+    def share(self, caller: Caller, ids: list[str]) -> Reference:
+        """A reference to memories this caller sees: labels, digests and runs, never texts."""
+        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_SHARED:
+            raise InvalidInput(f"memory_ids must be a list of 1 to {MAX_SHARED} ids", field="memory_ids")
+        scope = self.scope(caller)
+        memories = [self._visible(caller, i, "memory_ids", scope=scope) for i in dict.fromkeys(ids)]
+        run = self.gates.enter(caller)
+        reference = self.contexts.create(run.id, [(m.id, m.labels) for m in memories])
+        self.runs.record_now(run, caller, [Step("share", _marks(m.labels for m in memories),
+                                                memory_ids=tuple(m.id for m in memories))])
+        return self._shown_reference(scope, reference)
+
+    def open_context(self, caller: Caller, ref: str) -> tuple[Reference, list[OpenedMemory]]:
+        """The memories of a reference, when this run reaches every label in it (or a grant
+        covers the crossing); opening adds the labels to the run."""
+        reference = self.contexts.get(ref)
+        scope = self.scope(caller)
+        run = self.gates.enter(caller)
+        labels = [labels for _, labels in reference.items]
+        marks = _marks(labels)
+        spaces = [s for l in labels for s in l.spaces()]
+        steps = self.gates.open(caller, run, spaces, scope.reaches, marks)
+        opened = []
+        for memory_id, shared in reference.items:
+            memory = self.book.load(memory_id)
+            text = None if memory is None or memory.forgotten else memory.text
+            opened.append(OpenedMemory(memory_id, text, shared))
+        carry = _marks(o.labels for o in opened if o.text is not None)
+        step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
+        self.runs.record_now(run, caller, [*steps, step], carry)
+        return self._shown_reference(scope, reference), [
+            dataclasses.replace(o, labels=dataclasses.replace(o.labels, from_=_redact(scope, o.labels.from_)))
+            for o in opened
+        ]
+
+    def _shown_reference(self, scope: Scope, reference: Reference) -> Reference:
+        items = tuple((i, dataclasses.replace(l, from_=_redact(scope, l.from_))) for i, l in reference.items)
+        return dataclasses.replace(reference, items=items)
 
     # -- embedding --------------------------------------------------------------------------
 
@@ -291,8 +417,54 @@ class Esfis:
         vector = self._embed_query(delivery.query)
         return explain(delivery, self.book, self.store, self.registry.names(), vector, self.clock())
 
+    # -- grants, trusted sources, runs (operator) -------------------------------------------
+
+    def add_grant(self, from_space: str, to_space: str | None, *, ai: str | None = None,
+                  until: str | datetime | None = None) -> Grant:
+        """Data of ``from_space``'s subtree may be written into ``to_space`` (None: personal)."""
+        self.registry.require(validate_space_name(from_space, field="from"))
+        if to_space is not None:
+            self.registry.require(validate_space_name(to_space, field="to"))
+        if ai is not None:
+            validate_ai(ai)
+        moment = None if until is None else parse_time(until, now=self.clock(), field="until")
+        return self.grant_book.add(from_space, to_space, ai, moment)
+
+    def grants(self) -> list[Grant]:
+        return self.grant_book.list()
+
+    def revoke_grant(self, grant_id: str) -> Grant:
+        return self.grant_book.revoke(grant_id)
+
+    def trust(self, source: str) -> TrustedSource:
+        return self.grant_book.trust(source)
+
+    def trusted_sources(self) -> list[TrustedSource]:
+        return self.grant_book.trusted()
+
+    def distrust(self, source: str) -> None:
+        self.grant_book.distrust(source)
+
+    def run_list(self, *, last: int = 20) -> list[Run]:
+        return self.runs.list(last=last)
+
+    def trail(self, run_id: str) -> tuple[Run, list[TrailStep]]:
+        return self.runs.trail(run_id)
+
     def close(self) -> None:
         self.catalog.close()
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def _marks(labels) -> tuple[str, ...]:
+    return tuple(sorted({mark for l in labels for mark in l.marks()}))
+
+
+def _redact(scope: Scope, spaces: tuple[str, ...]) -> tuple[str, ...]:
+    """``from`` spaces as an agent may see them: one it does not reach is not named."""
+    return tuple(s if scope.reaches(s) else ELSEWHERE for s in spaces)
 
 
 def open_service(

@@ -97,7 +97,7 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
         }
         [db_id] = [m.id for m in recalled if m.text == "Acme's staging database is Postgres 16"]
         db = svc.get(svc.caller("cli", space="acme"), db_id)
-        assert (db.ai, db.key, db.labels) == ("import", "acme-db", ("source:wiki",))
+        assert (db.ai, db.key, db.origin) == ("import", "acme-db", ("source:wiki",))
     finally:
         svc.close()
 
@@ -284,7 +284,7 @@ def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_em
         recalled = svc.recall(caller, "when does acme pay its bills?").memories
         assert recalled[0].text == invoice
         memory = svc.get(caller, recalled[0].id)
-        assert memory.key == "invoices" and memory.labels == ("source:erp",)
+        assert memory.key == "invoices" and memory.origin == ("source:erp",)
         assert memory.valid_until.isoformat() == "2030-01-01T00:00:00+00:00"
         assert np.allclose(svc.store.vector(partition_key("acme"), memory.id), invoice_vector, atol=1e-6)
         assert "I like green tea" in {m.text for m in svc.recall(caller, "favourite drink").memories}

@@ -1,10 +1,14 @@
-"""Agent endpoints: remember, recall, get, replace, forget; each one call on the façade.
+"""Agent endpoints: remember, recall, get, replace, forget, and context by reference; each one
+call on the façade.
 
 The caller is the token's AI. Where it stands comes from ``space`` or ``cwd`` (in the body, or
 the query for GET and DELETE), else no space; a token confined to a subtree stands in its own
 space when the request names none, and is refused (403, naming only its own space) anywhere
-outside it. ``X-Esfis-Run`` names the run. Endpoints are plain ``def``: FastAPI runs them in
-its thread pool, so embedding and LanceDB work never block the event loop.
+outside it. ``X-Esfis-Run`` names the run: requests of one token with one header value are one
+run (the same value from another token is another run); no header, a run of its own. HTTP has
+no person at the call, so a write the barrier sends to a person is refused. Endpoints are plain
+``def``: FastAPI runs them in its thread pool, so embedding and LanceDB work never block the
+event loop.
 """
 
 from __future__ import annotations
@@ -16,7 +20,21 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from server import render
 from server.errors import InvalidInput, OutOfReach
 from server.http.auth import AgentToken, service_of
-from server.http.schemas import CWD_DOC, ERRORS, SPACE_DOC, Cwd, MemoryOut, RecallIn, RecallOut, RememberIn, ReplaceIn, Text
+from server.http.schemas import (
+    CWD_DOC,
+    ERRORS,
+    SPACE_DOC,
+    ContextIn,
+    ContextOut,
+    Cwd,
+    MemoryOut,
+    RecallIn,
+    RecallOut,
+    ReferenceOut,
+    RememberIn,
+    ReplaceIn,
+    Text,
+)
 from server.models import Caller
 from server.service import Esfis
 from server.spaces import contains, validate_space_name
@@ -48,7 +66,8 @@ def caller_for(service: Esfis, token: Token, space: str | None, cwd: str | None,
             validate_space_name(space)
             if not contains(token.space, space):
                 raise OutOfReach(f"this token acts only inside space {token.space!r}")
-    return service.caller(token.ai, space=space, cwd=cwd, transport="http", run_id=run_id, scope=token.space)
+    return service.caller(token.ai, space=space, cwd=cwd, transport="http", run=run_id, owner=f"token:{token.id}",
+                          scope=token.space)
 
 
 @router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")
@@ -109,3 +128,28 @@ def forget_memory(
     service = service_of(request)
     service.forget(caller_for(service, token, space, cwd, run_id), memory_id)
     return Response(status_code=204)
+
+
+@router.post("/context", status_code=201, response_model=ReferenceOut, summary="share")
+def share(body: ContextIn, request: Request, token: AgentToken, run_id: RunId = None) -> dict:
+    """A reference to memories the caller sees: ids, labels, digests and runs, never texts."""
+    service = service_of(request)
+    caller = caller_for(service, token, body.space, body.cwd, run_id)
+    return render.reference_json(service.share(caller, body.memory_ids))
+
+
+@router.get("/context/{ref}", response_model=ContextOut, summary="open a context reference")
+def open_context(
+    ref: str,
+    request: Request,
+    token: AgentToken,
+    space: SpaceQuery = None,
+    cwd: CwdQuery = None,
+    run_id: RunId = None,
+) -> dict:
+    """The memories of a reference (texts and labels), when this run's scope reaches every label
+    in it or a grant covers the crossing; else 403 ``data_barrier``. Opening adds the labels to
+    the run."""
+    service = service_of(request)
+    reference, memories = service.open_context(caller_for(service, token, space, cwd, run_id), ref)
+    return render.opened_json(reference, memories)

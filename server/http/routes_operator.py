@@ -1,4 +1,5 @@
-"""Operator endpoints: spaces, policies, deliveries with their ``why``, and bulk import.
+"""Operator endpoints: spaces, policies, deliveries with their ``why``, grants, trusted sources,
+runs and their trail, and bulk import.
 
 Each is one call on the façade with an operator token. Import streams: the body is read in
 chunks as the importer consumes lines, so a large file never sits whole in memory.
@@ -19,6 +20,9 @@ from server.http.schemas import (
     ERRORS,
     DeliveriesOut,
     DeliveryOut,
+    GrantIn,
+    GrantOut,
+    GrantsOut,
     ImportOut,
     PoliciesOut,
     PolicyIn,
@@ -28,6 +32,11 @@ from server.http.schemas import (
     SpaceRemovedOut,
     SpacesOut,
     Text,
+    TrailOut,
+    TrustedListOut,
+    TrustedOut,
+    TrustIn,
+    RunsOut,
     WhyOut,
 )
 
@@ -113,6 +122,61 @@ def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
     """Explain a delivery now: what went in, what was cut and why, and (for the operator only)
     what other spaces would have answered."""
     return render.why_json(service_of(request).why(delivery_id))
+
+
+# -- grants, trusted sources, runs ---------------------------------------------------------
+
+
+@router.get("/grants", response_model=GrantsOut)
+def list_grants(request: Request, _: OperatorToken) -> dict:
+    return {"grants": [render.grant_json(g) for g in service_of(request).grants()]}
+
+
+@router.post("/grants", status_code=201, response_model=GrantOut)
+def add_grant(body: GrantIn, request: Request, _: OperatorToken) -> dict:
+    """Let data of ``from``'s subtree be written into exactly ``to`` (null: personal), one way."""
+    grant = service_of(request).add_grant(body.from_, body.to, ai=body.ai, until=body.until)
+    return render.grant_json(grant)
+
+
+@router.delete("/grants/{grant_id}", response_model=GrantOut)
+def revoke_grant(grant_id: str, request: Request, _: OperatorToken) -> dict:
+    return render.grant_json(service_of(request).revoke_grant(grant_id))
+
+
+@router.get("/trusted-sources", response_model=TrustedListOut)
+def list_trusted(request: Request, _: OperatorToken) -> dict:
+    return {"trusted_sources": [render.trusted_json(t) for t in service_of(request).trusted_sources()]}
+
+
+@router.put("/trusted-sources", response_model=TrustedOut)
+def trust(body: TrustIn, request: Request, _: OperatorToken) -> dict:
+    """Trust an origin mark: runs carrying only trusted marks may forget without a person."""
+    return render.trusted_json(service_of(request).trust(body.source))
+
+
+@router.delete("/trusted-sources", status_code=204)
+def distrust(
+    request: Request, _: OperatorToken, source: Annotated[Text, Query(description="an origin mark, e.g. source:github")]
+) -> Response:
+    service_of(request).distrust(source)
+    return Response(status_code=204)
+
+
+@router.get("/runs", response_model=RunsOut)
+def list_runs(
+    request: Request,
+    _: OperatorToken,
+    last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
+) -> dict:
+    return {"runs": [render.run_json(r) for r in service_of(request).run_list(last=last)]}
+
+
+@router.get("/runs/{run_id}", response_model=TrailOut)
+def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
+    """A run's trail: what it carries and every step, with ids, labels and rules, never texts."""
+    run, steps = service_of(request).trail(run_id)
+    return render.run_json(run, steps)
 
 
 # -- import ---------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ class RememberIn(_In):
     text: Text = Field(description="the memory, up to 32 KiB of UTF-8")
     personal: bool = Field(False, description="write a personal memory (no space) instead")
     valid_until: Text | None = Field(None, description="ISO 8601 time, or a duration such as 30m, 12h, 7d")
-    labels: list[Text] | None = Field(None, description="origin marks such as source:slack")
+    labels: list[Text] | None = Field(None, description="origin marks such as source:slack (untrusted content)")
     space: Text | None = Field(None, description=SPACE_DOC)
     cwd: Cwd | None = Field(None, description=CWD_DOC)
 
@@ -61,6 +61,23 @@ class ReplaceIn(_In):
     )
     space: Text | None = Field(None, description=SPACE_DOC)
     cwd: Cwd | None = Field(None, description=CWD_DOC)
+
+
+class ContextIn(_In):
+    memory_ids: list[Text] = Field(description="1 to 100 ids of memories this caller sees")
+    space: Text | None = Field(None, description=SPACE_DOC)
+    cwd: Cwd | None = Field(None, description=CWD_DOC)
+
+
+class GrantIn(_In):
+    from_: Text = Field(alias="from", description="the space whose data (and its subtree's) may cross")
+    to: Text | None = Field(description="the space it may be written into; null: personal memories")
+    ai: Text | None = Field(None, description="only for this AI; null: every AI")
+    until: Text | None = Field(None, description="ISO 8601 time or a duration (30m, 12h, 7d); null: until revoked")
+
+
+class TrustIn(_In):
+    source: Text = Field(description="an origin mark, e.g. source:github")
 
 
 class SpaceIn(_In):
@@ -86,6 +103,16 @@ class ErrorOut(BaseModel):
     error: ErrorDetail
 
 
+class LabelsOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    space: str | None = Field(description="where the memory lives; null: personal")
+    origin: list[str] = Field(description="origin marks (source:…): untrusted unless an operator trusts them")
+    digest: str | None = Field(description="sha256:… of the text")
+    run: str | None = Field(description="the run that wrote it")
+    from_: list[str] = Field(alias="from", description="spaces whose data the writing run carried besides this one")
+
+
 class MemoryOut(BaseModel):
     id: str
     text: str | None
@@ -95,7 +122,7 @@ class MemoryOut(BaseModel):
     valid_from: str
     valid_until: str | None
     superseded_by: str | None
-    labels: list[str]
+    labels: LabelsOut
 
 
 class RecalledOut(BaseModel):
@@ -105,6 +132,94 @@ class RecalledOut(BaseModel):
     score: float
     created_at: str
     valid_until: str | None
+    labels: LabelsOut
+
+
+class SharedOut(BaseModel):
+    id: str
+    labels: LabelsOut
+
+
+class ReferenceOut(BaseModel):
+    ref: str
+    run: str
+    created_at: str
+    memories: list[SharedOut]
+
+
+class OpenedOut(BaseModel):
+    id: str
+    text: str | None
+    forgotten: bool
+    labels: LabelsOut
+
+
+class ContextOut(BaseModel):
+    ref: str
+    run: str
+    memories: list[OpenedOut]
+
+
+class GrantOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str
+    from_: str = Field(alias="from")
+    to: str | None
+    ai: str | None
+    until: str | None
+    created_at: str
+    revoked_at: str | None
+
+
+class GrantsOut(BaseModel):
+    grants: list[GrantOut]
+
+
+class TrustedOut(BaseModel):
+    source: str
+    created_at: str
+
+
+class TrustedListOut(BaseModel):
+    trusted_sources: list[TrustedOut]
+
+
+class StepOut(BaseModel):
+    at: str
+    kind: str
+    labels: list[str]
+    decision: str | None
+    rule: str | None
+    grant: str | None
+    target: str | None
+    memory_ids: list[str]
+
+
+class RunOut(BaseModel):
+    run: str
+    name: str
+    ai: str
+    transport: str
+    scope: str | None
+    opened_at: str | None
+    carries: list[str]
+    step_count: int
+
+
+class RunsOut(BaseModel):
+    runs: list[RunOut]
+
+
+class TrailOut(BaseModel):
+    run: str
+    name: str
+    ai: str
+    transport: str
+    scope: str | None
+    opened_at: str | None
+    carries: list[str]
+    steps: list[StepOut]
 
 
 class RecallOut(BaseModel):
@@ -187,7 +302,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": description}
     for status, description in {
         401: "missing or invalid token",
-        403: "denied by policy or out of the token's reach",
+        403: "denied by policy, out of the token's reach, or refused by the data barrier",
         404: "not found (alike for ids that never existed and ids the caller cannot see)",
         409: "conflict",
         413: "body over the limit",

@@ -8,8 +8,9 @@ only). Tools take no space to recall from: an agent cannot ask to look elsewhere
 The AI is ``ESFIS_AI`` if set, else the client's name from the MCP handshake made into an AI
 name ("Claude Code" → ``claude-code``), else ``unknown``. Policies apply to that name.
 
-One random run id per server process (one stdio session) marks every delivery and memory of
-the session, so the trail can tell sessions apart.
+One stdio session is one run (DESIGN §7): a random run name per server process marks every
+step, delivery and memory of the session, so the trail can tell sessions apart and the data
+barrier follows what the session read.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class Standing:
         """The caller of one tool call; refuses with the start-up problem, if there was one."""
         if self.problem is not None:
             raise self.problem
-        return service.caller(self.ai_for(client_name), space=self.space, transport="mcp", run_id=self.run_id)
+        return service.caller(self.ai_for(client_name), space=self.space, transport="mcp", run=self.run_id,
+                              owner="mcp")
 
 
 def stand(settings: Settings, environ: Mapping[str, str], cwd: str) -> Standing:

@@ -5,6 +5,8 @@ works with personal memories only."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 pytestmark = pytest.mark.anyio
@@ -24,20 +26,24 @@ async def test_globex_server_recalls_clerk_and_never_auth0(fleet, seeded):
     assert not [t for t in texts if "Auth0" in t]
 
 
-async def test_recall_answers_id_text_space_score_and_nothing_else(fleet, seeded):
+async def test_recall_answers_id_text_space_score_labels_and_nothing_else(fleet, seeded):
     answer = await fleet["acme"].ok("recall", query=QUESTION)
     assert set(answer) == {"memories"}
     top = answer["memories"][0]
-    assert set(top) == {"id", "text", "space", "score"}
+    assert set(top) == {"id", "text", "space", "score", "labels"}
     assert (top["id"], top["space"]) == (seeded["auth0"], "acme")
     assert 0 < top["score"] <= 1
+    labels = top["labels"]
+    assert set(labels) == {"space", "origin", "digest", "run", "from"}
+    assert (labels["space"], labels["origin"], labels["from"]) == ("acme", [], [])
+    assert labels["digest"] == "sha256:" + hashlib.sha256(top["text"].encode()).hexdigest()
 
 
 async def test_recall_takes_no_space_argument(fleet):
     tools = {t.name: t for t in (await fleet["acme"].client.list_tools()).tools}
-    assert sorted(tools) == ["forget", "recall", "remember", "replace"]
+    assert sorted(tools) == ["forget", "open_context", "recall", "remember", "replace", "share"]
     assert set(tools["recall"].input_schema["properties"]) == {"query", "limit"}
-    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal"}
+    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal", "source"}
     assert "acme" in tools["recall"].description and "globex" not in tools["recall"].description
 
 

@@ -1,0 +1,151 @@
+"""The gates a run's step passes before it acts: the seal, the barrier, untrusted content.
+
+Each gate returns the trail steps of an allowed decision, to be recorded with the act itself,
+or records the refusal (and any approval asked and declined) and raises. A refusal names the
+rule, the carried label and the target, and never a space the run has not reached, a grant,
+or another run.
+
+**A person at the call.** An interface that can ask a person passes an ``Ask``: it shows the
+request (the real text and target) and answers True (approved), False (declined), or None
+(nobody can be asked: no terminal, a client without elicitation). HTTP passes none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+from server.barrier import Crossing, judge, may_hold
+from server.clock import Clock
+from server.errors import DataBarrier, UntrustedSource
+from server.grants import GrantBook
+from server.labels import Carried, space_mark
+from server.models import Caller
+from server.runs import Run, RunBook, Step
+from server.spaces import contains
+
+Action = Literal["remember", "replace", "forget"]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a person is asked to approve: one call, with its real text and target."""
+
+    action: Action
+    ai: str
+    text: str
+    target: str | None  # None: personal
+    carried: tuple[str, ...]  # what makes the call need a person, as marks
+    rule: Literal["data_barrier", "untrusted_source"]
+
+    def message(self) -> str:
+        where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
+        carried = ", ".join(self.carried)
+        if self.rule == "untrusted_source":
+            head = (f"esfis: {self.ai} asks to forget, for good, a memory in {where}, while its run carries "
+                    f"untrusted content ({carried}).")
+        else:
+            head = f"esfis: {self.ai} asks to {self.action} into {where} data it read from {carried}."
+        return f"{head}\n\nText: {self.text}\n\nApprove this one call?"
+
+
+Ask = Callable[[ApprovalRequest], "bool | None"]
+
+
+class Gates:
+    def __init__(self, runs: RunBook, grants: GrantBook, clock: Clock) -> None:
+        self.runs = runs
+        self.grants = grants
+        self.clock = clock
+
+    def enter(self, caller: Caller) -> Run:
+        """The caller's run, refused (and the refusal recorded) when the step lies outside its seal."""
+        run = self.runs.current(caller)
+        if not run.admits(caller):
+            refusal = self.runs.sealed_refusal(run, caller)
+            self.runs.record_now(run, caller, [Step("gate", (), "refused", "data_barrier", None,
+                                                    space_mark(caller.space))])
+            raise refusal
+        return run
+
+    def write(self, caller: Caller, run: Run, carried: Carried, target: str | None, action: Action, text: str,
+              ask: Ask | None) -> list[Step]:
+        """Whether ``target`` may hold what the write carries; the steps to record with the write."""
+        crossing = judge(carried.spaces, may_hold(target), target, self.grants.list(), caller.ai, self.clock())
+        marks = tuple(carried.marks())
+        target_mark = space_mark(target)
+        grant = ", ".join(crossing.grants) or None
+        if crossing.allowed:
+            return [Step("gate", marks, "allowed", "data_barrier", grant, target_mark)]
+        steps: list[Step] = []
+        if target is None:
+            request = ApprovalRequest(action, caller.ai, text, None, tuple(space_mark(s) for s in crossing.blocked),
+                                      "data_barrier")
+            answer = ask(request) if ask is not None else None
+            if answer is not None:
+                steps.append(Step("approval_requested", request.carried, None, "data_barrier", None, target_mark))
+                if answer:
+                    return [*steps, Step("approved", request.carried, None, "data_barrier", None, target_mark),
+                            Step("gate", marks, "allowed", "data_barrier", grant, target_mark)]
+                steps.append(Step("declined", request.carried, None, "data_barrier", None, target_mark))
+        steps.append(Step("gate", marks, "refused", "data_barrier", grant, target_mark))
+        self.runs.record_now(run, caller, steps)
+        raise DataBarrier(self._refusal(run, crossing, target, asked=bool(steps[:-1])))
+
+    def forget(self, caller: Caller, run: Run, trusted: Iterable[str], target: str | None, text: str,
+               ask: Ask | None) -> list[Step]:
+        """A run that carries untrusted content forgets only with a person's approval."""
+        untrusted = tuple(sorted(run.carried.origins - set(trusted)))
+        if not untrusted:
+            return []
+        target_mark = space_mark(target)
+        request = ApprovalRequest("forget", caller.ai, text, target, untrusted, "untrusted_source")
+        answer = ask(request) if ask is not None else None
+        steps: list[Step] = []
+        if answer is not None:
+            steps.append(Step("approval_requested", untrusted, None, "untrusted_source", None, target_mark))
+            if answer:
+                return [*steps, Step("approved", untrusted, None, "untrusted_source", None, target_mark),
+                        Step("gate", untrusted, "allowed", "untrusted_source", None, target_mark)]
+            steps.append(Step("declined", untrusted, None, "untrusted_source", None, target_mark))
+        steps.append(Step("gate", untrusted, "refused", "untrusted_source", None, target_mark))
+        self.runs.record_now(run, caller, steps)
+        how = "the person declined" if answer is False else "nobody could be asked to approve it here"
+        raise UntrustedSource(
+            f"untrusted_source: this run carries untrusted content ({', '.join(untrusted)}), so forget needs "
+            f"a person's approval at the call, and {how}"
+        )
+
+    def open(self, caller: Caller, run: Run, spaces: Iterable[str | None], reaches: Callable[[str | None], bool],
+             marks: tuple[str, ...]) -> list[Step]:
+        """Whether the run may open a reference holding data of ``spaces``."""
+        target = caller.space
+        personal_ok = reaches(None)
+        named = [s for s in spaces if s is not None]
+        crossing = judge(named, lambda s: reaches(s), target, self.grants.list(), caller.ai, self.clock())
+        if None in set(spaces) and not personal_ok:
+            crossing = Crossing((*crossing.blocked, "(personal)"), crossing.grants)
+        grant = ", ".join(crossing.grants) or None
+        if crossing.allowed:
+            return [Step("gate", marks, "allowed", "data_barrier", grant, space_mark(target))]
+        if run.opened:  # a run whose first step is refused is never opened
+            self.runs.record_now(run, caller, [Step("gate", marks, "refused", "data_barrier", grant,
+                                                    space_mark(target))])
+        raise DataBarrier(
+            "data_barrier: this reference holds data from outside this run's reach"
+            + ("" if target is None else f" (space {target!r})")
+            + "; it cannot be opened here"
+        )
+
+    def _refusal(self, run: Run, crossing: Crossing, target: str | None, *, asked: bool) -> str:
+        first = crossing.blocked[0]
+        reached = run.space is not None and contains(run.space, first)
+        label = f"data labelled {space_mark(first)!r}" if reached else "data from outside this run's reach"
+        if target is None:
+            where = "personal memories, which hold personal data only"
+            fix = (" and the person declined" if asked
+                   else "; a person may approve such a write at the call (MCP or a terminal), or an operator may grant it")
+        else:
+            where = f"space {target!r}, which may hold only its own data and that of the spaces below it"
+            fix = "; an operator may grant the crossing"
+        return f"data_barrier: this run carries {label}, and {where}{fix}"
