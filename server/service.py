@@ -335,12 +335,11 @@ class Esfis:
         step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
         self.runs.record_now(run, caller, [*steps, step], carry)
         return self._shown_reference(scope, reference), [
-            dataclasses.replace(o, labels=dataclasses.replace(o.labels, from_=_redact(scope, o.labels.from_)))
-            for o in opened
+            dataclasses.replace(o, labels=_redact_labels(scope, o.labels)) for o in opened
         ]
 
     def _shown_reference(self, scope: Scope, reference: Reference) -> Reference:
-        items = tuple((i, dataclasses.replace(l, from_=_redact(scope, l.from_))) for i, l in reference.items)
+        items = tuple((i, _redact_labels(scope, l)) for i, l in reference.items)
         return dataclasses.replace(reference, items=items)
 
     # -- embedding --------------------------------------------------------------------------
@@ -465,6 +464,12 @@ def _marks(labels) -> tuple[str, ...]:
 def _redact(scope: Scope, spaces: tuple[str, ...]) -> tuple[str, ...]:
     """``from`` spaces as an agent may see them: one it does not reach is not named."""
     return tuple(s if scope.reaches(s) else ELSEWHERE for s in spaces)
+
+
+def _redact_labels(scope: Scope, labels: Labels) -> Labels:
+    """Labels of a memory that crossed under a grant: its own space is not named either."""
+    space = labels.space if labels.space is None or scope.reaches(labels.space) else ELSEWHERE
+    return dataclasses.replace(labels, space=space, from_=_redact(scope, labels.from_))
 
 
 def open_service(
