@@ -1,0 +1,118 @@
+"""The data barrier over MCP, with real ``esfis mcp`` processes and the SDK's client: one
+session is one run; what it recalled cannot be written into personal memories unless the person
+approves that one write through an elicitation request (which shows the real text and target);
+a client that cannot elicit is refused; a grant lets the write through and the trail says so;
+shared context opens only where its labels are reached."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from conftest import SERVERS, Server, Spec, server_params
+from mcp import Client
+from mcp.client.stdio import stdio_client
+from mcp.types import ElicitResult, Implementation
+
+SECRET = "the staging database password is in vault path secret/acme-stg"
+LEAK = "staging db password: vault secret/acme-stg"
+
+
+class Person:
+    """The person behind an elicitation-capable client: answers as told, remembers what it saw."""
+
+    def __init__(self, answer: str = "decline") -> None:
+        self.answer = answer
+        self.seen: list[str] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.seen.append(params.message)
+        if self.answer == "accept":
+            return ElicitResult(action="accept", content={"approve": True})
+        return ElicitResult(action=self.answer)
+
+
+async def start_with_person(stack: AsyncExitStack, world, name: str, folder: str, person: Person) -> Server:
+    log = world.logs / f"{name}.stderr"
+    client = Client(
+        stdio_client(server_params(world, Spec(folder, "Claude Code")), errlog=stack.enter_context(open(log, "w"))),
+        mode="legacy",
+        client_info=Implementation(name="Claude Code", version="1.0"),
+        elicitation_callback=person,
+    )
+    await stack.enter_async_context(client)
+    return Server(name, client, log)
+
+
+def trail_of(world, memory_ids: list[str]) -> dict:
+    """The trail of the run that wrote or read these ids (the operator's view, over the CLI)."""
+    for run in world.cli_json("runs", "--last", "500")["runs"]:
+        trail = world.cli_json("trail", run["run"])
+        if any(set(memory_ids) & set(s["memory_ids"]) for s in trail["steps"]):
+            return trail
+    raise AssertionError(f"no run touched {memory_ids}")
+
+
+async def test_laundering_over_mcp_needs_the_person_and_the_trail_says_so(world, fleet):
+    secret = world.cli("remember", SECRET, "--space", "acme/platform").stdout.strip()
+    person = Person("decline")
+    async with AsyncExitStack() as stack:
+        session = await start_with_person(stack, world, "approver", SERVERS["platform"].folder, person)
+        recalled = await session.recall("where is the staging database password?")
+        assert recalled[0]["id"] == secret and recalled[0]["labels"]["space"] == "acme/platform"
+        refused = await session.error("remember", text=LEAK, personal=True)
+        assert "data_barrier" in refused
+        assert len(person.seen) == 1 and LEAK in person.seen[0] and "personal" in person.seen[0]
+        person.answer = "accept"
+        saved = await session.ok("remember", text=LEAK, personal=True)
+        assert saved["space"] is None and saved["labels"]["from"] == ["acme/platform"]
+        assert len(person.seen) == 2
+    trail = trail_of(world, [saved["id"]])
+    kinds = [(s["kind"], s["decision"]) for s in trail["steps"]]
+    assert kinds[0] == ("recall", None)
+    assert kinds[1:4] == [("approval_requested", None), ("declined", None), ("gate", "refused")]
+    assert kinds[4:] == [("approval_requested", None), ("approved", None), ("gate", "allowed"), ("write", None)]
+    assert trail["carries"] == ["personal", "space:acme/platform"] or trail["carries"] == ["space:acme/platform"]
+    assert SECRET not in str(trail) and LEAK not in str(trail)
+    world.cli("forget", saved["id"])
+
+
+async def test_a_client_that_cannot_elicit_is_refused_and_a_grant_lets_it_through(world, fleet):
+    platform = fleet["platform"]  # the shared session in acme/platform; its client has no elicitation
+    secret = world.cli("remember", "the platform's TLS key is rotated by cert-manager", "--space",
+                       "acme/platform").stdout.strip()
+    assert secret in [m["id"] for m in await platform.recall("TLS key rotation cert-manager")]
+    refused = await platform.error("remember", text="TLS keys rotate via cert-manager", personal=True)
+    assert "data_barrier" in refused
+    granted = world.cli("grant", "add", "acme/platform", "--personal", "--ai", "claude-code").stdout.strip()
+    saved = await platform.ok("remember", text="TLS keys rotate via cert-manager", personal=True)
+    trail = trail_of(world, [saved["id"]])
+    assert [s["grant"] for s in trail["steps"] if s["kind"] == "gate"][-1] == granted
+    world.cli("grant", "revoke", granted)
+    assert "data_barrier" in await platform.error("remember", text="once more", personal=True)
+    world.cli("forget", saved["id"])
+
+
+async def test_shared_context_opens_in_acme_and_is_refused_in_globex(world, fleet):
+    memory = world.cli("remember", "platform on-call uses PagerDuty", "--space", "acme/platform").stdout.strip()
+    shared = await fleet["platform"].ok("share", ids=[memory])
+    assert shared["ref"].startswith("ctx_") and "PagerDuty" not in str(shared)
+    opened = await fleet["acme"].ok("open_context", ref=shared["ref"])
+    assert opened["memories"][0]["text"] == "platform on-call uses PagerDuty"
+    refused = await fleet["globex"].error("open_context", ref=shared["ref"])
+    assert "data_barrier" in refused and "acme" not in refused.replace("data_barrier", "")
+
+
+async def test_a_memory_remembered_from_a_source_is_labelled_and_taints_forget(world, fleet):
+    person = Person("decline")
+    async with AsyncExitStack() as stack:
+        session = await start_with_person(stack, world, "tainted", "acme", person)
+        saved = await session.ok("remember", text="the #releases channel says freeze on friday", source="slack")
+        assert saved["labels"]["origin"] == ["source:slack"]
+        await session.recall("release freeze friday")
+        victim = world.cli("remember", "the release runbook is in the wiki", "--space", "acme").stdout.strip()
+        message = await session.error("forget", id=victim)
+        assert "untrusted_source" in message and "source:slack" in person.seen[-1]
+        person.answer = "accept"
+        assert (await session.ok("forget", id=victim))["forgotten"] is True
+    world.cli("forget", saved["id"], "--space", "acme")
