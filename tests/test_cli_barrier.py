@@ -9,7 +9,7 @@ import os
 import pty
 import subprocess
 
-from conftest import ESFIS_BIN, cli_env
+from tests.conftest import ESFIS_BIN, cli_env
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 
