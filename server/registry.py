@@ -15,6 +15,7 @@ from server.errors import InvalidInput, SpaceExists, SpaceNotFound
 from server.models import Space
 from server.policies import Effect, PolicySet, Rule, validate_ai
 from server.spaces import (
+    ancestors,
     canonical_folder,
     default_space_name,
     partition_key,
@@ -109,10 +110,20 @@ class Registry:
         return [r["name"] for r in rows]
 
     def delete(self, name: str) -> None:
+        """Remove a space and its folders. A policy never loosens as a side effect.
+
+        Rules match by name through ancestors, so a rule on ``acme`` still governs
+        ``acme/platform`` once ``acme`` itself is gone: it stays while any space at or below
+        its name survives. The rules of this space, and of each ancestor left with nothing
+        registered below it, go with the last one.
+        """
         with self.catalog.transaction() as tx:
             tx.execute("DELETE FROM folders WHERE space = ?", (name,))
-            tx.execute("DELETE FROM policies WHERE space = ?", (name,))
             tx.execute("DELETE FROM spaces WHERE name = ?", (name,))
+            for governed in ancestors(name):
+                if _any_at_or_below(tx, governed):
+                    break  # this name and every ancestor above it still govern a space
+                tx.execute("DELETE FROM policies WHERE space = ?", (governed,))
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -139,6 +150,15 @@ class Registry:
         with self.catalog.transaction() as tx:
             cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
             return cursor.rowcount > 0
+
+
+def _any_at_or_below(tx, name: str) -> bool:
+    """Whether a space named ``name`` or lying below it is registered (the index range of
+    ``Registry.subtree``)."""
+    row = tx.one(
+        "SELECT 1 FROM spaces WHERE name = ? OR (name > ? AND name < ?) LIMIT 1", (name, name + "/", name + "0")
+    )
+    return row is not None
 
 
 def folder_label(path: str) -> str:
