@@ -7,6 +7,7 @@ applies to the server's next request.
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 from server.catalog import Catalog
@@ -62,10 +63,7 @@ class Registry:
         if taken is not None and taken != name:
             raise SpaceExists(f"folder {str(path)!r} already belongs to space {taken!r}")
         with self.catalog.transaction() as tx:
-            tx.execute(
-                "INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)",
-                (name, to_micros(self.clock())),
-            )
+            _insert_space(tx, name, self.clock())
             tx.execute("INSERT OR IGNORE INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
 
@@ -80,7 +78,7 @@ class Registry:
             if str(path) in current:
                 raise SpaceExists(f"folder {str(path)!r} already belongs to space {current[str(path)]!r}")
         with self.catalog.transaction() as tx:
-            tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(self.clock())))
+            _insert_space(tx, name, self.clock())
             for path in paths:
                 tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
@@ -124,6 +122,15 @@ class Registry:
                 if _any_at_or_below(tx, governed):
                     break  # this name and every ancestor above it still govern a space
                 tx.execute("DELETE FROM policies WHERE space = ?", (governed,))
+            # A token confined to a space that is gone is revoked, never widened to the spaces
+            # left below it nor handed to a new space of that name. Every active scoped token
+            # names a registered space (tokens.create checks it in its own transaction), so
+            # this also sweeps tokens left over from removals made before this rule.
+            tx.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IS NOT NULL "
+                "AND space NOT IN (SELECT name FROM spaces)",
+                (to_micros(self.clock()),),
+            )
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -150,6 +157,17 @@ class Registry:
         with self.catalog.transaction() as tx:
             cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
             return cursor.rowcount > 0
+
+
+def _insert_space(tx, name: str, at: datetime) -> bool:
+    """Register ``name`` unless it is; whether it is new. A new space inherits no token: one
+    still active for that name (left from a removal made before removals revoked them) is
+    revoked here."""
+    cursor = tx.execute("INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(at)))
+    if cursor.rowcount == 0:
+        return False
+    tx.execute("UPDATE tokens SET revoked_at = ? WHERE space = ? AND revoked_at IS NULL", (to_micros(at), name))
+    return True
 
 
 def _any_at_or_below(tx, name: str) -> bool:
