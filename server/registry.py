@@ -52,34 +52,29 @@ class Registry:
 
     def add_folder(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
         """Register ``folder`` to a space, creating the space if it is new."""
-        path = canonical_folder(folder)
-        if not path.is_dir():
-            raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
-        taken = self.folders().get(str(path))
+        path = _directory(folder)
         if name is None:
             enclosing = space_for_folder(path.parent, self.folders()) if path.parent != path else None
             name = default_space_name(path, enclosing)
         validate_space_name(name, field="name")
-        if taken is not None and taken != name:
-            raise SpaceExists(f"folder {str(path)!r} already belongs to space {taken!r}")
+        # Checked inside the transaction (which holds the write lock): another process may
+        # register the same folder between a look and the write.
         with self.catalog.transaction() as tx:
+            _claim_folder(tx, path, name)
             _insert_space(tx, name, self.clock())
             tx.execute("INSERT OR IGNORE INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
 
     def add_named(self, name: str, folders: list[str] | None = None) -> Space:
-        """Create a space by name (for HTTP-only callers), with optional folders."""
+        """Create a space by name (for HTTP-only callers), with optional folders: each must be
+        a directory, as for ``add_folder``; one given twice is one folder."""
         validate_space_name(name, field="name")
-        if self.exists(name):
-            raise SpaceExists(f"space {name!r} already exists")
-        paths = [canonical_folder(f) for f in folders or []]
-        current = self.folders()
-        for path in paths:
-            if str(path) in current:
-                raise SpaceExists(f"folder {str(path)!r} already belongs to space {current[str(path)]!r}")
+        paths = list(dict.fromkeys(_directory(f) for f in folders or []))
         with self.catalog.transaction() as tx:
-            _insert_space(tx, name, self.clock())
+            if not _insert_space(tx, name, self.clock()):
+                raise SpaceExists(f"space {name!r} already exists")
             for path in paths:
+                _claim_folder(tx, path, name)
                 tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
 
@@ -157,6 +152,20 @@ class Registry:
         with self.catalog.transaction() as tx:
             cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
             return cursor.rowcount > 0
+
+
+def _directory(folder: str | os.PathLike[str]) -> Path:
+    path = canonical_folder(folder)
+    if not path.is_dir():
+        raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
+    return path
+
+
+def _claim_folder(tx, path: Path, name: str) -> None:
+    """Refuse a folder that already belongs to another space (a folder belongs to one)."""
+    row = tx.one("SELECT space FROM folders WHERE path = ?", (str(path),))
+    if row is not None and row["space"] != name:
+        raise SpaceExists(f"folder {str(path)!r} already belongs to space {row['space']!r}")
 
 
 def _insert_space(tx, name: str, at: datetime) -> bool:

@@ -133,3 +133,25 @@ def test_a_token_for_a_space_removed_meanwhile_is_refused(fake_service, clock, m
     with pytest.raises(SpaceNotFound):
         tokens.create(ai="late", space="initech")
     assert tokens.list() == []
+
+
+@pytest.fixture
+def stale_checks(monkeypatch):
+    """As if another process registered a name or a folder just after this one looked."""
+    monkeypatch.setattr(Registry, "exists", lambda self, name: False)
+    monkeypatch.setattr(Registry, "folders", lambda self: {})
+
+
+def test_a_create_racing_another_for_one_name_is_a_conflict(fake_service, folders, stale_checks):
+    fake_service.create_space("racer")
+    with pytest.raises(SpaceExists):
+        fake_service.create_space("racer")
+
+
+def test_a_create_racing_another_for_one_folder_is_a_conflict(fake_service, folders, stale_checks):
+    fake_service.create_space("claim1", [str(folders["acme"])])
+    with pytest.raises(SpaceExists):
+        fake_service.create_space("claim2", [str(folders["acme"])])
+    with pytest.raises(SpaceExists):
+        fake_service.add_space(folders["acme"], "claim3")
+    assert [(s.name, len(s.folders)) for s in fake_service.spaces()] == [("claim1", 1)]
