@@ -29,6 +29,7 @@ from server.errors import (
     SpaceNotEmpty,
     StoreUnavailable,
 )
+from server.home import make_private
 from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_labels, check_text, new_id
 from server.models import Caller, Delivery, Memory, Recall, Space, Why
 from server.policies import Effect, Rule, validate_ai
@@ -303,6 +304,7 @@ def open_service(
 ) -> Esfis:
     """The one place a service is built: catalog, vector store, embedder, clock."""
     settings = settings or Settings.from_env()
+    make_private(settings.home)  # before the store writes a file there
     try:
         embedder = embedder or load_embedder(settings.model)
         store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
