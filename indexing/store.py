@@ -4,7 +4,9 @@ Layout under the store's root::
 
     store.json            the model name and dimension every vector was made with
     <table>.lance/        one LanceDB table per partition (the store of record)
-    <table>.lock          an advisory lock: one writer per partition across processes
+    <table>.lock          an advisory lock per partition across processes: one writer at a
+                          time (exclusive); a load that failed is retried under it (shared),
+                          so a purge never deletes the files of a version being read
     <table>.gen           a token rewritten after every write, so other processes know their
                           in-memory image is stale (reading it costs ~10 µs, a Lance version
                           check ~0.5 ms)
@@ -186,20 +188,45 @@ class VectorStore:
         return self.db.open_table(name)
 
     def snapshot(self, key: str) -> Snapshot:
-        """The partition's image, reloaded from LanceDB if another process wrote since."""
+        """The partition's image, reloaded from LanceDB if another process wrote since.
+
+        The load takes no lock: a purge in another process may then delete the files of the
+        version it opened (a reload happens right after another process wrote, so that is
+        just when the next purge may run). A failed load is tried once more holding the
+        partition's lock shared: the write under way finishes first, and none starts until
+        the load is done. A second failure is a real one and is raised. Readers take the lock
+        only then, so a stream of loads never keeps a writer waiting.
+        """
         with self._lock:
             token = self._token(key)
             snap = self._snapshots.get(key)
             if snap is not None and snap.token == token:
                 return snap
-            table = self._open_table(key)
-            self.stats.loaded[key] += 1
-            if table is None:
-                snap = Snapshot(dimension=self.dimension, token=token)
-            else:
-                snap = Snapshot.from_arrow(table.to_arrow(), self.dimension, token)
+            try:
+                snap = self._load(key, token)
+            except Exception:
+                with self._reading(key):
+                    snap = self._load(key, self._token(key))
             self._snapshots[key] = snap
             return snap
+
+    def _load(self, key: str, token: str) -> Snapshot:
+        table = self._open_table(key)
+        self.stats.loaded[key] += 1
+        if table is None:
+            return Snapshot(dimension=self.dimension, token=token)
+        return Snapshot.from_arrow(table.to_arrow(), self.dimension, token)
+
+    @contextmanager
+    def _reading(self, key: str) -> Iterator[None]:
+        """Hold the partition's lock shared (writers hold it exclusive)."""
+        lock_path = self._paths(key)[1]
+        fd = os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- reads ------------------------------------------------------------------------------
 

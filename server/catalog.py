@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from server.home import make_private
+
 SCHEMA_VERSION = 2  # 2: labels beside every memory (from_spaces), runs and their trail, grants
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 
@@ -156,7 +158,7 @@ class Catalog:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private(self.path.parent)  # the database, its WAL and shared memory: 0600
         self._conn = sqlite3.connect(
             str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
         )

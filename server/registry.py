@@ -7,6 +7,7 @@ applies to the server's next request.
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 from server.catalog import Catalog
@@ -15,6 +16,7 @@ from server.errors import InvalidInput, SpaceExists, SpaceNotFound
 from server.models import Space
 from server.policies import Effect, PolicySet, Rule, validate_ai
 from server.spaces import (
+    ancestors,
     canonical_folder,
     default_space_name,
     partition_key,
@@ -50,37 +52,29 @@ class Registry:
 
     def add_folder(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
         """Register ``folder`` to a space, creating the space if it is new."""
-        path = canonical_folder(folder)
-        if not path.is_dir():
-            raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
-        taken = self.folders().get(str(path))
+        path = _directory(folder)
         if name is None:
             enclosing = space_for_folder(path.parent, self.folders()) if path.parent != path else None
             name = default_space_name(path, enclosing)
         validate_space_name(name, field="name")
-        if taken is not None and taken != name:
-            raise SpaceExists(f"folder {str(path)!r} already belongs to space {taken!r}")
+        # Checked inside the transaction (which holds the write lock): another process may
+        # register the same folder between a look and the write.
         with self.catalog.transaction() as tx:
-            tx.execute(
-                "INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)",
-                (name, to_micros(self.clock())),
-            )
+            _claim_folder(tx, path, name)
+            _insert_space(tx, name, self.clock())
             tx.execute("INSERT OR IGNORE INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
 
     def add_named(self, name: str, folders: list[str] | None = None) -> Space:
-        """Create a space by name (for HTTP-only callers), with optional folders."""
+        """Create a space by name (for HTTP-only callers), with optional folders: each must be
+        a directory, as for ``add_folder``; one given twice is one folder."""
         validate_space_name(name, field="name")
-        if self.exists(name):
-            raise SpaceExists(f"space {name!r} already exists")
-        paths = [canonical_folder(f) for f in folders or []]
-        current = self.folders()
-        for path in paths:
-            if str(path) in current:
-                raise SpaceExists(f"folder {str(path)!r} already belongs to space {current[str(path)]!r}")
+        paths = list(dict.fromkeys(_directory(f) for f in folders or []))
         with self.catalog.transaction() as tx:
-            tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(self.clock())))
+            if not _insert_space(tx, name, self.clock()):
+                raise SpaceExists(f"space {name!r} already exists")
             for path in paths:
+                _claim_folder(tx, path, name)
                 tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
 
@@ -109,10 +103,29 @@ class Registry:
         return [r["name"] for r in rows]
 
     def delete(self, name: str) -> None:
+        """Remove a space and its folders. A policy never loosens as a side effect.
+
+        Rules match by name through ancestors, so a rule on ``acme`` still governs
+        ``acme/platform`` once ``acme`` itself is gone: it stays while any space at or below
+        its name survives. The rules of this space, and of each ancestor left with nothing
+        registered below it, go with the last one.
+        """
         with self.catalog.transaction() as tx:
             tx.execute("DELETE FROM folders WHERE space = ?", (name,))
-            tx.execute("DELETE FROM policies WHERE space = ?", (name,))
             tx.execute("DELETE FROM spaces WHERE name = ?", (name,))
+            for governed in ancestors(name):
+                if _any_at_or_below(tx, governed):
+                    break  # this name and every ancestor above it still govern a space
+                tx.execute("DELETE FROM policies WHERE space = ?", (governed,))
+            # A token confined to a space that is gone is revoked, never widened to the spaces
+            # left below it nor handed to a new space of that name. Every active scoped token
+            # names a registered space (tokens.create checks it in its own transaction), so
+            # this also sweeps tokens left over from removals made before this rule.
+            tx.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IS NOT NULL "
+                "AND space NOT IN (SELECT name FROM spaces)",
+                (to_micros(self.clock()),),
+            )
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -139,6 +152,40 @@ class Registry:
         with self.catalog.transaction() as tx:
             cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
             return cursor.rowcount > 0
+
+
+def _directory(folder: str | os.PathLike[str]) -> Path:
+    path = canonical_folder(folder)
+    if not path.is_dir():
+        raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
+    return path
+
+
+def _claim_folder(tx, path: Path, name: str) -> None:
+    """Refuse a folder that already belongs to another space (a folder belongs to one)."""
+    row = tx.one("SELECT space FROM folders WHERE path = ?", (str(path),))
+    if row is not None and row["space"] != name:
+        raise SpaceExists(f"folder {str(path)!r} already belongs to space {row['space']!r}")
+
+
+def _insert_space(tx, name: str, at: datetime) -> bool:
+    """Register ``name`` unless it is; whether it is new. A new space inherits no token: one
+    still active for that name (left from a removal made before removals revoked them) is
+    revoked here."""
+    cursor = tx.execute("INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(at)))
+    if cursor.rowcount == 0:
+        return False
+    tx.execute("UPDATE tokens SET revoked_at = ? WHERE space = ? AND revoked_at IS NULL", (to_micros(at), name))
+    return True
+
+
+def _any_at_or_below(tx, name: str) -> bool:
+    """Whether a space named ``name`` or lying below it is registered (the index range of
+    ``Registry.subtree``)."""
+    row = tx.one(
+        "SELECT 1 FROM spaces WHERE name = ? OR (name > ? AND name < ?) LIMIT 1", (name, name + "/", name + "0")
+    )
+    return row is not None
 
 
 def folder_label(path: str) -> str:

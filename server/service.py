@@ -37,6 +37,7 @@ from server.barrier import Grant
 from server.contexts import MAX_SHARED, ContextBook
 from server.gates import Ask, Gates
 from server.grants import GrantBook
+from server.home import make_private
 from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
 from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_text, new_id
 from server.models import (
@@ -480,6 +481,7 @@ def open_service(
 ) -> Esfis:
     """The one place a service is built: catalog, vector store, embedder, clock."""
     settings = settings or Settings.from_env()
+    make_private(settings.home)  # before the store writes a file there
     try:
         embedder = embedder or load_embedder(settings.model)
         store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)

@@ -6,6 +6,8 @@ sha256 is enough (no salt or slow hash is needed: nobody can guess a preimage), 
 by hash, then confirmed with ``hmac.compare_digest``.
 
 Each token acts either as one AI (optionally only inside one space's subtree) or as the operator.
+Removing a space revokes the tokens confined to it (``Registry.delete``): such a token is never
+widened to the spaces left below it, nor handed to a new space of the same name.
 Nothing is cached: a token the CLI revokes is refused on the server's next request.
 
 ``authenticate`` answers every failure alike (missing, malformed, unknown, revoked, a near-miss
@@ -25,7 +27,7 @@ from datetime import datetime
 
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, system_clock, to_micros
-from server.errors import InvalidInput, NotFound, Unauthorized
+from server.errors import InvalidInput, NotFound, SpaceNotFound, Unauthorized
 from server.policies import validate_ai
 from server.registry import Registry
 
@@ -88,7 +90,7 @@ class TokenBook:
         if space is not None:
             if operator:
                 raise InvalidInput("--space applies to AI tokens only", field="space")
-            Registry(self.catalog, self.clock).require(space)
+            Registry(self.catalog, self.clock).require(space)  # a clear error, early
         secret = PREFIX + secrets.token_urlsafe(32)
         token = Token(
             id="tok_" + secrets.token_hex(6),
@@ -98,6 +100,10 @@ class TokenBook:
             created_at=self.clock(),
         )
         with self.catalog.transaction() as tx:
+            # Again in the transaction: a space removed meanwhile would leave a token confined
+            # to nothing, which a new space of that name must never inherit.
+            if space is not None and tx.one("SELECT 1 FROM spaces WHERE name = ?", (space,)) is None:
+                raise SpaceNotFound(f"no space named {space!r} (esfis space list shows them)")
             tx.execute(
                 "INSERT INTO tokens (id, hash, ai, space, operator, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (token.id, hash_token(secret), ai, space, int(operator), to_micros(token.created_at)),

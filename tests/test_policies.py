@@ -86,3 +86,57 @@ def test_deny_on_personal_blocks_personal_writes(fake_service):
     fake_service.deny("cursor")
     with pytest.raises(PolicyDenied):
         fake_service.remember(fake_service.caller("cursor"), "my editor theme is dark", personal=True)
+
+
+# -- removing a space never loosens a policy -------------------------------------------------
+
+REMOVAL_RULES = [
+    pytest.param([("agent1", "acme", "deny")], id="deny-on-parent"),
+    pytest.param([("*", "acme", "deny")], id="deny-everyone-on-parent"),
+    pytest.param([("*", None, "deny"), ("claude-code", "acme", "allow")], id="allow-on-parent"),
+    pytest.param([("*", "acme", "deny"), ("agent1", "acme/platform", "allow")], id="deny-parent-allow-child"),
+]
+
+
+@pytest.mark.parametrize("rules", REMOVAL_RULES)
+def test_removing_a_parent_space_changes_no_decision_below_it(fake_service, folders, rules):
+    svc = fake_service
+    svc.add_space(folders["acme"])
+    svc.add_space(folders["acme/platform"])
+    svc.add_space(folders["acme/platform/api"])
+    for ai, space, effect in rules:
+        svc.set_policy(ai, space, effect)
+    below = ["acme/platform", "acme/platform/api"]
+    ais = ["agent1", "claude-code", "cursor"]
+    before = {(ai, s): svc.scope(svc.caller(ai, space=s)).sees(s) for ai in ais for s in below}
+    svc.remove_space("acme")  # empty: no --purge needed
+    after = {(ai, s): svc.scope(svc.caller(ai, space=s)).sees(s) for ai in ais for s in below}
+    assert after == before
+
+
+def test_a_deny_on_a_removed_parent_still_keeps_its_children_out(fake_service, folders):
+    svc = fake_service
+    svc.add_space(folders["acme"])
+    svc.add_space(folders["acme/platform"])
+    writer = svc.caller("claude-code", cwd=folders["acme/platform"])
+    svc.remember(writer, "the platform deploy key lives in vault")
+    svc.deny("agent1", "acme")
+    svc.remove_space("acme")
+    agent1 = svc.caller("agent1", cwd=folders["acme/platform"])
+    assert svc.recall(agent1, "platform deploy key vault").memories == []
+    with pytest.raises(PolicyDenied):
+        svc.remember(agent1, "the platform deploy key is rotated")
+
+
+def test_rules_of_a_removed_space_go_with_the_last_space_below_it(fake_service, folders):
+    svc = fake_service
+    svc.add_space(folders["acme"])
+    svc.add_space(folders["acme/platform"])
+    svc.add_space(folders["globex"])
+    svc.deny("agent1", "acme")
+    svc.deny("agent1", "acme/platform")
+    svc.deny("agent1", "globex")
+    svc.remove_space("acme")
+    assert {r.space for r in svc.policies()} == {"acme", "acme/platform", "globex"}
+    svc.remove_space("acme/platform")
+    assert {r.space for r in svc.policies()} == {"globex"}

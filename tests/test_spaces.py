@@ -8,8 +8,10 @@ import os
 
 import pytest
 
-from server.errors import InvalidSpaceName, SpaceExists, SpaceNotEmpty
+from server.errors import InvalidSpaceName, SpaceExists, SpaceNotEmpty, SpaceNotFound, Unauthorized
 from server.spaces import NAME_RULE, contains, validate_space_name
+from server.registry import Registry
+from server.tokens import TokenBook
 from tests.helpers import run_cli
 
 VALID = ["acme", "acme/platform", "a", "0", "acme-corp", "acme.io", "a_b", "/".join(["s"] * 8), "a" * 63]
@@ -107,3 +109,49 @@ def test_cli_space_add_list_remove_and_env_space(capsys, home, folders, real_emb
     code, _, err = run_cli(capsys, folders["acme"], "space", "remove", "acme")
     assert code == 0, err
     assert os.path.isdir(folders["acme"])  # the folder itself is never touched
+
+
+def test_a_new_space_inherits_no_token_left_from_an_old_one(fake_service, folders, clock):
+    """A catalog from before removals revoked tokens may hold an active token confined to a
+    name no space has; creating a space of that name revokes it instead of reviving it."""
+    tokens = TokenBook(fake_service.catalog, clock)
+    fake_service.create_space("initech")
+    stale, secret = tokens.create(ai="old-tenant", space="initech")
+    fake_service.catalog.one("DELETE FROM spaces WHERE name = 'initech'")  # removed the old way
+    fake_service.add_space(folders["acme"], "initech")
+    assert [t.active for t in tokens.list() if t.id == stale.id] == [False]
+    with pytest.raises(Unauthorized):
+        tokens.authenticate(f"Bearer {secret}")
+
+
+def test_a_token_for_a_space_removed_meanwhile_is_refused(fake_service, clock, monkeypatch):
+    tokens = TokenBook(fake_service.catalog, clock)
+    fake_service.create_space("initech")
+    fake_service.remove_space("initech")
+    # As if the early check had run just before the removal: the transaction checks again.
+    monkeypatch.setattr(Registry, "require", lambda self, name: name)
+    with pytest.raises(SpaceNotFound):
+        tokens.create(ai="late", space="initech")
+    assert tokens.list() == []
+
+
+@pytest.fixture
+def stale_checks(monkeypatch):
+    """As if another process registered a name or a folder just after this one looked."""
+    monkeypatch.setattr(Registry, "exists", lambda self, name: False)
+    monkeypatch.setattr(Registry, "folders", lambda self: {})
+
+
+def test_a_create_racing_another_for_one_name_is_a_conflict(fake_service, folders, stale_checks):
+    fake_service.create_space("racer")
+    with pytest.raises(SpaceExists):
+        fake_service.create_space("racer")
+
+
+def test_a_create_racing_another_for_one_folder_is_a_conflict(fake_service, folders, stale_checks):
+    fake_service.create_space("claim1", [str(folders["acme"])])
+    with pytest.raises(SpaceExists):
+        fake_service.create_space("claim2", [str(folders["acme"])])
+    with pytest.raises(SpaceExists):
+        fake_service.add_space(folders["acme"], "claim3")
+    assert [(s.name, len(s.folders)) for s in fake_service.spaces()] == [("claim1", 1)]

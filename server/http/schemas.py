@@ -1,7 +1,7 @@
-"""Pydantic models at the HTTP edge: request bodies (unknown fields refused) and the shapes
-answered, as the OpenAPI document shows them. The core checks the values themselves (space
-names, text limits, times); these models check types only, plus what the core cannot see
-(text that is not UTF-8, a ``cwd`` that is not an absolute path)."""
+"""Pydantic models at the HTTP edge: request bodies (unknown fields refused, JSON types strict)
+and the shapes answered, as the OpenAPI document shows them. The core checks the values
+themselves (space names, text limits, times); these models check types only, plus what the
+core cannot see (text that is not UTF-8, a ``cwd`` that is not an absolute path)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ CWD_DOC = "the caller's working directory; its registered folder decides the spa
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: JSON types as declared, nothing coerced ("7" or true is not a limit, "yes" not a flag).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class RememberIn(_In):

@@ -109,6 +109,9 @@ def test_413_for_an_import_declared_over_its_limit(server):
         ({"query": 5}, "query"),
         ({"query": "x", "limit": 0}, "limit"),
         ({"query": "x", "limit": "ten"}, "limit"),
+        ({"query": "x", "limit": "7"}, "limit"),
+        ({"query": "x", "limit": True}, "limit"),
+        ({"query": "x", "limit": 7.0}, "limit"),
         ({"query": "x", "extra": 1}, "extra"),
         ({"query": "x", "space": "Acme"}, "space"),
         ({"query": "x", "space": "acme", "cwd": "/tmp"}, "space"),
@@ -122,6 +125,13 @@ def test_422_names_the_field(agent, body, field):
     response = agent.post("/v1/recall", json=body)
     assert response.status_code == 422, response.text
     assert field in error_of(response)["message"]
+
+
+@pytest.mark.parametrize("flag", ["yes", "true", 1], ids=repr)
+def test_422_for_a_flag_that_is_not_a_json_boolean(agent, flag):
+    response = agent.post("/v1/memories", json={"text": "x", "personal": flag})
+    assert response.status_code == 422, response.text
+    assert "personal" in error_of(response)["message"]
 
 
 def test_422_for_a_lone_surrogate(agent):

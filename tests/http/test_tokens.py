@@ -182,3 +182,42 @@ def test_revocation_by_the_cli_applies_to_the_next_request(server):
 def test_revoking_an_unknown_token_is_an_error(server):
     done = server.cli("token", "revoke", "tok_000000000000", check=False)
     assert done.returncode == 3 and "no token" in done.stderr
+
+
+# -- tokens of removed spaces -----------------------------------------------------------------
+
+
+def _token_for(server, ai: str, space: str) -> str:
+    return server.token("--ai", ai, "--space", space)
+
+
+def test_a_token_of_a_removed_space_never_works_on_a_new_space_of_that_name(server, operator):
+    assert operator.post("/v1/spaces", json={"name": "initrode"}).status_code == 201
+    token = _token_for(server, "old-tenant", "initrode")
+    with server.client(token) as client:
+        remember(client, "initrode's vpn password is tiger-42")
+        assert operator.delete("/v1/spaces/initrode", params={"purge": "true"}).status_code == 200
+        assert operator.post("/v1/spaces", json={"name": "initrode"}).status_code == 201
+        for response in (
+            client.post("/v1/recall", json={"query": "vpn password"}),
+            client.post("/v1/memories", json={"text": "the new tenant's secret"}),
+        ):
+            assert response.status_code == 401, response.text
+            assert error_of(response)["code"] == "unauthorized"
+    assert re.search(r"ai old-tenant in initrode .* revoked", server.cli("token", "list").stdout)
+    assert operator.delete("/v1/spaces/initrode").status_code == 200
+
+
+def test_removing_a_space_keeps_tokens_of_the_spaces_below_it_that_survive(server, operator):
+    for name in ("umbrella", "umbrella/labs"):
+        assert operator.post("/v1/spaces", json={"name": name}).status_code == 201
+    parent = _token_for(server, "parent-scoped", "umbrella")
+    child = _token_for(server, "child-scoped", "umbrella/labs")
+    assert operator.delete("/v1/spaces/umbrella").status_code == 200
+    with server.client(child) as client:  # its space is untouched
+        remember(client, "labs keep samples at minus eighty")
+        assert texts(client.post("/v1/recall", json={"query": "samples"})) == ["labs keep samples at minus eighty"]
+    with server.client(parent) as client:  # confined to a space that is gone: revoked, not widened
+        response = client.post("/v1/recall", json={"query": "samples", "space": "umbrella/labs"})
+        assert response.status_code == 401, response.text
+    assert operator.delete("/v1/spaces/umbrella/labs", params={"purge": "true"}).status_code == 200
