@@ -45,7 +45,7 @@ async def launch_to_tools_list(home: Path, folder: Path) -> float:
     async with Client(params, mode="legacy", client_info=Implementation(name="Bench Agent", version="0")) as client:
         tools = await client.list_tools()
         ready = time.perf_counter() - started
-        assert sorted(t.name for t in tools.tools) == ["forget", "recall", "remember", "replace"]
+        assert sorted(t.name for t in tools.tools) == ["forget", "open_context", "recall", "remember", "replace", "share"]
         assert "'acme'" in (client.instructions or "")
     return ready
 

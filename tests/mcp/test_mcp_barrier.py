@@ -97,7 +97,9 @@ async def test_shared_context_opens_in_acme_and_is_refused_in_globex(world, flee
     memory = world.cli("remember", "platform on-call uses PagerDuty", "--space", "acme/platform").stdout.strip()
     shared = await fleet["platform"].ok("share", ids=[memory])
     assert shared["ref"].startswith("ctx_") and "PagerDuty" not in str(shared)
-    opened = await fleet["acme"].ok("open_context", ref=shared["ref"])
+    async with AsyncExitStack() as stack:  # a session of its own: what it opens, it carries from now on
+        reader = await start_with_person(stack, world, "reader", "acme", Person())
+        opened = await reader.ok("open_context", ref=shared["ref"])
     assert opened["memories"][0]["text"] == "platform on-call uses PagerDuty"
     refused = await fleet["globex"].error("open_context", ref=shared["ref"])
     assert "data_barrier" in refused and "acme" not in refused.replace("data_barrier", "")

@@ -35,7 +35,9 @@ async def test_recall_answers_id_text_space_score_labels_and_nothing_else(fleet,
     assert 0 < top["score"] <= 1
     labels = top["labels"]
     assert set(labels) == {"space", "origin", "digest", "run", "from"}
-    assert (labels["space"], labels["origin"], labels["from"]) == ("acme", [], [])
+    assert (labels["space"], labels["origin"]) == ("acme", [])
+    # The acme session may have read acme/platform before it wrote this: that is all it may carry.
+    assert all(f.startswith("acme/") for f in labels["from"])
     assert labels["digest"] == "sha256:" + hashlib.sha256(top["text"].encode()).hexdigest()
 
 
