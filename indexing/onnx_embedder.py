@@ -18,14 +18,15 @@ from typing import Sequence
 
 import numpy as np
 
-from indexing.embedder import default_model_path, model_name_for, read_dimension
+from indexing.model_files import default_model_path, model_name_for, read_dimension
 from indexing.errors import EmbedderUnavailable
 from indexing.onnx_export import ensure_export, exportable
 
 
 class OnnxEmbedder:
-    def __init__(self, path: Path | str | None = None, *, batch_size: int = 64) -> None:
+    def __init__(self, path: Path | str | None = None, *, cache: Path, batch_size: int = 64) -> None:
         self.path = Path(path) if path is not None else default_model_path()
+        self.cache = cache
         if not exportable(self.path):
             raise EmbedderUnavailable(f"{self.path} is not a mean-pooling sentence-transformers model")
         self.batch_size = batch_size
@@ -60,7 +61,7 @@ class OnnxEmbedder:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                model_file = ensure_export(self.path)
+                model_file = ensure_export(self.path, self.cache)
                 tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tokenizer.enable_truncation(max_length=self.max_tokens)
                 tokenizer.enable_padding()

@@ -61,27 +61,27 @@ unavailable) exit as every other CLI error does.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+
+from indexing.embedder import Embedder
+from indexing.store import VectorStore
 
 from server.arenas import limit_malloc_arenas
 from server.catalog import Catalog
-from server.errors import BadImportLine, InvalidInput
+from server.clock import Clock
+from server.errors import InvalidInput
 from server.import_batches import Preparer, Writer
 from server.import_journal import Journal
-from server.import_rows import Row, RowError, check_row, parquet_rows, parse_line, read_lines
+from server.import_rows import Row, RowError, check_row, parse_line
 from server.memories import MemoryBook
 from server.policies import validate_ai
 from server.registry import Registry
-from server.service import Esfis, open_service
 
 MAX_BATCH = 8192
 DEFAULT_BATCH = 4096
@@ -109,8 +109,17 @@ class ImportReport:
         )
 
 
+class Stores(Protocol):
+    """What an import writes into: the façade (``Esfis``) is one."""
+
+    catalog: Catalog
+    store: VectorStore
+    embedder: Embedder
+    clock: Clock
+
+
 def import_stream(
-    service: Esfis,
+    service: Stores,
     lines: Iterable[bytes | str],
     *,
     ai: str = "import",
@@ -130,7 +139,7 @@ def import_stream(
 
 
 def import_records(
-    service: Esfis,
+    service: Stores,
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     ai: str = "import",
@@ -155,7 +164,7 @@ class _Importer:
     embedder and the stores release the GIL while they work."""
 
     def __init__(
-        self, service: Esfis, ai: str, batch_size: int, progress: Callable[[int], None] | None
+        self, service: Stores, ai: str, batch_size: int, progress: Callable[[int], None] | None
     ) -> None:
         validate_ai(ai)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
@@ -249,47 +258,3 @@ class _Importer:
         for prepared, written, _ in in_flight:
             written.cancel()
             prepared.cancel()
-
-
-# -- the CLI ---------------------------------------------------------------------------------
-
-
-def run_cli_import(args) -> None:
-    """``esfis import FILE|-``: parsing and printing around ``import_stream``/``import_records``."""
-    from tqdm import tqdm
-
-    ai = validate_ai(args.ai or os.environ.get("ESFIS_AI") or "import")
-    source = args.file
-    fmt = args.format or ("parquet" if Path(source).suffix.lower() in (".parquet", ".pq") else "jsonl")
-    if source == "-" and fmt == "parquet":
-        raise InvalidInput("Parquet cannot be read from stdin: name the file", field="file")
-    if source != "-" and not Path(source).is_file():
-        raise InvalidInput(f"no file {source!r}", field="file")
-    service = open_service()
-    options = dict(ai=ai, batch_size=args.batch_size)
-    try:
-        if fmt == "parquet":
-            total, records = parquet_rows(Path(source), batch_size=args.batch_size)
-            with _bar(tqdm, total) as bar:
-                report = import_records(service, records, progress=bar.update, **options)
-        else:
-            stream = open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer)
-            with stream as lines, _bar(tqdm, None) as bar:
-                # read_lines marks a line over the limit without keeping it; parse_line reports it.
-                report = import_stream(service, read_lines(lines), progress=bar.update, **options)
-    finally:
-        service.close()
-    for line, reason in report.errors:
-        print(f"line {line}: {reason}", file=sys.stderr)
-    if report.failed > len(report.errors):
-        print(f"... and {report.failed - len(report.errors)} more errors", file=sys.stderr)
-    print(report.summary())
-    if report.failed:
-        raise BadImportLine(f"{report.failed} of {report.rows} rows failed (listed above); the rest were imported")
-
-
-def _bar(tqdm, total: int | None):
-    return tqdm(
-        total=total, unit=" rows", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True, smoothing=0.1
-    )
-

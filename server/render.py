@@ -6,19 +6,28 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from server.barrier import Grant
+from server.clock import iso
 from server.labels import Labels
-from server.models import Delivery, Memory, OpenedMemory, RecalledMemory, Reference, Space, TrustedSource, Why
+from server.models import (
+    Delivery,
+    Memory,
+    OpenedMemory,
+    RecalledMemory,
+    Reference,
+    Space,
+    Token,
+    TrustedSource,
+    Why,
+)
 from server.policies import Rule
 from server.registry import folder_label
 from server.runs import Run, TrailStep
 
 
-def _time(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+_time = iso
 
 
 def labels_json(labels: Labels) -> dict[str, Any]:
@@ -91,6 +100,28 @@ def grant_json(g: Grant) -> dict[str, Any]:
         "created_at": _time(g.created_at),
         "revoked_at": _time(g.revoked_at),
     }
+
+
+def token_json(t: Token) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "ai": t.ai,
+        "space": t.space,
+        "operator": t.operator,
+        "created_at": _time(t.created_at),
+        "revoked_at": _time(t.revoked_at),
+    }
+
+
+def tokens_table(tokens: list[Token]) -> str:
+    if not tokens:
+        return "(no tokens: esfis token create)"
+    lines = []
+    for t in tokens:
+        who = "operator" if t.operator else f"ai {t.ai}" + (f" in {t.space}" if t.space else "")
+        state = "active" if t.active else f"revoked {_time(t.revoked_at)}"
+        lines.append(f"{t.id}  {who}  created {_time(t.created_at)}  {state}")
+    return "\n".join(lines)
 
 
 def trusted_json(t: TrustedSource) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from server.recall import DEFAULT_LIMIT, MAX_LIMIT
+from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 
 def _utf8(value: str) -> str:

@@ -44,11 +44,10 @@ from server import render
 
 from server.errors import EsfisError, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
-from server.models import Caller, Memory
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller, Memory
 from server.settings import Settings
 
 if TYPE_CHECKING:
-    from server.gates import ApprovalRequest
     from server.service import Esfis
 
 log = logging.getLogger("esfis.mcp")
@@ -351,8 +350,9 @@ def build_server(
         query: Annotated[str, Field(description="what you want to know, in plain words")],
         ctx: Context,
         limit: Annotated[
-            int, Field(description="how many memories at most, 1 to 100", json_schema_extra={"minimum": 1, "maximum": 100})
-        ] = 10,
+            int, Field(description=f"how many memories at most, 1 to {MAX_LIMIT}",
+                       json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
+        ] = DEFAULT_LIMIT,
     ) -> RecallAnswer:
         result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
         # The delivery id stays in the trail: agents never see it.
@@ -415,10 +415,7 @@ def _version() -> str:
 def _warm_up(service: "Esfis") -> None:
     """Load the model (and the store's engine) now, so the first recall does not pay for it."""
     try:
-        load = getattr(service.embedder, "load", None)
-        if load is not None:
-            load()
-        service.store.db  # imports lancedb and connects
+        service.warm_up()
         log.info("model loaded")
     except Exception as exc:  # the first call that needs the model reports it as a tool error
         log.warning("could not load the model at start: %s", exc)
