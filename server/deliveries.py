@@ -31,7 +31,7 @@ class DeliveryLog:
         query: str,
         limit: int,
         at: datetime,
-        reached: list[str | None],
+        searched: list[str | None],
         items: list[DeliveryItem],
         cut: dict[str, int],
         tx: Tx,
@@ -48,7 +48,7 @@ class DeliveryLog:
                 caller.run_id,
                 query,
                 limit,
-                json.dumps([partition_key(s) for s in reached]),
+                json.dumps([partition_key(s) for s in searched]),
                 json.dumps(cut, sort_keys=True),
             ),
         )
@@ -104,7 +104,7 @@ def explain(
         items.append(WhyItem(item, memory.space if memory else None, memory.text if memory else None))
     delivered = [i.item.score for i in items if i.item.outcome == "delivered"]
     bar = min(delivered) if len(delivered) >= delivery.limit else -np.inf
-    searched = set(delivery.reached)
+    searched = set(delivery.searched)
     others: list[OtherSpaceMatch] = []
     micros = to_micros(now)
     for space in [None, *all_spaces]:
@@ -130,7 +130,7 @@ def _delivery(row, items: tuple[DeliveryItem, ...]) -> Delivery:
         run_id=row["run_id"],
         query=row["query"],
         limit=row["limit_"],
-        reached=tuple(space_of_key(k) for k in json.loads(row["reached"])),
+        searched=tuple(space_of_key(k) for k in json.loads(row["reached"])),
         cut=json.loads(row["cut"]),
         items=items,
     )

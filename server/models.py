@@ -155,7 +155,7 @@ class Delivery:
     run_id: str | None
     query: str
     limit: int
-    reached: tuple[str | None, ...]  # spaces searched; None is personal
+    searched: tuple[str | None, ...]  # the partitions searched (allowed by scope and policy); None: personal
     cut: dict[str, int]  # counts by reason: space, policy, superseded, expired, relevance, ...
     items: tuple[DeliveryItem, ...] = ()
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERFACES = ("server.cli", "server.http", "server.mcp", "server.web")
 # What an interface may import from server/: the façade, the light door, and the shared
 # vocabulary (errors, domain objects, the shapes answers take, settings read at the edge).
-DOORS = {"server.service", "server.locate", "server.errors", "server.models", "server.labels", "server.render",
+DOORS = {"server.service", "server.locate", "server.errors", "server.models", "server.labels", "server.render", "server.shapes",
          "server.settings", "server.arenas"}
 
 

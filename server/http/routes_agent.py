@@ -19,21 +19,8 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from server import render
 from server.http.auth import AgentToken, service_of
-from server.http.schemas import (
-    CWD_DOC,
-    ERRORS,
-    SPACE_DOC,
-    ContextIn,
-    ContextOut,
-    Cwd,
-    MemoryOut,
-    RecallIn,
-    RecallOut,
-    ReferenceOut,
-    RememberIn,
-    ReplaceIn,
-    Text,
-)
+from server.http.schemas import CWD_DOC, ERRORS, SPACE_DOC, ContextIn, Cwd, RecallIn, RememberIn, ReplaceIn, Text
+from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
 from server.models import Caller, Token
 from server.service import Esfis
 

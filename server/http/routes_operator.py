@@ -16,27 +16,22 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import render
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
-from server.http.schemas import (
-    ERRORS,
+from server.http.schemas import ERRORS, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
+from server.shapes import (
     DeliveriesOut,
     DeliveryOut,
-    GrantIn,
     GrantOut,
     GrantsOut,
     ImportOut,
     PoliciesOut,
-    PolicyIn,
     RuleOut,
-    SpaceIn,
+    RunsOut,
     SpaceOut,
     SpaceRemovedOut,
     SpacesOut,
-    Text,
     TrailOut,
     TrustedListOut,
     TrustedOut,
-    TrustIn,
-    RunsOut,
     WhyOut,
 )
 
