@@ -201,7 +201,7 @@ class _Importer:
             )
             cleanup.callback(self._abandon, in_flight, stop)
             preparer = Preparer(
-                reader,
+                MemoryBook(reader, service.store),
                 Registry(reader, service.clock),
                 lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
                 service.store.dimension,

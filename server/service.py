@@ -37,7 +37,8 @@ from server.grants import GrantBook
 from server.home import make_private
 from server.operating import OperatorVerbs
 from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
-from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_text, new_id
+from server.memories import MemoryBook
+from server.memory_input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
 from server.models import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
