@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS deliveries (
     query TEXT NOT NULL,
     limit_ INTEGER NOT NULL,
     reached TEXT NOT NULL,          -- JSON: partitions searched
-    cut TEXT NOT NULL               -- JSON: counts by reason
+    cut TEXT NOT NULL,              -- JSON: counts by reason
+    token_scope TEXT                -- the caller's token's subtree, if any
 );
 CREATE TABLE IF NOT EXISTS delivery_items (
     delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
@@ -231,6 +232,9 @@ def _migrate(tx: "Tx") -> None:
     columns = {r["name"] for r in tx.all("PRAGMA table_info(memories)")}
     if columns and "from_spaces" not in columns:  # version 1
         tx.execute("ALTER TABLE memories ADD COLUMN from_spaces TEXT NOT NULL DEFAULT '[]'")
+    delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
+    if delivery_columns and "token_scope" not in delivery_columns:
+        tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
 
 
 class Tx:

@@ -38,8 +38,8 @@ class DeliveryLog:
     ) -> int:
         """Record one recall inside ``tx`` (the run's step goes in the same transaction)."""
         cursor = tx.execute(
-            "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut, token_scope) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 to_micros(at),
                 caller.ai,
@@ -50,6 +50,7 @@ class DeliveryLog:
                 limit,
                 json.dumps([partition_key(s) for s in searched]),
                 json.dumps(cut, sort_keys=True),
+                caller.scope,
             ),
         )
         delivery_id = int(cursor.lastrowid or 0)
@@ -111,7 +112,10 @@ def explain(
         key = partition_key(space)
         if space in searched or not store.exists(key):
             continue
-        in_reach = space is None or (delivery.space is not None and contains(delivery.space, space))
+        in_reach = (space is None and delivery.scope is None) or (
+            space is not None and delivery.space is not None and contains(delivery.space, space)
+            and (delivery.scope is None or contains(delivery.scope, space))
+        )
         reason = "policy" if in_reach else "space"
         for hit in store.search(key, query_vector, delivery.limit, micros).hits:
             if hit.score >= bar and book.current_ids([hit.id], now):
@@ -133,4 +137,5 @@ def _delivery(row, items: tuple[DeliveryItem, ...]) -> Delivery:
         searched=tuple(space_of_key(k) for k in json.loads(row["reached"])),
         cut=json.loads(row["cut"]),
         items=items,
+        scope=row["token_scope"],
     )

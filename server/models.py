@@ -158,6 +158,7 @@ class Delivery:
     searched: tuple[str | None, ...]  # the partitions searched (allowed by scope and policy); None: personal
     cut: dict[str, int]  # counts by reason: space, policy, superseded, expired, relevance, ...
     items: tuple[DeliveryItem, ...] = ()
+    scope: str | None = None  # the caller's token's subtree, when it had one
 
 
 @dataclass(frozen=True)
