@@ -1,8 +1,8 @@
 """The default embedder: the same sentence-transformers model, run by ONNX Runtime.
 
 Same weights, same tokenizer, same pooling, exported once (``indexing.onnx_export``); vectors
-match the torch path within 1e-6 cosine (tests/indexing/test_onnx_embedder.py), a query costs
-~3.6 ms instead of ~10–16 ms here, and start-up imports no torch (0.2 s instead of ~10 s).
+match the torch path within 1e-6 cosine (tests/indexing/test_onnx_embedder.py), a query is
+several times faster (benchmarks/test_embedding.py), and start-up imports no torch.
 
 Texts are sorted by length before batching, as sentence-transformers does, so a batch pads to
 similar lengths.

@@ -197,10 +197,9 @@ class Catalog:
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
-        """For a bulk import: the WAL is copied back into the database every 256 MiB instead of
-        every 4 MiB. Each batch dirties pages all over the digest index, and copying them back
-        after every commit was a third of a million-row import (1M rows: 31k → 44k rows/s).
-        Imports at once in one process share the setting until the last one ends."""
+        """For a bulk import: the WAL is copied back into the database rarely (``BULK_CHECKPOINT_PAGES``)
+        instead of after every few commits, since each batch dirties pages all over the digest
+        index. Imports at once in one process share the setting until the last one ends."""
         with self._lock:
             self._bulk += 1
             if self._bulk == 1:

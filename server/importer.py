@@ -26,37 +26,26 @@ What is promised:
 - **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
   worker thread and written in another, so parsing, embedding and writing run at once (the
   model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
-  With an embedder that costs nothing (``benchmarks/test_import_throughput.py``), 2 cores, short
-  keyed rows: ~29k rows/s into a new store of 200k, 18–22k/s on to 1M (the catalog's digest
-  index takes random inserts), at 41–68 µs of CPU a row (a noisy VM: the same run ranged from
-  24k to 43k rows/s); one batch at a time it was 10k and 8k/s.
+  ``benchmarks/test_import_throughput.py`` measures the import's own cost (the report has it).
 - **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
   one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
   text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
-  (≤ 1 MiB) or one Parquet record batch. The process stays under 768 MiB peak RSS whatever the
-  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), 542 MiB at 1M rows
-  with precomputed vectors (``scripts/import-scale``), asserted at 200k rows by
-  ``tests/test_import_scale.py``. Two malloc arenas (``server.arenas``) keep the worker threads
-  from growing it: with glibc's default, 777 MiB at 1M rows. A model that embeds adds its own
-  memory on top. A Parquet row group is streamed page by page, never loaded whole.
+  (≤ 1 MiB) or one Parquet record batch, so peak memory does not grow with the file
+  (``tests/test_import_scale.py`` asserts the bound; ``scripts/import-scale`` measures it). Two
+  malloc arenas (``server.arenas``) keep the worker threads from growing it. A model that embeds
+  adds its own memory on top. A Parquet row group is streamed page by page, never loaded whole.
 - **Embedding once.** A batch's texts are embedded in one call; identical texts once, and a text
   seen in a recent batch not again. A precomputed ``vector`` (operator imports only; the store's
-  dimension; made unit length) skips embedding. On a CPU embedding is the cost: on 2,000
-  LongMemEval user turns import ran at 1.02 of raw ``embed_documents`` throughput (97.1 against
-  95.6 texts/s in batches of 4096: parsing and writing hide behind the model;
-  ``scripts/import-throughput``). Rows that bring vectors in JSON are bound by parsing them
-  (9.9k rows/s at 1M rows: 384 floats a line, with orjson); Parquet reads a vector column as one
-  matrix.
+  dimension; made unit length) skips embedding. On a CPU embedding is the cost: parsing and
+  writing hide behind the model (``scripts/import-throughput``). Rows that bring vectors in JSON
+  are bound by parsing them; Parquet reads a vector column as one matrix.
 - **Operators only.** An import is an operator's act (the CLI on the data folder, or
   ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
   the writer. There is no AI import: it would write where an AI's scope never reaches, around
   the façade's checks; agents write one memory at a time through ``Esfis.remember``.
 
-``esfis import FILE|-``: a progress bar on stderr when stderr is a terminal, the errors on stderr
-(``line N: reason``), one summary line on stdout. Exit status 0 when every row was imported or
-skipped; when some failed, the error ``BadImportLine`` (exit status 2, like any invalid input)
-after everything else was imported. Errors that stop the whole import (unreadable file, store
-unavailable) exit as every other CLI error does.
+The façade's ``import_jsonl`` and ``import_parquet`` call this; ``esfis import`` (``server.cli``)
+draws the progress bar and prints the report.
 """
 
 from __future__ import annotations

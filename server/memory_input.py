@@ -36,7 +36,7 @@ def new_ids(count: int) -> list[str]:
 
     80 random bits keep an id unguessable; the time first makes new ids sort after old ones,
     so the catalog appends them to its index instead of inserting at random (at a million
-    memories, bulk inserts ran 1.5x faster). The time is no secret: ``created_at`` says it.
+    memories, bulk inserts are faster). The time is no secret: ``created_at`` says it.
     """
     if count <= 0:
         return []
