@@ -1,4 +1,4 @@
-"""The data barrier: whether a run may put what it carries where it asks to (DESIGN §7).
+"""The data barrier: whether a run may put what it carries where it asks to (docs/design.md §7).
 
 Reading rules decide what a caller may see; the barrier decides where what it saw may go.
 A target may hold data of itself and of the spaces below it, since whoever reads the target

@@ -1,6 +1,6 @@
 """Labels: what a memory carries beside its text, and what a run carries from what it read.
 
-A memory's labels (DESIGN §7) are its ``space`` (None: personal), its origin marks
+A memory's labels (docs/design.md §7) are its ``space`` (None: personal), its origin marks
 (``source:<where>``, given when it was written and inherited by whatever a run writes after
 reading it), the ``digest`` of its text, the ``run`` that wrote it, and ``from``: the spaces
 whose data that run carried, when they differ from where the memory lives.

@@ -3,7 +3,7 @@
 ``esfis mcp`` must answer its handshake before the vector stack (numpy, pyarrow, LanceDB) has
 loaded, yet it needs to know its space to describe its tools. This is the one thing an
 interface may ask without the façade (``server.service``), and it goes through the same rule
-(DESIGN §2): a named space must exist; else the longest registered folder containing ``cwd``.
+(docs/design.md §2): a named space must exist; else the longest registered folder containing ``cwd``.
 """
 
 from __future__ import annotations

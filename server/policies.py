@@ -1,7 +1,7 @@
 """Policies: which AI may use which space.
 
 A rule is ``(ai or '*', space or everywhere, allow|deny)``. For an AI and a space, the first rule
-that matches, in this order, decides (DESIGN §3):
+that matches, in this order, decides (docs/design.md §3):
 
 1. this AI in this space: a rule on the space, or on its nearest ancestor that has one;
 2. this AI everywhere;

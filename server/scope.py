@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.errors import OutOfReach
 from server.models import Caller
 from server.policies import Decision, PolicySet
 from server.spaces import contains, reached_spaces
@@ -48,10 +47,12 @@ class Scope:
 
 
 def scope_for(caller: Caller, registered: list[str], policies: PolicySet) -> Scope:
-    """``registered`` holds at least the registered spaces of the caller's subtree."""
-    if caller.scope is not None and (caller.space is None or not contains(caller.scope, caller.space)):
-        raise OutOfReach(f"this token acts only inside space {caller.scope!r}")
-    spaces: list[str | None] = list(reached_spaces(caller.space, registered))
+    """``registered`` holds at least the registered spaces of the caller's subtree. A caller is
+    checked against its token's subtree once, where it is resolved (``Esfis.caller``); here the
+    subtree only narrows what it reaches."""
+    spaces: list[str | None] = [
+        s for s in reached_spaces(caller.space, registered) if caller.scope is None or contains(caller.scope, s)
+    ]
     reached: list[str | None] = spaces if caller.scope is not None else [None, *spaces]
     allowed: list[str | None] = []
     denied: list[tuple[str | None, Decision]] = []

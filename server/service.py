@@ -105,16 +105,16 @@ class Esfis(OperatorVerbs):
         if scope is not None and space is None and cwd is None:
             space = scope  # a token confined to a subtree stands in its own space by default
         if space is not None:
-            validate_space_name(space)
-            if scope is not None and not contains(scope, space):
-                # Before looking the space up: a scoped caller learns nothing about other spaces.
-                raise OutOfReach(f"this token acts only inside space {scope!r}")
-            self.registry.require(space)
-            where: str | None = space
+            where: str | None = validate_space_name(space)
         elif cwd is not None:
             where = self.registry.space_at(cwd)
         else:
             where = None
+        if scope is not None and (where is None or not contains(scope, where)):
+            # Before a named space is looked up: a scoped caller learns nothing of other spaces.
+            raise OutOfReach(f"this token acts only inside space {scope!r}")
+        if space is not None:
+            self.registry.require(space)
         name = run if run is not None else "once-" + secrets.token_hex(8)
         run_id = run_id_for(owner or f"{transport}:{ai}", name)
         return Caller(ai=ai, space=where, transport=transport, run_id=run_id, scope=scope,  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """Space names, containment, and where a caller stands.
 
-Rules (DESIGN §2):
+Rules (docs/design.md §2):
 
 - A name is 1 to 8 segments joined by ``/``; a segment is ``[a-z0-9][a-z0-9._-]{0,62}``, ASCII,
   lower case. Anything else is refused with the rule in the message; nothing is folded or

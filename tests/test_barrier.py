@@ -1,4 +1,4 @@
-"""The data barrier (DESIGN §7) through the façade: what a run read cannot be written where it
+"""The data barrier (docs/design.md §7) through the façade: what a run read cannot be written where it
 may not go, context references open only where their labels are reached, runs are sealed at
 their first step, untrusted content taints what a run writes and gates its forget, and every
 step lands in the trail. Logic on the hashing embedder; the laundering case on the real model."""

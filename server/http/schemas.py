@@ -31,7 +31,7 @@ Text = Annotated[str, AfterValidator(_utf8)]
 Cwd = Annotated[str, AfterValidator(_utf8), AfterValidator(_absolute_path)]
 
 SPACE_DOC = "the caller's space (give this or cwd; neither: no space, personal only)"
-CWD_DOC = "the caller's working directory; its registered folder decides the space (DESIGN §2)"
+CWD_DOC = "the caller's working directory; its registered folder decides the space (docs/design.md §2)"
 
 
 class _In(BaseModel):

@@ -2,13 +2,13 @@
 
 An agent launches ``esfis mcp`` in the folder it works in and never says where that is, so the
 server reads it once, at start: ``ESFIS_SPACE`` if set, else the space whose registered folder
-is the longest one containing the working directory (DESIGN §2), else no space (personal
+is the longest one containing the working directory (docs/design.md §2), else no space (personal
 only). Tools take no space to recall from: an agent cannot ask to look elsewhere.
 
 The AI is ``ESFIS_AI`` if set, else the client's name from the MCP handshake made into an AI
 name ("Claude Code" → ``claude-code``), else ``unknown``. Policies apply to that name.
 
-One stdio session is one run (DESIGN §7): a random run name per server process marks every
+One stdio session is one run (docs/design.md §7): a random run name per server process marks every
 step, delivery and memory of the session, so the trail can tell sessions apart and the data
 barrier follows what the session read.
 """
@@ -78,7 +78,7 @@ class Standing:
 def stand(settings: Settings, environ: Mapping[str, str], cwd: str) -> Standing:
     """Resolve where a server started in ``cwd`` stands.
 
-    The same rule as ``Esfis.caller`` (DESIGN §2), through the light door (``server.locate``):
+    The same rule as ``Esfis.caller`` (docs/design.md §2), through the light door (``server.locate``):
     the answer to ``initialize`` must not wait for the service's vector stack, which opens in
     the background. Each tool call then builds its caller through the façade.
     """
