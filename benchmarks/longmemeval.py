@@ -5,7 +5,13 @@ between haystacks, so the same text sits in many spaces. Texts are embedded once
 distinct) with the real model and cached outside the repository, in chunks, so an interrupted
 run resumes.
 
-    python -m benchmarks.longmemeval     # embed and cache (≈ 15–40 min on 2 CPU cores)
+    python -m benchmarks.longmemeval          # embed and cache the full set (long, on a CPU)
+    python -m benchmarks.longmemeval sample   # rewrite the sample the quick mode reads
+
+Quick mode reads the sample shipped in ``benchmarks/data/`` (the first questions of the S split
+with their haystacks; MIT licence, see its README), so the default test run needs nothing beside
+the clone. Full mode reads the whole set from ``$ESFIS_BENCH_DATA`` or ``../shared/data`` beside
+the checkout, and says where to put it when it is missing.
 """
 
 from __future__ import annotations
@@ -20,22 +26,27 @@ from pathlib import Path
 
 import numpy as np
 
-def _data_dir() -> Path:
-    """``$ESFIS_BENCH_DATA``, else ``../shared/data`` beside the checkout, else the workplace's
-    copy at /work/shared/data (a clone made elsewhere, as CI's is, has no ``../shared``)."""
-    if os.environ.get("ESFIS_BENCH_DATA"):
-        return Path(os.environ["ESFIS_BENCH_DATA"])
-    for candidate in (Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data")):
-        if (candidate / "longmemeval").is_dir():
-            return candidate
+from benchmarks.conftest import FULL
+
+SAMPLE = Path(__file__).resolve().parent / "data" / "longmemeval_s_sample.json.gz"
+SAMPLE_QUESTIONS = 20
+FULL_NAME = Path("longmemeval") / "longmemeval_s_user_turns.json.gz"
+
+
+def full_data() -> Path:
+    """The full S split: ``$ESFIS_BENCH_DATA/longmemeval/…``, else ``../shared/data`` beside the
+    checkout; a clear error naming both when neither holds it."""
+    candidates = [Path(os.environ["ESFIS_BENCH_DATA"])] if os.environ.get("ESFIS_BENCH_DATA") else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data")
+    for folder in candidates:
+        if (folder / FULL_NAME).is_file():
+            return folder / FULL_NAME
     raise FileNotFoundError(
-        "LongMemEval data not found: set ESFIS_BENCH_DATA to the folder holding longmemeval/ "
-        "(see ../shared/data/README.md)"
+        f"the full LongMemEval_S data is not here: put {FULL_NAME} under $ESFIS_BENCH_DATA or ../shared/data "
+        "beside the checkout (LongMemEval, MIT licence: https://github.com/xiaowu0162/LongMemEval)"
     )
 
 
-DATA = _data_dir()
-LME_FILE = DATA / "longmemeval" / "longmemeval_s_user_turns.json.gz"
 CHUNK = 2048
 
 
@@ -63,8 +74,10 @@ class Workload:
     questions: list[Question]
 
 
-def load_workload() -> Workload:
-    raw = json.load(gzip.open(LME_FILE))
+def load_workload(full: bool | None = None) -> Workload:
+    """The workload: the whole S split in full mode, else the shipped sample."""
+    full = FULL if full is None else full
+    raw = json.load(gzip.open(full_data() if full else SAMPLE))
     sessions = raw["sessions"]
     text_index: dict[str, int] = {}
     texts: list[str] = []
@@ -134,8 +147,23 @@ def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
     return vectors
 
 
+def write_sample(questions: int = SAMPLE_QUESTIONS) -> Path:
+    """The first ``questions`` of the full set with every session their haystacks name."""
+    raw = json.load(gzip.open(full_data()))
+    chosen = raw["questions"][:questions]
+    sessions = sorted({sid for q in chosen for sid in q["haystack"]})
+    sample = {"sessions": {sid: raw["sessions"][sid] for sid in sessions}, "questions": chosen}
+    SAMPLE.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.GzipFile(SAMPLE, "wb", compresslevel=9, mtime=0) as out:
+        out.write(json.dumps(sample, sort_keys=True).encode())
+    return SAMPLE
+
+
 if __name__ == "__main__":
-    w = load_workload()
+    if sys.argv[1:] == ["sample"]:
+        print(write_sample(), file=sys.stderr)
+        sys.exit(0)
+    w = load_workload(full=True)
     print(f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "
           f"{sum(1 for q in w.questions if q.evidence)} questions with evidence", file=sys.stderr)
     text_vectors(w)

@@ -140,3 +140,19 @@ def test_rules_of_a_removed_space_go_with_the_last_space_below_it(fake_service, 
     assert {r.space for r in svc.policies()} == {"acme", "acme/platform", "globex"}
     svc.remove_space("acme/platform")
     assert {r.space for r in svc.policies()} == {"globex"}
+
+
+def test_a_denied_partition_is_never_scored_not_only_absent(fake_service):
+    """Permissions come before relevance: a partition a policy denies is not read at all."""
+    svc = fake_service
+    for name in ("acme", "acme/finance"):
+        svc.create_space(name)
+    svc.remember(svc.caller("cli", space="acme"), "acme payroll runs monthly")
+    svc.remember(svc.caller("cli", space="acme/finance"), "acme payroll runs on the 25th")
+    svc.deny("cursor", "acme/finance")
+    svc.store.stats.reset()
+    answer = svc.recall(svc.caller("cursor", space="acme"), "payroll")
+    assert [m.space for m in answer.memories] == ["acme"]
+    assert svc.store.stats.scored["space:acme/finance"] == 0
+    assert svc.store.stats.opened["space:acme/finance"] == 0
+    assert svc.store.stats.scored["space:acme"] == 1

@@ -50,7 +50,7 @@ def test_longest_registered_folder_wins_by_whole_components(fake_service, folder
     fake_service.add_space(folders["acme/platform"])
     assert fake_service.caller("cli", cwd=folders["acme/platform/api"]).space == "acme/platform"
     assert fake_service.caller("cli", cwd=folders["acme/finance"]).space == "acme"
-    # /work/acme2 starts with the string /work/acme but is not inside it
+    # the folder acme2 starts with the string acme but is not inside it
     assert fake_service.caller("cli", cwd=folders["acme2"]).space is None
 
 
