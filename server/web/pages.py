@@ -258,8 +258,9 @@ def sign_in_url(request: Request) -> str:
 
 def safe_next(target: str | None) -> bool:
     """A place to go after sign-in: a page of this site, never another host."""
-    return bool(target) and _NEXT.fullmatch(target) is not None and "//" not in target \
-        and not target.startswith("/settings/sign-")  # type: ignore[union-attr]
+    if not target or _NEXT.fullmatch(target) is None or "//" in target or target.startswith("/settings/sign-"):
+        return False
+    return not {".", ".."} & set(target.split("?")[0].split("/"))
 
 
 class WebRoute(APIRoute):

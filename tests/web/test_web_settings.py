@@ -45,6 +45,7 @@ def row(page, ai: str):
 
 
 def test_sign_in_with_an_operator_token_opens_the_spaces_page(page, web, screenshots):
+    assert f"esfis: settings page: {web.url}/settings/" in web.log.read_text()  # what esfis serve printed
     page.goto(f"{web.url}/settings/deliveries")
     assert "/settings/sign-in" in page.url  # no session: the sign-in form, and back here after it
     save_shot(page, screenshots, "sign-in-desktop")
