@@ -157,6 +157,19 @@ def test_a_delivery_page_shows_why_the_recall_returned_what_it_did(page, web):
     state["why"] = page.url
 
 
+def test_deliveries_come_newest_first_a_page_at_a_time(page, web):
+    with web.client(web.tokens["claude-code"]) as agent:
+        for n in range(27):
+            assert agent.post("/v1/recall", json={"query": f"question {n}", "space": "globex"}).status_code == 200
+    page.goto(f"{web.url}/settings/deliveries?ai=claude-code&space=globex")
+    queries = page.locator("td[data-label=Query]").all_inner_texts()
+    assert queries == [f"question {n}" for n in range(26, 1, -1)]  # 25 a page, newest first
+    assert "page 1 of 2 · 27 in all" in page.inner_text("nav.pager")
+    page.click("text=Older →")
+    assert page.locator("td[data-label=Query]").all_inner_texts() == ["question 1", "question 0"]
+    assert "ai=claude-code" in page.url and "space=globex" in page.url  # the filters stay
+
+
 def test_runs_have_trails_and_grants_can_be_added_and_revoked(page, web):
     page.goto(state["why"])
     page.locator("dd a[href^='/settings/runs/']").click()
@@ -225,14 +238,18 @@ def test_every_page_fits_a_desktop_and_a_360_px_screen(browser, page, web, scree
         small.goto(f"{web.url}/settings/sign-in")
         save_shot(small, screenshots, "sign-in-360")
         browser_sign_in(small, web.url, web.tokens["operator"])
+        page.goto(f"{web.url}/settings/spaces/acme")  # the pages as the README tells them: cursor denied in acme
+        row(page, "cursor").locator("button[value=deny]").click()
+        page.wait_for_url(f"{web.url}/settings/spaces/acme")
         page.goto(f"{web.url}/settings/runs")
         trail = web.url + page.locator("table tbody a").first.get_attribute("href")
         for name, path in PAGES[1:]:
             url = state["why"] if path == "why" else trail if path == "trail" else web.url + path
-            for view, tag in ((page, "desktop"), (small, "360")):
+            for view, tag, width in ((page, "desktop", DESKTOP["width"]), (small, "360", PHONE["width"])):
                 view.goto(url)
                 assert "Traceback" not in view.content()
-                overflow = view.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                # Against the screen's width: a phone browser would zoom out to fit a wider page.
+                overflow = view.evaluate("document.documentElement.scrollWidth") - width
                 assert overflow <= 0, f"{name} is {overflow}px too wide at {tag}"
                 save_shot(view, screenshots, f"{name}-{tag}")
     finally:
