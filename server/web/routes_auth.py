@@ -17,6 +17,7 @@ from server.web.pages import (
     Posted,
     WebError,
     WebRoute,
+    current_session,
     error_page,
     form_of,
     now_of,
@@ -54,6 +55,9 @@ def _sign_in_form(request: Request, *, status: int = 200, error: str | None = No
 
 @router.get("/sign-in")
 def sign_in_form(request: Request) -> Response:
+    if current_session(request) is not None:  # signed in already: straight on
+        next_ = request.query_params.get("next")
+        return RedirectResponse(next_ if safe_next(next_) else "/settings/spaces", status_code=303, headers=HEADERS)
     return _sign_in_form(request, next_=request.query_params.get("next"))
 
 

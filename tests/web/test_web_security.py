@@ -225,6 +225,11 @@ def test_after_sign_in_you_land_where_you_were_going_and_never_off_the_site(site
         assert _sign_in(site, site.tokens["operator"], elsewhere).headers["location"] == "/settings/spaces"
 
 
+def test_the_sign_in_form_sends_a_signed_in_operator_straight_on(operator):
+    answer = operator.get("/settings/sign-in", params={"next": "/settings/tokens"})
+    assert answer.status_code == 303 and answer.headers["location"] == "/settings/tokens"
+
+
 def test_a_revoked_operator_token_ends_its_sessions_at_the_next_request(site):
     secret = site.token("--operator")
     with closing(signed_in(site.url, secret)) as client, closing(signed_in(site.url, secret)) as second:
