@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from benchmarks.synthetic import DIM, Store
 from indexing.testing import HashingEmbedder
-from server.memories import NewMemory, new_id
+from server.memory_input import NewMemory, new_id
 from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key

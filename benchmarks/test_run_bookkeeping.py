@@ -33,7 +33,7 @@ def world(tmp_path_factory):
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(500)]
     texts = [" ".join(rng.choice(words, 8)) for _ in range(MEMORIES)]
-    from server.memories import NewMemory, new_ids
+    from server.memory_input import NewMemory, new_ids
 
     now = service.clock()
     vectors = service.embedder.embed_documents(texts)

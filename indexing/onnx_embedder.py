@@ -1,8 +1,8 @@
 """The default embedder: the same sentence-transformers model, run by ONNX Runtime.
 
 Same weights, same tokenizer, same pooling, exported once (``indexing.onnx_export``); vectors
-match the torch path within 1e-6 cosine (tests/indexing/test_onnx_embedder.py), a query costs
-~3.6 ms instead of ~10–16 ms here, and start-up imports no torch (0.2 s instead of ~10 s).
+match the torch path within 1e-6 cosine (tests/indexing/test_onnx_embedder.py), a query is
+several times faster (benchmarks/test_embedding.py), and start-up imports no torch.
 
 Texts are sorted by length before batching, as sentence-transformers does, so a batch pads to
 similar lengths.
@@ -18,14 +18,15 @@ from typing import Sequence
 
 import numpy as np
 
-from indexing.embedder import default_model_path, model_name_for, read_dimension
+from indexing.model_files import default_model_path, model_name_for, read_dimension
 from indexing.errors import EmbedderUnavailable
 from indexing.onnx_export import ensure_export, exportable
 
 
 class OnnxEmbedder:
-    def __init__(self, path: Path | str | None = None, *, batch_size: int = 64) -> None:
+    def __init__(self, path: Path | str | None = None, *, cache: Path, batch_size: int = 64) -> None:
         self.path = Path(path) if path is not None else default_model_path()
+        self.cache = cache
         if not exportable(self.path):
             raise EmbedderUnavailable(f"{self.path} is not a mean-pooling sentence-transformers model")
         self.batch_size = batch_size
@@ -60,7 +61,7 @@ class OnnxEmbedder:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                model_file = ensure_export(self.path)
+                model_file = ensure_export(self.path, self.cache)
                 tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tokenizer.enable_truncation(max_length=self.max_tokens)
                 tokenizer.enable_padding()

@@ -13,14 +13,11 @@ import os
 import sys
 from pathlib import Path
 
+from indexing.model_files import default_model_path
+
 EXPORT_VERSION = "1"
 
 
-def cache_root() -> Path:
-    base = os.environ.get("ESFIS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "esfis"
-    )
-    return Path(base) / "onnx"
 
 
 def exportable(model_path: Path) -> bool:
@@ -33,7 +30,7 @@ def exportable(model_path: Path) -> bool:
     return bool(config.get("pooling_mode_mean_tokens")) and not any(config.get(k) for k in others)
 
 
-def onnx_path_for(model_path: Path) -> Path:
+def onnx_path_for(model_path: Path, cache: Path) -> Path:
     """Where the export of this model lives: keyed by the weights' path, size and time."""
     weights = sorted(model_path.glob("*.safetensors")) or sorted(model_path.glob("*.bin"))
     fingerprint = [str(model_path.resolve()), EXPORT_VERSION]
@@ -41,7 +38,7 @@ def onnx_path_for(model_path: Path) -> Path:
         stat = w.stat()
         fingerprint += [w.name, str(stat.st_size), str(int(stat.st_mtime))]
     key = hashlib.sha256("\n".join(fingerprint).encode()).hexdigest()[:20]
-    return cache_root() / f"{model_path.name}-{key}.onnx"
+    return cache / "onnx" / f"{model_path.name}-{key}.onnx"
 
 
 def export(model_path: Path, target: Path) -> Path:
@@ -85,8 +82,8 @@ def export(model_path: Path, target: Path) -> Path:
     return target
 
 
-def ensure_export(model_path: Path) -> Path:
-    target = onnx_path_for(model_path)
+def ensure_export(model_path: Path, cache: Path) -> Path:
+    target = onnx_path_for(model_path, cache)
     if not target.is_file():
         import warnings
 
@@ -96,17 +93,12 @@ def ensure_export(model_path: Path) -> Path:
     return target
 
 
-def main() -> int:
-    from indexing.embedder import default_model_path
-
-    model = Path(os.environ.get("ESFIS_MODEL") or default_model_path())
-    if not exportable(model):
-        print(f"{model}: not a mean-pooling sentence-transformers model; the torch path will be used",
+def main(model: str | None, cache: Path) -> int:
+    """Export ``model`` (default: the packaged one) into ``cache`` now (``scripts/setup``)."""
+    path = Path(model) if model else default_model_path()
+    if not exportable(path):
+        print(f"{path}: not a mean-pooling sentence-transformers model; the torch path will be used",
               file=sys.stderr)
         return 0
-    print(ensure_export(model), file=sys.stderr)
+    print(ensure_export(path, cache), file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

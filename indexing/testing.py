@@ -32,6 +32,9 @@ class HashingEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
+    def load(self) -> None:
+        """Nothing to load."""
+
     def _bucket(self, token: str) -> int:
         digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") % self._dimension

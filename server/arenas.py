@@ -1,12 +1,11 @@
 """Fewer malloc arenas: what keeps a long import (or a long-lived server) inside its memory bound.
 
 glibc gives each thread that allocates its own arena, up to eight per core, and rarely hands
-their free pages back. An import runs three threads of its own beside LanceDB's pool: at a
-million rows the arenas held 777 MiB at peak, against 569 MiB (flat at ~500 from 300k rows on)
-with two arenas, at the same speed (``scripts/import-scale``). ``MALLOC_ARENA_MAX`` in the
-environment does the same before start; this is for the processes started without it:
-``esfis serve``, ``esfis mcp`` and every import call it (not the short CLI commands: ctypes
-costs ~10 ms to import).
+their free pages back. An import runs three threads of its own beside LanceDB's pool, and with
+glibc's default its peak grows past its bound (``scripts/import-scale`` measures both).
+``MALLOC_ARENA_MAX`` in the environment does the same before start; this is for the processes
+started without it: ``esfis serve``, ``esfis mcp`` and every import call it (not the short CLI
+commands, which would pay for importing ctypes).
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS deliveries (
     query TEXT NOT NULL,
     limit_ INTEGER NOT NULL,
     reached TEXT NOT NULL,          -- JSON: partitions searched
-    cut TEXT NOT NULL               -- JSON: counts by reason
+    cut TEXT NOT NULL,              -- JSON: counts by reason
+    token_scope TEXT                -- the caller's token's subtree, if any
 );
 CREATE TABLE IF NOT EXISTS delivery_items (
     delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
@@ -196,10 +197,9 @@ class Catalog:
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
-        """For a bulk import: the WAL is copied back into the database every 256 MiB instead of
-        every 4 MiB. Each batch dirties pages all over the digest index, and copying them back
-        after every commit was a third of a million-row import (1M rows: 31k → 44k rows/s).
-        Imports at once in one process share the setting until the last one ends."""
+        """For a bulk import: the WAL is copied back into the database rarely (``BULK_CHECKPOINT_PAGES``)
+        instead of after every few commits, since each batch dirties pages all over the digest
+        index. Imports at once in one process share the setting until the last one ends."""
         with self._lock:
             self._bulk += 1
             if self._bulk == 1:
@@ -231,6 +231,9 @@ def _migrate(tx: "Tx") -> None:
     columns = {r["name"] for r in tx.all("PRAGMA table_info(memories)")}
     if columns and "from_spaces" not in columns:  # version 1
         tx.execute("ALTER TABLE memories ADD COLUMN from_spaces TEXT NOT NULL DEFAULT '[]'")
+    delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
+    if delivery_columns and "token_scope" not in delivery_columns:
+        tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
 
 
 class Tx:

@@ -13,8 +13,9 @@ import os
 import sys
 from typing import Sequence
 
-from server.errors import Conflict, EsfisError, Forbidden, InvalidInput, NotFound, Unauthorized
+from server.errors import BadImportLine, Conflict, EsfisError, Forbidden, InvalidInput, NotFound, Unauthorized
 from server import render
+from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 EXIT_CODES: list[tuple[type[EsfisError], int]] = [
     (InvalidInput, 2),
@@ -31,9 +32,9 @@ def _service():
     return open_service()
 
 
-def _caller(service, args: argparse.Namespace, *, own_space: bool = True):
+def _caller(service, args: argparse.Namespace):
     ai = args.ai or os.environ.get("ESFIS_AI") or "cli"
-    space = (getattr(args, "space", None) if own_space else None) or os.environ.get("ESFIS_SPACE") or None
+    space = getattr(args, "space", None) or os.environ.get("ESFIS_SPACE") or None
     run = getattr(args, "run_name", None) or os.environ.get("ESFIS_RUN") or None
     return service.caller(ai, space=space, cwd=None if space else os.getcwd(), transport="cli", run=run)
 
@@ -110,7 +111,7 @@ def cmd_get(args) -> None:
 
 def cmd_replace(args) -> None:
     service = _service()
-    memory = service.replace(_caller(service, args, own_space=False), args.id, args.text, space=args.space,
+    memory = service.replace(_caller(service, args), args.id, args.text, space=args.new_space,
                              ask=_ask_at_terminal)
     print(memory.id)
 
@@ -203,6 +204,82 @@ def cmd_why(value: str, as_json: bool) -> None:
     print(json.dumps(render.why_json(why), indent=2) if as_json else render.why_text(why))
 
 
+# Long-running interfaces and bulk moves import their stack only when run, so ``esfis recall``
+# never pays for FastAPI, the MCP SDK or tqdm.
+
+
+def cmd_serve(args) -> None:
+    from server.arenas import limit_malloc_arenas
+    from server.http.app import serve
+
+    limit_malloc_arenas()  # a long-lived process with many threads
+    serve(host=args.host, port=args.port)
+
+
+def cmd_mcp(args) -> None:
+    from server.arenas import limit_malloc_arenas
+    from server.mcp.server import run_stdio
+
+    limit_malloc_arenas()
+    run_stdio()
+
+
+def cmd_import(args) -> None:
+    """``esfis import FILE|-``: a progress bar on a terminal, errors by line, then the summary."""
+    from contextlib import nullcontext
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    ai = args.ai or os.environ.get("ESFIS_AI") or "import"
+    source = args.file
+    fmt = args.format or ("parquet" if Path(source).suffix.lower() in (".parquet", ".pq") else "jsonl")
+    if source == "-" and fmt == "parquet":
+        raise InvalidInput("Parquet cannot be read from stdin: name the file", field="file")
+    if source != "-" and not Path(source).is_file():
+        raise InvalidInput(f"no file {source!r}", field="file")
+    bar = tqdm(total=None, unit=" rows", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True,
+               smoothing=0.1)
+    service = _service()
+    try:
+        with bar:
+            if fmt == "parquet":
+                def sized(total: int) -> None:
+                    bar.total = total
+
+                report = service.import_parquet(source, ai=ai, batch_size=args.batch_size, progress=bar.update,
+                                                sized=sized)
+            else:
+                with open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer) as lines:
+                    report = service.import_jsonl(lines, ai=ai, batch_size=args.batch_size, progress=bar.update)
+    finally:
+        service.close()
+    for line, reason in report.errors:
+        print(f"line {line}: {reason}", file=sys.stderr)
+    if report.failed > len(report.errors):
+        print(f"... and {report.failed - len(report.errors)} more errors", file=sys.stderr)
+    print(report.summary())
+    if report.failed:
+        raise BadImportLine(f"{report.failed} of {report.rows} rows failed (listed above); the rest were imported")
+
+
+def cmd_token(args) -> None:
+    """``esfis token create|list|revoke``: create prints the secret and nothing else."""
+    service = _service()
+    try:
+        if args.token_command == "create":
+            _, secret = service.create_token(ai=args.token_ai, space=args.token_space, operator=args.operator)
+            print(secret)
+        elif args.token_command == "list":
+            tokens = service.tokens()
+            print(json.dumps({"tokens": [render.token_json(t) for t in tokens]}, indent=2) if args.json
+                  else render.tokens_table(tokens))
+        else:
+            print(f"revoked {service.revoke_token(args.token_id).id}")
+    finally:
+        service.close()
+
+
 # -- parsing --------------------------------------------------------------------------------
 
 
@@ -217,9 +294,9 @@ def _limit(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to 100, got {value!r}") from None
-    if not 1 <= number <= 100:
-        raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to 100, got {number}")
+        raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}") from None
+    if not 1 <= number <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to {MAX_LIMIT}, got {number}")
     return number
 
 
@@ -269,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("recall", parents=[caller], help="the memories of this space and personal that best answer QUERY")
     p.add_argument("query")
-    p.add_argument("--limit", type=_limit, default=10, help="1 to 100 (default 10)")
+    p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, help=f"1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_recall)
 
@@ -278,12 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_get)
 
-    p = sub.add_parser("replace", help="supersede memory ID with TEXT")
-    p.add_argument("--ai", help="the acting AI (default: $ESFIS_AI, else 'cli')")
+    p = sub.add_parser("replace", parents=[caller], help="supersede memory ID with TEXT")
     p.add_argument("id")
     p.add_argument("text")
-    p.add_argument("--space", help="the new memory's space (default: the old one's)")
-    p.add_argument("--run", dest="run_name", help="join run ID (default: $ESFIS_RUN)")
+    p.add_argument("--new-space", help="the new memory's space (default: the old one's)")
     p.set_defaults(run=cmd_replace)
 
     p = sub.add_parser("forget", parents=[caller], help="remove a memory for good")
@@ -345,9 +420,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_deliveries)
 
-    from server import cli_extra
+    p = sub.add_parser("serve", help="serve the HTTP API (and the operator's web page)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(run=cmd_serve)
 
-    cli_extra.register(sub)
+    p = sub.add_parser("mcp", help="serve MCP over stdio, in the space of the current folder")
+    p.set_defaults(run=cmd_mcp)
+
+    p = sub.add_parser("import", help="bulk import JSON Lines or Parquet (FILE, or - for stdin)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--ai", help="the AI recorded as writer (default: $ESFIS_AI, else 'import')")
+    p.add_argument("--batch-size", type=int, default=4096, help="rows embedded and written at a time (at most 8192)")
+    p.add_argument("--format", choices=["jsonl", "parquet"], help="default: from the file's extension")
+    p.set_defaults(run=cmd_import)
+
+    token = sub.add_parser("token", help="create, list and revoke HTTP tokens").add_subparsers(
+        dest="token_command", required=True
+    )
+    p = token.add_parser("create", help="print a new token (shown once)")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--ai", dest="token_ai", help="the AI this token acts as")
+    who.add_argument("--operator", action="store_true", help="a token that administers")
+    p.add_argument("--space", dest="token_space", help="with --ai: act only inside this space's subtree")
+    p.set_defaults(run=cmd_token)
+    p = token.add_parser("list", help="list tokens (never their secrets)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_token)
+    p = token.add_parser("revoke", help="revoke a token by its id")
+    p.add_argument("token_id", metavar="ID")
+    p.set_defaults(run=cmd_token)
     return parser
 
 

@@ -32,8 +32,8 @@ def from_micros(micros: int | None) -> datetime | None:
     return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
 
 
-def iso(micros: int | None) -> str | None:
-    moment = from_micros(micros)
+def iso(moment: datetime | None) -> str | None:
+    """The one way a time is written out: ISO 8601, UTC, with a Z."""
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 

@@ -31,15 +31,15 @@ class DeliveryLog:
         query: str,
         limit: int,
         at: datetime,
-        reached: list[str | None],
+        searched: list[str | None],
         items: list[DeliveryItem],
         cut: dict[str, int],
         tx: Tx,
     ) -> int:
         """Record one recall inside ``tx`` (the run's step goes in the same transaction)."""
         cursor = tx.execute(
-            "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut, token_scope) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 to_micros(at),
                 caller.ai,
@@ -48,8 +48,9 @@ class DeliveryLog:
                 caller.run_id,
                 query,
                 limit,
-                json.dumps([partition_key(s) for s in reached]),
+                json.dumps([partition_key(s) for s in searched]),
                 json.dumps(cut, sort_keys=True),
+                caller.scope,
             ),
         )
         delivery_id = int(cursor.lastrowid or 0)
@@ -118,14 +119,17 @@ def explain(
         items.append(WhyItem(item, memory.space if memory else None, memory.text if memory else None))
     delivered = [i.item.score for i in items if i.item.outcome == "delivered"]
     bar = min(delivered) if len(delivered) >= delivery.limit else -np.inf
-    searched = set(delivery.reached)
+    searched = set(delivery.searched)
     others: list[OtherSpaceMatch] = []
     micros = to_micros(now)
     for space in [None, *all_spaces]:
         key = partition_key(space)
         if space in searched or not store.exists(key):
             continue
-        in_reach = space is None or (delivery.space is not None and contains(delivery.space, space))
+        in_reach = (space is None and delivery.scope is None) or (
+            space is not None and delivery.space is not None and contains(delivery.space, space)
+            and (delivery.scope is None or contains(delivery.scope, space))
+        )
         reason = "policy" if in_reach else "space"
         for hit in store.search(key, query_vector, delivery.limit, micros).hits:
             if hit.score >= bar and book.current_ids([hit.id], now):
@@ -144,7 +148,8 @@ def _delivery(row, items: tuple[DeliveryItem, ...]) -> Delivery:
         run_id=row["run_id"],
         query=row["query"],
         limit=row["limit_"],
-        reached=tuple(space_of_key(k) for k in json.loads(row["reached"])),
+        searched=tuple(space_of_key(k) for k in json.loads(row["reached"])),
         cut=json.loads(row["cut"]),
         items=items,
+        scope=row["token_scope"],
     )

@@ -12,44 +12,18 @@ request (the real text and target) and answers True (approved), False (declined)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+from typing import Callable, Iterable
 
 from server.barrier import Crossing, judge, may_hold
 from server.clock import Clock
 from server.errors import DataBarrier, UntrustedSource
 from server.grants import GrantBook
 from server.labels import Carried, space_mark
-from server.models import Caller
+from server.models import Action, ApprovalRequest, Caller
 from server.runs import Run, RunBook, Step
 from server.spaces import contains
 
-Action = Literal["remember", "replace", "forget"]
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What a person is asked to approve: one call, with its real text and target."""
-
-    action: Action
-    ai: str
-    text: str
-    target: str | None  # None: personal
-    carried: tuple[str, ...]  # what makes the call need a person, as marks
-    rule: Literal["data_barrier", "untrusted_source"]
-
-    def message(self) -> str:
-        where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
-        carried = ", ".join(self.carried)
-        if self.rule == "untrusted_source":
-            head = (f"esfis: {self.ai} asks to forget, for good, a memory in {where}, while its run carries "
-                    f"untrusted content ({carried}).")
-        else:
-            head = f"esfis: {self.ai} asks to {self.action} into {where} data it read from {carried}."
-        return f"{head}\n\nText: {self.text}\n\nApprove this one call?"
-
-
-Ask = Callable[[ApprovalRequest], "bool | None"]
+Ask = Callable[[ApprovalRequest], "bool | None"]  # True: approved, False: declined, None: nobody to ask
 
 
 class Gates:

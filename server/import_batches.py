@@ -22,18 +22,17 @@ import numpy as np
 
 from indexing.errors import IndexingError
 from indexing.snapshot import OPEN_END
-from server.catalog import Catalog
 from server.clock import to_micros
 from server.errors import StoreUnavailable
 from server.import_journal import Journal, batch_lock
 from server.import_rows import Row, RowError
-from server.memories import MemoryBatch, MemoryBook, new_ids
+from server.memories import MemoryBook
+from server.memory_input import MemoryBatch, new_ids
 from server.registry import Registry
 from server.spaces import partition_key
 
 ERRORS_KEPT = 1000
 EMBED_CACHE_BYTES = 8 * 1024 * 1024
-_DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class Preparer:
 
     def __init__(
         self,
-        catalog: Catalog,
+        book: MemoryBook,
         registry: Registry,
         embed: Callable[[list[str]], np.ndarray],
         dimension: int,
@@ -92,7 +91,7 @@ class Preparer:
         stop: threading.Event,
     ) -> None:
         self.stop = stop
-        self.catalog = catalog
+        self.book = book
         self.registry = registry
         self.embed = embed
         self.ai = ai
@@ -117,11 +116,11 @@ class Preparer:
                 failures.extend((row.line, reason) for row in groups.pop(space))
         self.failures.add(failures)
         rows = sum(map(len, groups.values()))
-        mark = last_rowid(self.catalog)
+        mark = self.book.last_rowid()
         fresh = {}
         for space, batch in groups.items():
             kept = first_of_each(batch)
-            mask = absent(self.catalog, space, [r.key for r in kept], [r.digest for r in kept])
+            mask = self.book.absent(space, [r.key for r in kept], [r.digest for r in kept])
             fresh[space] = not_written_beside([row for row, new in zip(kept, mask, strict=True) if new])
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
         # Built here, not by the writer: its thread is the import's narrowest stage.
@@ -202,7 +201,7 @@ class Writer:
         with batch_lock(self.journal.directory):
             # Checked again under the lock, against what was written since the first check:
             # this import's previous batch, or another import running beside it.
-            batches = [b.select(absent(self.book.catalog, b.space, b.keys, b.digests, since=prepared.mark))
+            batches = [b.select(self.book.absent(b.space, b.keys, b.digests, since=prepared.mark))
                        for b in prepared.batches]
             batches = [b for b in batches if len(b)]
             self.journal.pending({partition_key(b.space): b.ids for b in batches})
@@ -245,53 +244,3 @@ def not_written_beside(rows: list[Row]) -> list[Row]:
     if not written:
         return rows
     return [row for row in rows if row.key is not None or row.digest not in written]
-
-
-def absent(
-    catalog: Catalog, space: str | None, keys: list[str | None], digests: list[str], *, since: int = 0
-) -> list[bool]:
-    """For each row (its key, else its text's digest): True when no memory of ``space`` has the
-    key or, for a row without a key, the text. With ``since``, only memories written after that
-    rowid count.
-
-    Two queries a batch, whatever its size: the batch's keys and digests travel as one JSON
-    array each (``json_each``), not as thousands of parameters.
-    """
-    partition = partition_key(space)
-    wanted_keys = [k for k in keys if k is not None]
-    wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
-    present_keys: set[str] = set()
-    present_digests: set[str] = set()
-    if since:
-        # Rowids only grow (memories are never deleted): this reads the rows written since
-        # the first check, a batch or two, by rowid ("+partition" keeps the planner off the
-        # partition's indexes, which would read all of it).
-        where = "rowid > ? AND +partition = ? AND forgotten_at IS NULL"
-        params: tuple = (since, partition)
-    else:
-        where = "partition = ? AND forgotten_at IS NULL"
-        params = (partition,)
-    if wanted_keys:
-        # A key stays in import_keys until its memory is forgotten, and in the memory's row.
-        sql = (
-            f"SELECT key FROM memories WHERE {where} AND key IN (SELECT value FROM json_each(?))"
-            if since
-            else "SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM json_each(?))"
-        )
-        present_keys = {r["key"] for r in catalog.all(sql, (*params, json.dumps(wanted_keys)))}
-    if wanted_digests:
-        found = catalog.all(
-            f"SELECT digest FROM memories WHERE {where} "
-            f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM json_each(?))",
-            (*params, json.dumps(wanted_digests)),
-        )
-        present_digests = {r["digest"] for r in found}
-    return [
-        (k not in present_keys) if k is not None else (d not in present_digests)
-        for k, d in zip(keys, digests, strict=True)
-    ]
-
-
-def last_rowid(catalog: Catalog) -> int:
-    row = catalog.one("SELECT coalesce(max(rowid), 0) AS last FROM memories")
-    return int(row["last"]) if row is not None else 0

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from server.catalog import Catalog
+from server.memories import MemoryBook
 from indexing.store import VectorStore
 
 
@@ -114,13 +115,9 @@ def _read(fd: int) -> dict[str, list[str]]:
 
 def _purge_orphans(pending: dict[str, list[str]], catalog: Catalog, store: VectorStore) -> int:
     purged = 0
+    book = MemoryBook(catalog, store)
     for partition, ids in pending.items():
-        known: set[str] = set()
-        for start in range(0, len(ids), 900):
-            chunk = ids[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            rows = catalog.all(f"SELECT id FROM memories WHERE id IN ({marks})", tuple(chunk))
-            known.update(r["id"] for r in rows)
+        known = book.known_ids(ids)
         orphans = [i for i in ids if i not in known]
         if orphans:
             store.purge(partition, orphans)

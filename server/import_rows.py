@@ -26,7 +26,7 @@ import orjson
 from server.clock import parse_time
 from server.errors import EsfisError, InvalidInput
 from server.labels import check_origins
-from server.memories import check_text, digest_of
+from server.memory_input import check_text, digest_of
 from server.spaces import validate_space_name
 
 FIELDS = frozenset({"text", "space", "valid_from", "valid_until", "labels", "key", "vector"})

@@ -26,62 +26,51 @@ What is promised:
 - **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
   worker thread and written in another, so parsing, embedding and writing run at once (the
   model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
-  With an embedder that costs nothing (``benchmarks/test_import_throughput.py``), 2 cores, short
-  keyed rows: ~29k rows/s into a new store of 200k, 18–22k/s on to 1M (the catalog's digest
-  index takes random inserts), at 41–68 µs of CPU a row (a noisy VM: the same run ranged from
-  24k to 43k rows/s); one batch at a time it was 10k and 8k/s.
+  ``benchmarks/test_import_throughput.py`` measures the import's own cost (the report has it).
 - **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
   one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
   text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
-  (≤ 1 MiB) or one Parquet record batch. The process stays under 768 MiB peak RSS whatever the
-  file size: 606 MiB at 1M short rows (flat at ~555 MiB from 300k on), 542 MiB at 1M rows
-  with precomputed vectors (``scripts/import-scale``), asserted at 200k rows by
-  ``tests/test_import_scale.py``. Two malloc arenas (``server.arenas``) keep the worker threads
-  from growing it: with glibc's default, 777 MiB at 1M rows. A model that embeds adds its own
-  memory on top. A Parquet row group is streamed page by page, never loaded whole.
+  (≤ 1 MiB) or one Parquet record batch, so peak memory does not grow with the file
+  (``tests/test_import_scale.py`` asserts the bound; ``scripts/import-scale`` measures it). Two
+  malloc arenas (``server.arenas``) keep the worker threads from growing it. A model that embeds
+  adds its own memory on top. A Parquet row group is streamed page by page, never loaded whole.
 - **Embedding once.** A batch's texts are embedded in one call; identical texts once, and a text
   seen in a recent batch not again. A precomputed ``vector`` (operator imports only; the store's
-  dimension; made unit length) skips embedding. On a CPU embedding is the cost: on 2,000
-  LongMemEval user turns import ran at 1.02 of raw ``embed_documents`` throughput (97.1 against
-  95.6 texts/s in batches of 4096: parsing and writing hide behind the model;
-  ``scripts/import-throughput``). Rows that bring vectors in JSON are bound by parsing them
-  (9.9k rows/s at 1M rows: 384 floats a line, with orjson); Parquet reads a vector column as one
-  matrix.
+  dimension; made unit length) skips embedding. On a CPU embedding is the cost: parsing and
+  writing hide behind the model (``scripts/import-throughput``). Rows that bring vectors in JSON
+  are bound by parsing them; Parquet reads a vector column as one matrix.
 - **Operators only.** An import is an operator's act (the CLI on the data folder, or
   ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
   the writer. There is no AI import: it would write where an AI's scope never reaches, around
   the façade's checks; agents write one memory at a time through ``Esfis.remember``.
 
-``esfis import FILE|-``: a progress bar on stderr when stderr is a terminal, the errors on stderr
-(``line N: reason``), one summary line on stdout. Exit status 0 when every row was imported or
-skipped; when some failed, the error ``BadImportLine`` (exit status 2, like any invalid input)
-after everything else was imported. Errors that stop the whole import (unreadable file, store
-unavailable) exit as every other CLI error does.
+The façade's ``import_jsonl`` and ``import_parquet`` call this; ``esfis import`` (``server.cli``)
+draws the progress bar and prints the report.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+
+from indexing.embedder import Embedder
+from indexing.store import VectorStore
 
 from server.arenas import limit_malloc_arenas
 from server.catalog import Catalog
-from server.errors import BadImportLine, InvalidInput
+from server.clock import Clock
+from server.errors import InvalidInput
 from server.import_batches import Preparer, Writer
 from server.import_journal import Journal
-from server.import_rows import Row, RowError, check_row, parquet_rows, parse_line, read_lines
+from server.import_rows import Row, RowError, check_row, parse_line
 from server.memories import MemoryBook
 from server.policies import validate_ai
 from server.registry import Registry
-from server.service import Esfis, open_service
 
 MAX_BATCH = 8192
 DEFAULT_BATCH = 4096
@@ -109,8 +98,17 @@ class ImportReport:
         )
 
 
+class Stores(Protocol):
+    """What an import writes into: the façade (``Esfis``) is one."""
+
+    catalog: Catalog
+    store: VectorStore
+    embedder: Embedder
+    clock: Clock
+
+
 def import_stream(
-    service: Esfis,
+    service: Stores,
     lines: Iterable[bytes | str],
     *,
     ai: str = "import",
@@ -130,7 +128,7 @@ def import_stream(
 
 
 def import_records(
-    service: Esfis,
+    service: Stores,
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     ai: str = "import",
@@ -155,7 +153,7 @@ class _Importer:
     embedder and the stores release the GIL while they work."""
 
     def __init__(
-        self, service: Esfis, ai: str, batch_size: int, progress: Callable[[int], None] | None
+        self, service: Stores, ai: str, batch_size: int, progress: Callable[[int], None] | None
     ) -> None:
         validate_ai(ai)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
@@ -192,7 +190,7 @@ class _Importer:
             )
             cleanup.callback(self._abandon, in_flight, stop)
             preparer = Preparer(
-                reader,
+                MemoryBook(reader, service.store),
                 Registry(reader, service.clock),
                 lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
                 service.store.dimension,
@@ -249,47 +247,3 @@ class _Importer:
         for prepared, written, _ in in_flight:
             written.cancel()
             prepared.cancel()
-
-
-# -- the CLI ---------------------------------------------------------------------------------
-
-
-def run_cli_import(args) -> None:
-    """``esfis import FILE|-``: parsing and printing around ``import_stream``/``import_records``."""
-    from tqdm import tqdm
-
-    ai = validate_ai(args.ai or os.environ.get("ESFIS_AI") or "import")
-    source = args.file
-    fmt = args.format or ("parquet" if Path(source).suffix.lower() in (".parquet", ".pq") else "jsonl")
-    if source == "-" and fmt == "parquet":
-        raise InvalidInput("Parquet cannot be read from stdin: name the file", field="file")
-    if source != "-" and not Path(source).is_file():
-        raise InvalidInput(f"no file {source!r}", field="file")
-    service = open_service()
-    options = dict(ai=ai, batch_size=args.batch_size)
-    try:
-        if fmt == "parquet":
-            total, records = parquet_rows(Path(source), batch_size=args.batch_size)
-            with _bar(tqdm, total) as bar:
-                report = import_records(service, records, progress=bar.update, **options)
-        else:
-            stream = open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer)
-            with stream as lines, _bar(tqdm, None) as bar:
-                # read_lines marks a line over the limit without keeping it; parse_line reports it.
-                report = import_stream(service, read_lines(lines), progress=bar.update, **options)
-    finally:
-        service.close()
-    for line, reason in report.errors:
-        print(f"line {line}: {reason}", file=sys.stderr)
-    if report.failed > len(report.errors):
-        print(f"... and {report.failed - len(report.errors)} more errors", file=sys.stderr)
-    print(report.summary())
-    if report.failed:
-        raise BadImportLine(f"{report.failed} of {report.rows} rows failed (listed above); the rest were imported")
-
-
-def _bar(tqdm, total: int | None):
-    return tqdm(
-        total=total, unit=" rows", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True, smoothing=0.1
-    )
-

@@ -9,6 +9,10 @@ from typing import Literal
 from server.labels import Labels
 
 Transport = Literal["cli", "http", "mcp"]
+Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve
+
+DEFAULT_LIMIT = 10  # memories a recall answers unless asked
+MAX_LIMIT = 100  # the most it answers
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,44 @@ class TrustedSource:
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """What a person is asked to approve: one call, with its real text and target."""
+
+    action: Action
+    ai: str
+    text: str
+    target: str | None  # None: personal
+    carried: tuple[str, ...]  # what makes the call need a person, as marks
+    rule: Literal["data_barrier", "untrusted_source"]
+
+    def message(self) -> str:
+        where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
+        carried = ", ".join(self.carried)
+        if self.rule == "untrusted_source":
+            head = (f"esfis: {self.ai} asks to forget, for good, a memory in {where}, while its run carries "
+                    f"untrusted content ({carried}).")
+        else:
+            head = f"esfis: {self.ai} asks to {self.action} into {where} data it read from {carried}."
+        return f"{head}\n\nText: {self.text}\n\nApprove this one call?"
+
+
+@dataclass(frozen=True)
+class Token:
+    """An HTTP token as stored: never its secret."""
+
+    id: str
+    ai: str | None  # None for operator tokens
+    space: str | None  # the subtree an AI token is confined to
+    operator: bool
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True)
 class Space:
     name: str
     folders: tuple[str, ...]
@@ -113,9 +155,10 @@ class Delivery:
     run_id: str | None
     query: str
     limit: int
-    reached: tuple[str | None, ...]  # spaces searched; None is personal
+    searched: tuple[str | None, ...]  # the partitions searched (allowed by scope and policy); None: personal
     cut: dict[str, int]  # counts by reason: space, policy, superseded, expired, relevance, ...
     items: tuple[DeliveryItem, ...] = ()
+    scope: str | None = None  # the caller's token's subtree, when it had one
 
 
 @dataclass(frozen=True)

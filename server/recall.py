@@ -23,8 +23,6 @@ from server.models import DeliveryItem, RecalledMemory
 from server.scope import Scope
 from server.spaces import partition_key
 
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 100
 RUNNERS_UP = 10  # candidates past the limit recorded by id, reason "limit"
 
 

@@ -1,178 +1,109 @@
-"""How domain objects are shown: the JSON shapes every interface shares, and the CLI's text.
+"""How domain objects are shown: as JSON, by the one definition of each shape
+(``server.shapes``), and as the CLI's text tables.
 
-``recall_json`` is the one shape of a recall answer, used alike by ``esfis recall --json`` and
-``POST /v1/recall``: memories best first, ``space`` null for personal, and nothing else.
+``recall_json`` is the one shape of a recall answer, used alike by ``esfis recall --json``,
+``POST /v1/recall`` and the MCP ``recall`` tool: memories best first, ``space`` null for
+personal, and nothing else.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from server.barrier import Grant
+from server.clock import iso
+from server.shapes import (
+    ContextOut,
+    DeliveryOut,
+    GrantOut,
+    LabelsOut,
+    MemoryOut,
+    RecallOut,
+    ReferenceOut,
+    RuleOut,
+    RunOut,
+    Shape,
+    SpaceOut,
+    TokenOut,
+    TrailOut,
+    TrustedOut,
+    WhyOut,
+)
 from server.labels import Labels
-from server.models import Delivery, Memory, OpenedMemory, RecalledMemory, Reference, Space, TrustedSource, Why
+from server.models import (
+    Delivery,
+    Memory,
+    OpenedMemory,
+    RecalledMemory,
+    Reference,
+    Space,
+    Token,
+    TrustedSource,
+    Why,
+)
 from server.policies import Rule
 from server.registry import folder_label
 from server.runs import Run, TrailStep
 
 
-def _time(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+_time = iso
+
+
+def dump(shape: Shape) -> dict[str, Any]:
+    """A shape as JSON, exactly as HTTP and MCP send it."""
+    return shape.dump()
 
 
 def labels_json(labels: Labels) -> dict[str, Any]:
-    return {
-        "space": labels.space,
-        "origin": list(labels.origin),
-        "digest": None if labels.digest is None else "sha256:" + labels.digest,
-        "run": labels.run,
-        "from": list(labels.from_),
-    }
-
-
-def recalled_json(m: RecalledMemory) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "text": m.text,
-        "space": m.space,
-        "score": m.score,
-        "created_at": _time(m.created_at),
-        "valid_until": _time(m.valid_until),
-        "labels": labels_json(m.labels),
-    }
+    return LabelsOut.of(labels).dump()
 
 
 def recall_json(memories: list[RecalledMemory]) -> dict[str, Any]:
-    return {"memories": [recalled_json(m) for m in memories]}
+    return RecallOut.of(memories).dump()
 
 
 def memory_json(m: Memory) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "text": m.text,
-        "space": m.space,
-        "ai": m.ai,
-        "created_at": _time(m.created_at),
-        "valid_from": _time(m.valid_from),
-        "valid_until": _time(m.valid_until),
-        "superseded_by": m.superseded_by,
-        "labels": labels_json(m.labels),
-    }
+    return MemoryOut.of(m).dump()
 
 
 def reference_json(r: Reference) -> dict[str, Any]:
-    return {
-        "ref": r.ref,
-        "run": r.run,
-        "created_at": _time(r.created_at),
-        "memories": [{"id": i, "labels": labels_json(l)} for i, l in r.items],
-    }
+    return ReferenceOut.of(r).dump()
 
 
 def opened_json(r: Reference, memories: list[OpenedMemory]) -> dict[str, Any]:
-    return {
-        "ref": r.ref,
-        "run": r.run,
-        "memories": [
-            {"id": m.id, "text": m.text, "forgotten": m.text is None, "labels": labels_json(m.labels)}
-            for m in memories
-        ],
-    }
+    return ContextOut.of(r, memories).dump()
 
 
 def grant_json(g: Grant) -> dict[str, Any]:
-    return {
-        "id": g.id,
-        "from": g.from_space,
-        "to": g.to_space,
-        "ai": g.ai,
-        "until": _time(g.until),
-        "created_at": _time(g.created_at),
-        "revoked_at": _time(g.revoked_at),
-    }
+    return GrantOut.of(g).dump()
+
+
+def token_json(t: Token) -> dict[str, Any]:
+    return TokenOut.of(t).dump()
 
 
 def trusted_json(t: TrustedSource) -> dict[str, Any]:
-    return {"source": t.source, "created_at": _time(t.created_at)}
+    return TrustedOut.of(t).dump()
 
 
 def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "run": r.id,
-        "name": r.name,
-        "ai": r.ai,
-        "transport": r.transport,
-        "scope": r.space,
-        "opened_at": _time(r.opened_at),
-        "carries": r.carried.marks(),
-    }
-    if steps is None:
-        out["step_count"] = r.steps
-    else:
-        out["steps"] = [
-            {
-                "at": _time(t.at),
-                "kind": t.step.kind,
-                "labels": list(t.step.labels),
-                "decision": t.step.decision,
-                "rule": t.step.rule,
-                "grant": t.step.grant,
-                "target": t.step.target,
-                "memory_ids": list(t.step.memory_ids),
-            }
-            for t in steps
-        ]
-    return out
+    return (RunOut.of(r) if steps is None else TrailOut.of(r, steps)).dump()
 
 
 def space_json(s: Space) -> dict[str, Any]:
-    return {"name": s.name, "folders": list(s.folders), "memories": s.memories, "created_at": _time(s.created_at)}
+    return SpaceOut.of(s).dump()
 
 
 def rule_json(r: Rule) -> dict[str, Any]:
-    return {"ai": r.ai, "space": r.space, "effect": r.effect}
+    return RuleOut.of(r).dump()
 
 
 def delivery_json(d: Delivery) -> dict[str, Any]:
-    return {
-        "id": d.id,
-        "at": _time(d.at),
-        "ai": d.ai,
-        "space": d.space,
-        "transport": d.transport,
-        "run_id": d.run_id,
-        "query": d.query,
-        "limit": d.limit,
-        "searched": ["personal" if s is None else s for s in d.reached],
-        "items": [
-            {"memory_id": i.memory_id, "rank": i.rank, "score": i.score, "outcome": i.outcome} for i in d.items
-        ],
-        "cut": d.cut,
-    }
+    return DeliveryOut.of(d).dump()
 
 
 def why_json(w: Why) -> dict[str, Any]:
-    return {
-        "delivery": delivery_json(w.delivery),
-        "went_in": [
-            {"memory_id": i.item.memory_id, "rank": i.item.rank, "score": i.item.score, "space": i.space,
-             "text": i.text, "forgotten": i.text is None}
-            for i in w.items if i.item.outcome == "delivered"
-        ],
-        "cut_by_limit": [
-            {"memory_id": i.item.memory_id, "rank": i.item.rank, "score": i.item.score, "forgotten": i.text is None}
-            for i in w.items if i.item.outcome == "limit"
-        ],
-        "other_spaces": {
-            "note": "scored now for the operator; never seen by the agent",
-            "top": [
-                {"memory_id": o.memory_id, "space": o.space, "score": o.score, "text": o.text, "reason": o.reason}
-                for o in w.others
-            ],
-            "more": w.others_more,
-        },
-    }
+    return WhyOut.of(w).dump()
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -195,6 +126,17 @@ def recall_table(memories: list[RecalledMemory]) -> str:
         + (f"  ({', '.join(m.labels.origin)})" if m.labels.origin else "")
         for m in memories
     )
+
+
+def tokens_table(tokens: list[Token]) -> str:
+    if not tokens:
+        return "(no tokens: esfis token create)"
+    lines = []
+    for t in tokens:
+        who = "operator" if t.operator else f"ai {t.ai}" + (f" in {t.space}" if t.space else "")
+        state = "active" if t.active else f"revoked {_time(t.revoked_at)}"
+        lines.append(f"{t.id}  {who}  created {_time(t.created_at)}  {state}")
+    return "\n".join(lines)
 
 
 def runs_table(runs: list[Run]) -> str:
@@ -273,7 +215,7 @@ def why_text(w: Why) -> str:
         f"delivery {d.id} at {_time(d.at)}: {d.ai} in {_where(d.space)} via {d.transport}"
         + (f" (run {d.run_id})" if d.run_id else ""),
         f"query: {d.query!r} (limit {d.limit})",
-        "searched: " + (", ".join(_where(s) for s in d.reached) or "nothing"),
+        "searched: " + (", ".join(_where(s) for s in d.searched) or "nothing"),
         "went in:",
     ]
     went = [i for i in w.items if i.item.outcome == "delivered"]

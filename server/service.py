@@ -22,48 +22,48 @@ from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
 from server.catalog import Catalog
 from server.clock import Clock, parse_time, system_clock
-from server.deliveries import DeliveryLog, explain
+from server.deliveries import DeliveryLog
 from server.errors import (
     AlreadySuperseded,
     InvalidInput,
     MemoryNotFound,
     OutOfReach,
     PolicyDenied,
-    RuleNotFound,
-    SpaceNotEmpty,
     StoreUnavailable,
 )
-from server.barrier import Grant
 from server.contexts import MAX_SHARED, ContextBook
 from server.gates import Ask, Gates
 from server.grants import GrantBook
 from server.home import make_private
+from server.operating import OperatorVerbs
 from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
-from server.memories import MAX_QUERY_BYTES, MemoryBook, NewMemory, check_id, check_text, new_id
+from server.memories import MemoryBook
+from server.memory_input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
 from server.models import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
     Caller,
-    Delivery,
     Memory,
     OpenedMemory,
     Recall,
     RecalledMemory,
     Reference,
-    Space,
-    TrustedSource,
-    Why,
 )
-from server.policies import Effect, Rule, validate_ai
-from server.recall import DEFAULT_LIMIT, MAX_LIMIT, run_recall
+from server.policies import validate_ai
+from server.recall import run_recall
 from server.registry import Registry
-from server.runs import Run, RunBook, Step, TrailStep, run_id_for
+from server.runs import Run, RunBook, Step, run_id_for
 from server.scope import Scope, scope_for
 from server.settings import Settings
 from server.spaces import contains, validate_space_name
+from server.tokens import TokenBook
 
 RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 
 
-class Esfis:
+class Esfis(OperatorVerbs):
+    """The one door: agents' verbs here, the operator's in ``OperatorVerbs``."""
+
     def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock) -> None:
         self.catalog = catalog
         self.store = store
@@ -76,6 +76,7 @@ class Esfis:
         self.grant_book = GrantBook(catalog, clock)
         self.contexts = ContextBook(catalog, clock)
         self.gates = Gates(self.runs, self.grant_book, clock)
+        self.token_book = TokenBook(catalog, clock)
 
     # -- callers and scope ------------------------------------------------------------------
 
@@ -90,7 +91,8 @@ class Esfis:
         owner: str | None = None,
         scope: str | None = None,
     ) -> Caller:
-        """A caller standing in ``space`` if named, else where ``cwd`` lies, else nowhere.
+        """The one place a caller is resolved and checked, for every interface: standing in
+        ``space`` if named, else where ``cwd`` lies, else in its token's ``scope``, else nowhere.
 
         ``run`` names the caller's run (None: this call is a run of its own); ``owner`` is who
         the name belongs to (an HTTP token; default: the transport and the AI), so the same
@@ -98,6 +100,10 @@ class Esfis:
         validate_ai(ai)
         if run is not None and not _RUN_NAME.fullmatch(run):
             raise InvalidInput(f"invalid run name {run[:40]!r}: {RUN_NAME_RULE}", field="run")
+        if space is not None and cwd is not None:
+            raise InvalidInput("give space or cwd, not both", field="space")
+        if scope is not None and space is None and cwd is None:
+            space = scope  # a token confined to a subtree stands in its own space by default
         if space is not None:
             validate_space_name(space)
             if scope is not None and not contains(scope, space):
@@ -343,6 +349,14 @@ class Esfis:
         items = tuple((i, _redact_labels(scope, l)) for i, l in reference.items)
         return dataclasses.replace(reference, items=items)
 
+    def warm_up(self) -> None:
+        """Load the model and the vector engine now, so the first request does not pay for them."""
+        try:
+            self.embedder.load()
+            self.store.db  # imports lancedb and connects
+        except IndexingError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
     # -- embedding --------------------------------------------------------------------------
 
     def _embed_documents(self, texts: list[str]):
@@ -363,107 +377,19 @@ class Esfis:
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
-    # -- spaces and policies (operator) -----------------------------------------------------
-
-    def add_space(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
-        return self.registry.add_folder(folder, name)
-
-    def create_space(self, name: str, folders: list[str] | None = None) -> Space:
-        return self.registry.add_named(name, folders)
-
-    def spaces(self) -> list[Space]:
-        return self.registry.list()
-
-    def remove_space(self, name: str, *, purge: bool = False) -> int:
-        """Remove a space; refuses while it holds memories unless ``purge``. Returns purged count."""
-        space = self.registry.get(self.registry.require(name))
-        if space.memories and not purge:
-            raise SpaceNotEmpty(
-                f"space {name!r} holds {space.memories} memories; pass --purge to forget them with it"
-            )
-        # Spaces below it stay: each is a space of its own, reached from its own folders.
-        removed = self.book.drop_space(name, self.clock())
-        self.registry.delete(name)
-        return removed
-
-    def allow(self, ai: str, space: str | None = None) -> Rule:
-        return self.registry.set_rule(ai, space, "allow")
-
-    def deny(self, ai: str, space: str | None = None) -> Rule:
-        return self.registry.set_rule(ai, space, "deny")
-
-    def set_policy(self, ai: str, space: str | None, effect: Effect) -> Rule:
-        return self.registry.set_rule(ai, space, effect)
-
-    def policies(self) -> list[Rule]:
-        return self.registry.policies().rules()
-
-    def clear_policy(self, ai: str, space: str | None = None) -> None:
-        if not self.registry.clear_rule(ai, space):
-            raise RuleNotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
-
-    # -- deliveries (operator) --------------------------------------------------------------
-
-    def deliveries(self, *, ai: str | None = None, space: str | None = None, last: int = 20) -> list[Delivery]:
-        if not 1 <= last <= 10_000:
-            raise InvalidInput("last must be from 1 to 10000", field="last")
-        return self.log.list(ai=ai, space=space, last=last)
-
-    def delivery(self, delivery_id: int) -> Delivery:
-        return self.log.get(delivery_id)
-
-    def why(self, delivery_id: int) -> Why:
-        delivery = self.log.get(delivery_id)
-        vector = self._embed_query(delivery.query)
-        return explain(delivery, self.book, self.store, self.registry.names(), vector, self.clock())
-
-    # -- grants, trusted sources, runs (operator) -------------------------------------------
-
-    def add_grant(self, from_space: str, to_space: str | None, *, ai: str | None = None,
-                  until: str | datetime | None = None) -> Grant:
-        """Data of ``from_space``'s subtree may be written into ``to_space`` (None: personal)."""
-        self.registry.require(validate_space_name(from_space, field="from"))
-        if to_space is not None:
-            self.registry.require(validate_space_name(to_space, field="to"))
-        if ai is not None:
-            validate_ai(ai)
-        moment = None if until is None else parse_time(until, now=self.clock(), field="until")
-        return self.grant_book.add(from_space, to_space, ai, moment)
-
-    def grants(self) -> list[Grant]:
-        return self.grant_book.list()
-
-    def revoke_grant(self, grant_id: str) -> Grant:
-        return self.grant_book.revoke(grant_id)
-
-    def trust(self, source: str) -> TrustedSource:
-        return self.grant_book.trust(source)
-
-    def trusted_sources(self) -> list[TrustedSource]:
-        return self.grant_book.trusted()
-
-    def distrust(self, source: str) -> None:
-        self.grant_book.distrust(source)
-
-    def run_list(self, *, last: int = 20) -> list[Run]:
-        return self.runs.list(last=last)
-
-    def trail(self, run_id: str) -> tuple[Run, list[TrailStep]]:
-        return self.runs.trail(run_id)
-
     def close(self) -> None:
         self.catalog.close()
 
     # -- for the web page (operator) --------------------------------------------------------
-    # What the Settings pages (server.web) need beyond the operator verbs above. Each is a call
-    # on one book; the web layer calls only the façade, never a book. Imports are local so this
-    # block stands alone.
+    # What the Settings pages (server.web) need beyond the operator verbs (server.operating).
+    # Each is a call on one book; the web layer calls only the façade, never a book. Imports
+    # are local so this block stands alone.
 
     def known_ais(self) -> list[str]:
         """The AIs that have used esfis (every recall, write, get, share and open is a step of a
         run), hold an active AI token, or have a rule."""
         ais = set(self.runs.ais())
-        ais |= {t.ai for t in self._token_book().list() if t.ai is not None and t.active}
+        ais |= {t.ai for t in self.tokens() if t.ai is not None and t.active}
         ais |= {r.ai for r in self.policies() if r.ai != "*"}
         return sorted(ais)
 
@@ -488,7 +414,7 @@ class Esfis:
             raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
 
     def delivery_page(self, *, ai: str | None = None, space: str | None = None, run: str | None = None,
-                      page: int = 1, per_page: int = 25) -> tuple[list[Delivery], int]:
+                      page: int = 1, per_page: int = 25) -> "tuple[list[Delivery], int]":  # noqa: F821
         """Deliveries newest first, filtered by AI, caller's space and run; one page, and the
         number that match in all."""
         if ai is not None:
@@ -507,37 +433,25 @@ class Esfis:
             validate_ai(ai)
         return self.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
 
-    def tokens(self) -> list["Token"]:  # noqa: F821 (server.tokens)
-        """Every token, revoked ones included: ids and who they act as, never secrets."""
-        return self._token_book().list()
-
-    def create_token(self, *, ai: str | None = None, space: str | None = None,
-                     operator: bool = False) -> tuple["Token", str]:  # noqa: F821
-        """A new token and its secret, the only time the secret exists outside its holder."""
-        return self._token_book().create(ai=ai, space=space, operator=operator)
-
-    def revoke_token(self, token_id: str) -> "Token":  # noqa: F821
-        return self._token_book().revoke(token_id)
-
-    def operator_sign_in(self, secret: str) -> "Token":  # noqa: F821
+    def operator_sign_in(self, secret: str) -> "Token":  # noqa: F821 (server.models)
         """The active operator token with this secret; ``Unauthorized`` for any bad token (one
         answer for all), ``Forbidden`` for an AI token."""
         from server.errors import Forbidden
 
-        token = self._token_book().authenticate("Bearer " + secret)
+        token = self.authenticate("Bearer " + secret)
         if not token.operator:
             raise Forbidden("this is an AI token: only an operator token signs in (esfis token create --operator)")
         return token
 
     def active_operator_token(self, token_id: str) -> "Token | None":  # noqa: F821
         """The operator token with this id while it is active; None once revoked (or never)."""
-        found = [t for t in self._token_book().list() if t.id == token_id]
+        found = [t for t in self.tokens() if t.id == token_id]
         return found[0] if found and found[0].operator and found[0].active else None
 
     def first_operator_token(self) -> str | None:
         """A first operator token's secret when this home has no active one (a fresh install),
         else None: how a person who never used the CLI signs in to the web page."""
-        if any(t.operator and t.active for t in self._token_book().list()):
+        if any(t.operator and t.active for t in self.tokens()):
             return None
         return self.create_token(operator=True)[1]
 
@@ -566,11 +480,6 @@ class Esfis:
         if len(key) != 32:
             raise StoreUnavailable(f"{path} does not hold a 32-byte key in hex: delete it to make a new one")
         return key
-
-    def _token_book(self):
-        from server.tokens import TokenBook
-
-        return TokenBook(self.catalog, self.clock)
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -611,7 +520,7 @@ def open_service(
     settings = settings or Settings.from_env()
     make_private(settings.home)  # before the store writes a file there
     try:
-        embedder = embedder or load_embedder(settings.model)
+        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
         store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
     except IndexingError as exc:
         raise StoreUnavailable(str(exc)) from exc

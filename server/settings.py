@@ -5,18 +5,29 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 
 @dataclass(frozen=True)
 class Settings:
     home: Path  # ESFIS_HOME, default ~/.esfis
     model: str | None  # ESFIS_MODEL: a local sentence-transformers folder; None: the packaged one
+    embedder: str = "onnx"  # ESFIS_EMBEDDER: the model's runtime, onnx or torch
+    device: str = "cpu"  # ESFIS_DEVICE: cpu, cuda or cuda:N
+    cache: Path | None = None  # ESFIS_CACHE, else $XDG_CACHE_HOME/esfis, else ~/.cache/esfis: the ONNX export
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if environ is None else environ
         home = Path(env.get("ESFIS_HOME") or Path.home() / ".esfis").expanduser()
-        return cls(home=home, model=env.get("ESFIS_MODEL") or None)
+        cache = env.get("ESFIS_CACHE") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "esfis"
+        return cls(
+            home=home,
+            model=env.get("ESFIS_MODEL") or None,
+            embedder=env.get("ESFIS_EMBEDDER") or "onnx",
+            device=env.get("ESFIS_DEVICE") or "cpu",
+            cache=Path(cache).expanduser(),
+        )
 
     @property
     def catalog_path(self) -> Path:

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import secrets
-from dataclasses import dataclass
-from datetime import datetime
 
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, system_clock, to_micros
 from server.errors import InvalidInput, NotFound, SpaceNotFound, Unauthorized
+from server.models import Token
 from server.policies import validate_ai
 from server.registry import Registry
 
@@ -35,41 +33,6 @@ PREFIX = "esfis_"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 TOKEN_ID = re.compile(r"tok_[a-z0-9]{12}")
 UNAUTHORIZED_MESSAGE = "a valid bearer token is required (esfis token create)"
-
-
-@dataclass(frozen=True)
-class Token:
-    """A token as stored: never its secret."""
-
-    id: str
-    ai: str | None  # None for operator tokens
-    space: str | None  # the subtree an AI token is confined to
-    operator: bool
-    created_at: datetime
-    revoked_at: datetime | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-    def describe(self) -> str:
-        who = "operator" if self.operator else f"ai {self.ai}" + (f" in {self.space}" if self.space else "")
-        state = "active" if self.active else f"revoked {_iso(self.revoked_at)}"
-        return f"{self.id}  {who}  created {_iso(self.created_at)}  {state}"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "ai": self.ai,
-            "space": self.space,
-            "operator": self.operator,
-            "created_at": _iso(self.created_at),
-            "revoked_at": _iso(self.revoked_at),
-        }
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 
 def hash_token(secret: str) -> str:
@@ -156,26 +119,3 @@ def _token(row) -> Token:
         created_at=created,
         revoked_at=from_micros(row["revoked_at"]),
     )
-
-
-def run_cli_token(args) -> None:
-    """``esfis token create|list|revoke``: create prints the secret and nothing else."""
-    from server.settings import Settings
-
-    catalog = Catalog(Settings.from_env().catalog_path)
-    try:
-        book = TokenBook(catalog)
-        if args.token_command == "create":
-            _, secret = book.create(ai=args.token_ai, space=args.token_space, operator=args.operator)
-            print(secret)
-        elif args.token_command == "list":
-            tokens = book.list()
-            if args.json:
-                print(json.dumps({"tokens": [t.to_json() for t in tokens]}, indent=2))
-            else:
-                print("\n".join(t.describe() for t in tokens) or "(no tokens: esfis token create)")
-        elif args.token_command == "revoke":
-            token = book.revoke(args.token_id)
-            print(f"revoked {token.id}")
-    finally:
-        catalog.close()

@@ -19,36 +19,129 @@ from server.settings import Settings
 from indexing.testing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
-INTERFACES = {"server.cli", "server.cli_extra", "server.http", "server.mcp", "server.web"}
+
+# The layers, by package path. An interface is everything under these; the rest of server/ is
+# the core (façade included); indexing/ knows vectors only.
+INTERFACES = ("server.cli", "server.http", "server.mcp", "server.web")
+# What an interface may import from server/: the façade, the light door, and the shared
+# vocabulary (errors, domain objects, the shapes answers take, settings read at the edge).
+DOORS = {"server.service", "server.locate", "server.errors", "server.models", "server.labels", "server.render", "server.shapes",
+         "server.settings", "server.arenas"}
 
 
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in ("server", "indexing"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+MODULES = modules()
+
+
+def imports_of(name: str) -> set[str]:
+    """Every module of ours that ``name`` imports, anywhere in its body: relative imports
+    resolved, and ``from package import module`` counted as importing the module."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def layer(name: str) -> str:
+    if name.startswith("indexing"):
+        return "indexing"
+    if any(name == i or name.startswith(i + ".") for i in INTERFACES):
+        return "interface"
+    return "core"
+
+
+def own_package(name: str, target: str) -> bool:
+    top = next(i for i in INTERFACES if name == i or name.startswith(i + "."))
+    return target == top or target.startswith(top + ".")
 
 
 def test_indexing_never_imports_server():
-    for path in (ROOT / "indexing").rglob("*.py"):
-        assert not [m for m in imports_of(path) if m.split(".")[0] == "server"], path
+    bad = {n: sorted(t for t in imports_of(n) if t.startswith("server")) for n in MODULES if layer(n) == "indexing"}
+    assert not {n: t for n, t in bad.items() if t}
 
 
 def test_core_never_imports_an_interface():
-    for path in (ROOT / "server").rglob("*.py"):
-        name = module_name(path)
-        if any(name == i or name.startswith(i + ".") for i in INTERFACES):
+    bad = {n: sorted(t for t in imports_of(n) if layer(t) == "interface") for n in MODULES if layer(n) == "core"}
+    assert not {n: t for n, t in bad.items() if t}
+
+
+def test_interfaces_go_through_the_door_only():
+    """An interface imports the façade (and the light door and shared vocabulary), its own
+    package, and another interface it starts (the CLI starts serve and mcp; the HTTP app mounts
+    the web pages); never the catalog, the registry, a book, or indexing."""
+    bad = {}
+    for name in MODULES:
+        if layer(name) != "interface":
             continue
-        bad = [m for m in imports_of(path) if any(m == i or m.startswith(i + ".") for i in INTERFACES)]
-        assert not bad, f"{name} imports {bad}"
+        wrong = sorted(
+            t for t in imports_of(name)
+            if not (t in DOORS or own_package(name, t) or (name == "server.cli" and layer(t) == "interface")
+                    or (name == "server.http.app" and t == "server.web")
+                    or t in ("server", "indexing"))
+        )
+        if wrong:
+            bad[name] = wrong
+    assert not bad
+
+
+def test_no_import_cycles():
+    """Counting every import, lazy ones included: no module needs itself, however far round."""
+    graph = {name: imports_of(name) for name in MODULES}
+    done, path, cycles = set(), [], []
+
+    def visit(node):
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+        elif node not in done:
+            done.add(node)
+            path.append(node)
+            for nxt in sorted(graph.get(node, ())):
+                visit(nxt)
+            path.pop()
+
+    for node in sorted(graph):
+        visit(node)
+    assert not cycles
+
+
+def test_the_layering_test_sees_every_form_of_import(tmp_path):
+    """The checks above would catch an interface reaching the catalog however it is written."""
+    for source in ("from server import catalog", "import server.catalog", "from server.catalog import Catalog",
+                   "from .. import catalog", "def f():\n    from server.registry import Registry"):
+        fake = ROOT / "server" / "http" / "_probe_layering.py"
+        fake.write_text(source + "\n")
+        try:
+            MODULES["server.http._probe_layering"] = fake
+            wrong = [t for t in imports_of("server.http._probe_layering") if t not in DOORS
+                     and not own_package("server.http._probe_layering", t)]
+            assert wrong, source
+        finally:
+            MODULES.pop("server.http._probe_layering", None)
+            fake.unlink()
 
 
 @pytest.mark.parametrize("argv", [["space", "list"], ["policy", "list"], ["deliveries"], ["--deny", "x"]])

@@ -75,3 +75,17 @@ def _delivery_rows(home):
             conn.execute("SELECT * FROM deliveries ORDER BY id").fetchall(),
             conn.execute("SELECT * FROM delivery_items ORDER BY delivery_id, rank").fetchall(),
         )
+
+
+def test_why_of_a_scoped_token_names_personal_as_out_of_reach_not_policy(fake_service):
+    """A token confined to acme never reaches personal memories: --why must say "space"."""
+    svc = fake_service
+    svc.create_space("acme")
+    svc.remember(svc.caller("cli", space="acme"), "acme login uses auth0")
+    svc.remember(svc.caller("cli"), "my login preference is passkeys", personal=True)
+    scoped = svc.caller("claude-code", space="acme", scope="acme")
+    delivered = svc.recall(scoped, "login")
+    assert all(m.space == "acme" for m in delivered.memories)
+    why = svc.why(delivered.delivery_id)
+    assert why.delivery.scope == "acme"
+    assert [(o.space, o.reason) for o in why.others] == [(None, "space")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.memories import new_id
+from server.memory_input import new_id
 from tests.helpers import run_cli
 
 

@@ -369,7 +369,7 @@ import numpy as np
 from pathlib import Path
 from indexing.testing import HashingEmbedder
 from server.import_journal import Journal
-from server.memories import NewMemory, new_id
+from server.memory_input import NewMemory, new_id
 from server.service import open_service
 from server.settings import Settings
 

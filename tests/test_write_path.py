@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from server.catalog import Catalog
-from server.memories import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
+from server.memory_input import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
 
 
 def test_ids_are_well_formed_unique_and_later_ones_sort_after():

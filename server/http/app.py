@@ -22,7 +22,6 @@ from server.http.errors import install_error_handlers
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
 from server.service import Esfis
-from server.tokens import TokenBook
 from server.web import announcing, mount_web
 
 log = logging.getLogger("esfis.http")
@@ -31,13 +30,9 @@ log = logging.getLogger("esfis.http")
 class Warmup:
     """Loads the model once, off the request path, and says how far it got."""
 
-    def __init__(self, embedder: object) -> None:
+    def __init__(self, service: Esfis) -> None:
         self.state: Literal["loading", "ready", "failed"] = "loading"
-        load = getattr(embedder, "load", None)
-        if load is None:  # an embedder with nothing to load (the hashing one in tests)
-            self.state = "ready"
-            return
-        threading.Thread(target=self._run, args=(load,), name="esfis-model-load", daemon=True).start()
+        threading.Thread(target=self._run, args=(service.warm_up,), name="esfis-model-load", daemon=True).start()
 
     def _run(self, load: Callable[[], None]) -> None:
         try:
@@ -58,8 +53,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await anyio.to_thread.run_sync(service_factory)
         app.state.service = service
-        app.state.tokens = TokenBook(service.catalog, service.clock)
-        app.state.warmup = Warmup(service.embedder)
+        app.state.warmup = Warmup(service)
         try:
             yield
         finally:
@@ -78,7 +72,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(Gate, tokens=lambda: app.state.tokens)
+    app.add_middleware(Gate, service=lambda: app.state.service)
     app.include_router(agent_router)
     app.include_router(operator_router)
     mount_web(app)  # the operator's web page, Settings › Spaces, under /settings/

@@ -18,27 +18,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from server import render
-from server.errors import InvalidInput, OutOfReach
 from server.http.auth import AgentToken, service_of
-from server.http.schemas import (
-    CWD_DOC,
-    ERRORS,
-    SPACE_DOC,
-    ContextIn,
-    ContextOut,
-    Cwd,
-    MemoryOut,
-    RecallIn,
-    RecallOut,
-    ReferenceOut,
-    RememberIn,
-    ReplaceIn,
-    Text,
-)
-from server.models import Caller
+from server.http.schemas import CWD_DOC, ERRORS, SPACE_DOC, ContextIn, Cwd, RecallIn, RememberIn, ReplaceIn, Text
+from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
+from server.models import Caller, Token
 from server.service import Esfis
-from server.spaces import contains, validate_space_name
-from server.tokens import Token
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
@@ -55,17 +39,7 @@ CwdQuery = Annotated[Cwd | None, Query(description=CWD_DOC)]
 
 
 def caller_for(service: Esfis, token: Token, space: str | None, cwd: str | None, run_id: str | None) -> Caller:
-    if space is not None and cwd is not None:
-        raise InvalidInput("give space or cwd, not both", field="space")
-    assert token.ai is not None
-    if token.space is not None:
-        if space is None and cwd is None:
-            space = token.space
-        elif space is not None:
-            # Checked before the space is looked up, so the answer says nothing of other spaces.
-            validate_space_name(space)
-            if not contains(token.space, space):
-                raise OutOfReach(f"this token acts only inside space {token.space!r}")
+    assert token.ai is not None  # agent_token guarantees it
     return service.caller(token.ai, space=space, cwd=cwd, transport="http", run=run_id, owner=f"token:{token.id}",
                           scope=token.space)
 

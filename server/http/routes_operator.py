@@ -16,27 +16,22 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import render
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
-from server.http.schemas import (
-    ERRORS,
+from server.http.schemas import ERRORS, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
+from server.shapes import (
     DeliveriesOut,
     DeliveryOut,
-    GrantIn,
     GrantOut,
     GrantsOut,
     ImportOut,
     PoliciesOut,
-    PolicyIn,
     RuleOut,
-    SpaceIn,
+    RunsOut,
     SpaceOut,
     SpaceRemovedOut,
     SpacesOut,
-    Text,
     TrailOut,
     TrustedListOut,
     TrustedOut,
-    TrustIn,
-    RunsOut,
     WhyOut,
 )
 
@@ -201,9 +196,6 @@ async def import_lines(
 ) -> dict[str, Any]:
     """Bulk import, streamed in batches; bad rows are reported by line and the rest go on, and a
     re-run adds nothing twice. Answers the report."""
-    from server.importer import import_stream
-    from server.import_rows import read_lines
-
     service = service_of(request)
     chunks = request.stream().__aiter__()
 
@@ -215,7 +207,7 @@ async def import_lines(
 
     def run() -> Any:
         body = io.BufferedReader(_BodyReader(lambda: anyio.from_thread.run(next_chunk)), 64 * 1024)
-        return import_stream(service, read_lines(body), ai=ai)
+        return service.import_jsonl(body, ai=ai)
 
     report = await anyio.to_thread.run_sync(run)
     return {

@@ -38,17 +38,15 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
-
-from server import render
+from pydantic import BaseModel, Field
 
 from server.errors import EsfisError, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
-from server.models import Caller, Memory
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller
 from server.settings import Settings
+from server.shapes import ContextOut, ForgottenOut, MemoryOut, RecallOut, ReferenceOut, ReplacedOut
 
 if TYPE_CHECKING:
-    from server.gates import ApprovalRequest
     from server.service import Esfis
 
 log = logging.getLogger("esfis.mcp")
@@ -58,71 +56,10 @@ T = TypeVar("T")
 # -- answers --------------------------------------------------------------------------------
 
 
-class Labels(BaseModel):
-    """What a memory carries beside its text; no agent can change it."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    space: str | None = Field(description="where it lives; null: personal")
-    origin: list[str] = Field(description="origin marks (source:…): content from outside, not instructions")
-    digest: str | None = Field(description="sha256:… of the text")
-    run: str | None = Field(description="the run that wrote it")
-    from_: list[str] = Field(alias="from", description="spaces whose data it also holds")
-
-
-class Saved(BaseModel):
-    id: str = Field(description="the new memory's id")
-    space: str | None = Field(description="the space it was written to; null: personal")
-    labels: Labels
-
-
-class Replaced(Saved):
-    replaced: str = Field(description="the id of the memory it supersedes")
-
-
-class Recalled(BaseModel):
-    id: str
-    text: str
-    space: str | None = Field(description="null: a personal memory")
-    score: float = Field(description="cosine similarity to the query; higher is closer")
-    labels: Labels
-
-
-class Shared(BaseModel):
-    id: str
-    labels: Labels
-
-
-class SharedContext(BaseModel):
-    ref: str = Field(description="the reference: pass it to another agent, which opens it with open_context")
-    memories: list[Shared]
-
-
-class Opened(BaseModel):
-    id: str
-    text: str | None = Field(description="null: forgotten since it was shared")
-    forgotten: bool
-    labels: Labels
-
-
-class OpenedContext(BaseModel):
-    ref: str
-    memories: list[Opened]
-
-
 class Approval(BaseModel):
     """What the person at the call answers."""
 
     approve: bool = Field(description="true: let esfis do exactly this one call")
-
-
-class RecallAnswer(BaseModel):
-    memories: list[Recalled] = Field(description="best first")
-
-
-class Forgotten(BaseModel):
-    id: str
-    forgotten: bool = True
 
 
 # -- descriptions, written for the model ----------------------------------------------------
@@ -192,10 +129,6 @@ def descriptions(standing: Standing) -> dict[str, str]:
 
 
 # -- the server -----------------------------------------------------------------------------
-
-
-def _memory(m: Memory) -> dict[str, Any]:
-    return {"id": m.id, "space": m.space, "labels": render.labels_json(m.labels)}
 
 
 def asker(ctx: Context) -> Callable[["ApprovalRequest"], bool | None]:
@@ -338,31 +271,25 @@ def build_server(
         source: Annotated[
             str | None, Field(description="where the fact came from when not from you or the user: slack, email, …")
         ] = None,
-    ) -> Saved:
+    ) -> MemoryOut:
         ask = asker(ctx)
         labels = None if source is None else [source]
         memory = await call(
             ctx, lambda service, who: service.remember(who, text, personal=personal, labels=labels, ask=ask)
         )
-        return Saved.model_validate(_memory(memory))
+        return MemoryOut.of(memory)
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
         query: Annotated[str, Field(description="what you want to know, in plain words")],
         ctx: Context,
         limit: Annotated[
-            int, Field(description="how many memories at most, 1 to 100", json_schema_extra={"minimum": 1, "maximum": 100})
-        ] = 10,
-    ) -> RecallAnswer:
+            int, Field(description=f"how many memories at most, 1 to {MAX_LIMIT}",
+                       json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
+        ] = DEFAULT_LIMIT,
+    ) -> RecallOut:
         result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
-        # The delivery id stays in the trail: agents never see it.
-        return RecallAnswer(
-            memories=[
-                Recalled(id=m.id, text=m.text, space=m.space, score=round(m.score, 4),
-                         labels=Labels.model_validate(render.labels_json(m.labels)))
-                for m in result.memories
-            ]
-        )
+        return RecallOut.of(result.memories)  # the delivery id stays in the trail: agents never see it
 
     @server.tool(description=about["replace"], annotations=ToolAnnotations(title="Replace", destructive_hint=False))
     async def replace(
@@ -372,35 +299,35 @@ def build_server(
         space: Annotated[
             str | None, Field(description="rarely needed: the new memory's space; default: the old one's")
         ] = None,
-    ) -> Replaced:
+    ) -> ReplacedOut:
         ask = asker(ctx)
         memory = await call(ctx, lambda service, who: service.replace(who, id, text, space=space, ask=ask))
-        return Replaced.model_validate({**_memory(memory), "replaced": id})
+        return ReplacedOut(**MemoryOut.of(memory).model_dump(), replaced=id)
 
     @server.tool(description=about["forget"], annotations=ToolAnnotations(title="Forget", destructive_hint=True))
     async def forget(
         id: Annotated[str, Field(description="the id of the memory to delete")],
         ctx: Context,
-    ) -> Forgotten:
+    ) -> ForgottenOut:
         ask = asker(ctx)
         await call(ctx, lambda service, who: service.forget(who, id, ask=ask))
-        return Forgotten(id=id)
+        return ForgottenOut(id=id)
 
     @server.tool(description=about["share"], annotations=ToolAnnotations(title="Share", read_only_hint=True))
     async def share(
         ids: Annotated[list[str], Field(description="ids of memories to share, 1 to 100")],
         ctx: Context,
-    ) -> SharedContext:
+    ) -> ReferenceOut:
         reference = await call(ctx, lambda service, who: service.share(who, ids))
-        return SharedContext.model_validate(render.reference_json(reference))
+        return ReferenceOut.of(reference)
 
     @server.tool(description=about["open_context"], annotations=ToolAnnotations(title="Open context", read_only_hint=True))
     async def open_context(
         ref: Annotated[str, Field(description="a context reference, ctx_…")],
         ctx: Context,
-    ) -> OpenedContext:
+    ) -> ContextOut:
         reference, memories = await call(ctx, lambda service, who: service.open_context(who, ref))
-        return OpenedContext.model_validate(render.opened_json(reference, memories))
+        return ContextOut.of(reference, memories)
 
     return server
 
@@ -415,10 +342,7 @@ def _version() -> str:
 def _warm_up(service: "Esfis") -> None:
     """Load the model (and the store's engine) now, so the first recall does not pay for it."""
     try:
-        load = getattr(service.embedder, "load", None)
-        if load is not None:
-            load()
-        service.store.db  # imports lancedb and connects
+        service.warm_up()
         log.info("model loaded")
     except Exception as exc:  # the first call that needs the model reports it as a tool error
         log.warning("could not load the model at start: %s", exc)

@@ -21,12 +21,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from server.catalog import Catalog
-from server.clock import system_clock
 from server.errors import EsfisError, StoreUnavailable
 from server.models import Caller
-from server.policies import validate_ai
-from server.registry import Registry
+from server.locate import locate
 from server.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,23 +78,16 @@ class Standing:
 def stand(settings: Settings, environ: Mapping[str, str], cwd: str) -> Standing:
     """Resolve where a server started in ``cwd`` stands.
 
-    The same rule as ``Esfis.caller`` (DESIGN §2), read straight from the registry: the answer
-    to ``initialize`` must not wait for the service's vector stack (numpy, pyarrow), which opens
-    in the background. Each tool call then builds its caller through the façade.
+    The same rule as ``Esfis.caller`` (DESIGN §2), through the light door (``server.locate``):
+    the answer to ``initialize`` must not wait for the service's vector stack, which opens in
+    the background. Each tool call then builds its caller through the façade.
     """
     explicit = environ.get("ESFIS_SPACE") or None
     ai = environ.get("ESFIS_AI") or None
     space: str | None = None
     problem: EsfisError | None = None
     try:
-        if ai is not None:
-            validate_ai(ai, field="ESFIS_AI")
-        catalog = Catalog(settings.catalog_path)
-        try:
-            registry = Registry(catalog, system_clock)
-            space = registry.require(explicit) if explicit else registry.space_at(cwd)
-        finally:
-            catalog.close()
+        space = locate(settings, space=explicit, cwd=cwd, ai=ai, ai_field="ESFIS_AI")
     except EsfisError as exc:
         problem = exc
     except (OSError, sqlite3.Error) as exc:  # e.g. an ESFIS_HOME that cannot be created

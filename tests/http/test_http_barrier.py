@@ -5,7 +5,7 @@ labels surviving a restart of ``esfis serve``."""
 
 from __future__ import annotations
 
-from conftest import start_server, stop_server
+from tests.http.conftest import start_server, stop_server
 from http_support import error_of, remember
 
 SECRET = "the staging database password is in vault path secret/acme-stg"

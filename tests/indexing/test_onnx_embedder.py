@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from server.settings import Settings
 from indexing.errors import EmbedderUnavailable
 from indexing.onnx_embedder import OnnxEmbedder
 
@@ -45,15 +46,19 @@ def test_batch_order_is_preserved(real_embedder):
     assert np.allclose(one_by_one, batched, atol=1e-4)
 
 
+def from_settings(**env: str):
+    """The embedder the product would load under these environment variables."""
+    settings = Settings.from_env(env)
+    return load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+
+
 def test_torch_backend_can_be_chosen(monkeypatch):
     assert isinstance(load_embedder(None, "torch"), SentenceTransformerEmbedder)
-    monkeypatch.setenv("ESFIS_EMBEDDER", "torch")
-    assert isinstance(load_embedder(None), SentenceTransformerEmbedder)
+    assert isinstance(from_settings(ESFIS_EMBEDDER="torch"), SentenceTransformerEmbedder)
 
 
 def test_a_gpu_device_runs_the_model_on_torch_and_says_so_when_there_is_none(monkeypatch):
-    monkeypatch.setenv("ESFIS_DEVICE", "cuda")
-    embedder = load_embedder(None)
+    embedder = from_settings(ESFIS_DEVICE="cuda")
     assert isinstance(embedder, SentenceTransformerEmbedder) and embedder.device == "cuda"
     assert embedder.batch_size >= 1024  # a GPU pays with big batches
     import torch

@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
-from conftest import SERVERS, Server, Spec, server_params
+from tests.mcp.conftest import SERVERS, Server, Spec, server_params
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.types import ElicitResult, Implementation

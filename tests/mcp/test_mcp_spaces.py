@@ -26,11 +26,12 @@ async def test_globex_server_recalls_clerk_and_never_auth0(fleet, seeded):
     assert not [t for t in texts if "Auth0" in t]
 
 
-async def test_recall_answers_id_text_space_score_labels_and_nothing_else(fleet, seeded):
+async def test_recall_answers_the_one_recall_shape_and_nothing_else(fleet, seeded):
     answer = await fleet["acme"].ok("recall", query=QUESTION)
     assert set(answer) == {"memories"}
     top = answer["memories"][0]
-    assert set(top) == {"id", "text", "space", "score", "labels"}
+    # The same shape as POST /v1/recall and esfis recall --json (server.shapes.RecalledOut).
+    assert set(top) == {"id", "text", "space", "score", "created_at", "valid_until", "labels"}
     assert (top["id"], top["space"]) == (seeded["auth0"], "acme")
     assert 0 < top["score"] <= 1
     labels = top["labels"]

@@ -1,0 +1,381 @@
+"""The shapes answers take: each defined once, here, for every interface.
+
+CLI ``--json`` prints them (``server.render``), HTTP declares and returns them (its OpenAPI
+document is generated from these), MCP returns them as structured tool output. Each shape is
+built from its domain object by ``of``; times are ISO 8601 UTC with a ``Z``; ``space`` null is
+personal. Nothing about other spaces, and no delivery id, is in any answer an agent receives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.barrier import Grant
+from server.clock import iso
+from server.labels import Labels
+from server.models import (
+    Delivery,
+    Memory,
+    OpenedMemory,
+    RecalledMemory,
+    Reference,
+    Space,
+    Token,
+    TrustedSource,
+    Why,
+)
+from server.policies import Rule
+from server.runs import Run, TrailStep
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object, as every interface sends it."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class LabelsOut(Shape):
+    space: str | None = Field(description="where the memory lives; null: personal")
+    origin: list[str] = Field(description="origin marks (source:…): untrusted unless an operator trusts them")
+    digest: str | None = Field(description="sha256:… of the text; null once forgotten")
+    run: str | None = Field(description="the run that wrote it")
+    from_: list[str] = Field(alias="from", description="spaces whose data the writing run carried besides this one")
+
+    @classmethod
+    def of(cls, labels: Labels) -> "LabelsOut":
+        return cls(space=labels.space, origin=list(labels.origin),
+                   digest=None if labels.digest is None else "sha256:" + labels.digest,
+                   run=labels.run, from_=list(labels.from_))
+
+
+class MemoryOut(Shape):
+    id: str
+    text: str | None = Field(description="null once forgotten")
+    space: str | None
+    ai: str = Field(description="the AI that wrote it")
+    created_at: str
+    valid_from: str
+    valid_until: str | None
+    superseded_by: str | None
+    labels: LabelsOut
+
+    @classmethod
+    def of(cls, m: Memory) -> "MemoryOut":
+        return cls(id=m.id, text=m.text, space=m.space, ai=m.ai, created_at=iso(m.created_at),
+                   valid_from=iso(m.valid_from), valid_until=iso(m.valid_until), superseded_by=m.superseded_by,
+                   labels=LabelsOut.of(m.labels))
+
+
+class ReplacedOut(MemoryOut):
+    replaced: str = Field(description="the id of the memory it supersedes")
+
+
+class RecalledOut(Shape):
+    id: str
+    text: str
+    space: str | None
+    score: float = Field(description="cosine similarity to the query; higher is closer")
+    created_at: str
+    valid_until: str | None
+    labels: LabelsOut
+
+    @classmethod
+    def of(cls, m: RecalledMemory) -> "RecalledOut":
+        return cls(id=m.id, text=m.text, space=m.space, score=m.score, created_at=iso(m.created_at),
+                   valid_until=iso(m.valid_until), labels=LabelsOut.of(m.labels))
+
+
+class RecallOut(Shape):
+    memories: list[RecalledOut] = Field(description="best first")
+
+    @classmethod
+    def of(cls, memories: list[RecalledMemory]) -> "RecallOut":
+        return cls(memories=[RecalledOut.of(m) for m in memories])
+
+
+class ForgottenOut(Shape):
+    id: str
+    forgotten: bool = True
+
+
+class SharedOut(Shape):
+    id: str
+    labels: LabelsOut
+
+
+class ReferenceOut(Shape):
+    ref: str = Field(description="the reference (ctx_…): hand it to another agent, which opens it")
+    run: str = Field(description="the run that shared it")
+    created_at: str
+    memories: list[SharedOut]
+
+    @classmethod
+    def of(cls, r: Reference) -> "ReferenceOut":
+        return cls(ref=r.ref, run=r.run, created_at=iso(r.created_at),
+                   memories=[SharedOut(id=i, labels=LabelsOut.of(l)) for i, l in r.items])
+
+
+class OpenedOut(Shape):
+    id: str
+    text: str | None = Field(description="null: forgotten since it was shared")
+    forgotten: bool
+    labels: LabelsOut = Field(description="as shared")
+
+
+class ContextOut(Shape):
+    ref: str
+    run: str
+    memories: list[OpenedOut]
+
+    @classmethod
+    def of(cls, r: Reference, memories: list[OpenedMemory]) -> "ContextOut":
+        return cls(ref=r.ref, run=r.run, memories=[
+            OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels)) for m in memories
+        ])
+
+
+# -- the operator's ---------------------------------------------------------------------------
+
+
+class SpaceOut(Shape):
+    name: str
+    folders: list[str]
+    memories: int
+    created_at: str | None
+
+    @classmethod
+    def of(cls, s: Space) -> "SpaceOut":
+        return cls(name=s.name, folders=list(s.folders), memories=s.memories, created_at=iso(s.created_at))
+
+
+class RuleOut(Shape):
+    ai: str
+    space: str | None
+    effect: Literal["allow", "deny"]
+
+    @classmethod
+    def of(cls, r: Rule) -> "RuleOut":
+        return cls(ai=r.ai, space=r.space, effect=r.effect)
+
+
+class DeliveryItemOut(Shape):
+    memory_id: str
+    rank: int
+    score: float
+    outcome: str
+
+
+class DeliveryOut(Shape):
+    id: int
+    at: str | None
+    ai: str
+    space: str | None
+    transport: str
+    run_id: str | None
+    query: str
+    limit: int
+    searched: list[str] = Field(description="the partitions searched: personal, or a space")
+    items: list[DeliveryItemOut]
+    cut: dict[str, int] = Field(description="counts by reason: space, policy, superseded, expired, relevance, …")
+
+    @classmethod
+    def of(cls, d: Delivery) -> "DeliveryOut":
+        return cls(id=d.id, at=iso(d.at), ai=d.ai, space=d.space, transport=d.transport, run_id=d.run_id,
+                   query=d.query, limit=d.limit, searched=["personal" if s is None else s for s in d.searched],
+                   items=[DeliveryItemOut(memory_id=i.memory_id, rank=i.rank, score=i.score, outcome=i.outcome)
+                          for i in d.items],
+                   cut=d.cut)
+
+
+class WentInOut(Shape):
+    memory_id: str
+    rank: int
+    score: float
+    space: str | None
+    text: str | None = Field(description="today's text; null: forgotten")
+    forgotten: bool
+
+
+class CutByLimitOut(Shape):
+    memory_id: str
+    rank: int
+    score: float
+    forgotten: bool
+
+
+class OtherMatchOut(Shape):
+    memory_id: str
+    space: str | None
+    score: float
+    text: str
+    reason: Literal["space", "policy"]
+
+
+class OtherSpacesOut(Shape):
+    note: str = "scored now for the operator; never seen by the agent"
+    top: list[OtherMatchOut]
+    more: int
+
+
+class WhyOut(Shape):
+    delivery: DeliveryOut
+    went_in: list[WentInOut]
+    cut_by_limit: list[CutByLimitOut]
+    other_spaces: OtherSpacesOut
+
+    @classmethod
+    def of(cls, w: Why) -> "WhyOut":
+        return cls(
+            delivery=DeliveryOut.of(w.delivery),
+            went_in=[WentInOut(memory_id=i.item.memory_id, rank=i.item.rank, score=i.item.score, space=i.space,
+                               text=i.text, forgotten=i.text is None)
+                     for i in w.items if i.item.outcome == "delivered"],
+            cut_by_limit=[CutByLimitOut(memory_id=i.item.memory_id, rank=i.item.rank, score=i.item.score,
+                                        forgotten=i.text is None)
+                          for i in w.items if i.item.outcome == "limit"],
+            other_spaces=OtherSpacesOut(
+                top=[OtherMatchOut(memory_id=o.memory_id, space=o.space, score=o.score, text=o.text, reason=o.reason)
+                     for o in w.others],
+                more=w.others_more,
+            ),
+        )
+
+
+class GrantOut(Shape):
+    id: str
+    from_: str = Field(alias="from")
+    to: str | None = Field(description="null: personal memories")
+    ai: str | None = Field(description="null: every AI")
+    until: str | None = Field(description="null: until revoked")
+    created_at: str
+    revoked_at: str | None
+
+    @classmethod
+    def of(cls, g: Grant) -> "GrantOut":
+        return cls(id=g.id, from_=g.from_space, to=g.to_space, ai=g.ai, until=iso(g.until),
+                   created_at=iso(g.created_at), revoked_at=iso(g.revoked_at))
+
+
+class TrustedOut(Shape):
+    source: str
+    created_at: str
+
+    @classmethod
+    def of(cls, t: TrustedSource) -> "TrustedOut":
+        return cls(source=t.source, created_at=iso(t.created_at))
+
+
+class TokenOut(Shape):
+    id: str
+    ai: str | None
+    space: str | None
+    operator: bool
+    created_at: str
+    revoked_at: str | None
+
+    @classmethod
+    def of(cls, t: Token) -> "TokenOut":
+        return cls(id=t.id, ai=t.ai, space=t.space, operator=t.operator, created_at=iso(t.created_at),
+                   revoked_at=iso(t.revoked_at))
+
+
+class StepOut(Shape):
+    at: str
+    kind: str
+    labels: list[str]
+    decision: str | None = Field(description="gates: allowed or refused")
+    rule: str | None
+    grant: str | None
+    target: str | None
+    memory_ids: list[str]
+
+    @classmethod
+    def of(cls, t: TrailStep) -> "StepOut":
+        s = t.step
+        return cls(at=iso(t.at), kind=s.kind, labels=list(s.labels), decision=s.decision, rule=s.rule,
+                   grant=s.grant, target=s.target, memory_ids=list(s.memory_ids))
+
+
+class RunOut(Shape):
+    run: str
+    name: str
+    ai: str
+    transport: str
+    scope: str | None = Field(description="the space the run was sealed in; null: no space")
+    opened_at: str | None
+    carries: list[str] = Field(description="the labels of everything delivered to it")
+    step_count: int
+
+    @classmethod
+    def of(cls, r: Run) -> "RunOut":
+        return cls(run=r.id, name=r.name, ai=r.ai, transport=r.transport, scope=r.space, opened_at=iso(r.opened_at),
+                   carries=r.carried.marks(), step_count=r.steps)
+
+
+class TrailOut(Shape):
+    run: str
+    name: str
+    ai: str
+    transport: str
+    scope: str | None
+    opened_at: str | None
+    carries: list[str]
+    steps: list[StepOut]
+
+    @classmethod
+    def of(cls, r: Run, steps: list[TrailStep]) -> "TrailOut":
+        return cls(run=r.id, name=r.name, ai=r.ai, transport=r.transport, scope=r.space, opened_at=iso(r.opened_at),
+                   carries=r.carried.marks(), steps=[StepOut.of(t) for t in steps])
+
+
+# -- lists and reports, as CLI --json and HTTP send them --------------------------------------
+
+
+class SpacesOut(Shape):
+    spaces: list[SpaceOut]
+
+
+class SpaceRemovedOut(Shape):
+    removed: str
+    purged: int
+
+
+class PoliciesOut(Shape):
+    policies: list[RuleOut]
+
+
+class DeliveriesOut(Shape):
+    deliveries: list[DeliveryOut]
+
+
+class GrantsOut(Shape):
+    grants: list[GrantOut]
+
+
+class TrustedListOut(Shape):
+    trusted_sources: list[TrustedOut]
+
+
+class TokensOut(Shape):
+    tokens: list[TokenOut]
+
+
+class RunsOut(Shape):
+    runs: list[RunOut]
+
+
+class ImportErrorOut(Shape):
+    line: int
+    reason: str
+
+
+class ImportOut(Shape):
+    imported: int
+    skipped: int = Field(description="already present, or repeated in the input")
+    failed: int
+    errors: list[ImportErrorOut] = Field(description="the first 1000, by line number")
+    seconds: float
