@@ -84,6 +84,20 @@ class DeliveryLog:
         rows = self.catalog.all(sql + " ORDER BY id DESC LIMIT ?", (*params, last))
         return [self.get(r["id"]) for r in reversed(rows)]
 
+    def page(self, *, ai: str | None = None, space: str | None = None, run: str | None = None,
+             offset: int = 0, limit: int = 25) -> tuple[list[Delivery], int]:
+        """Newest first: ``limit`` deliveries after ``offset``, and how many match in all."""
+        where, params = [], []
+        for column, value in (("ai", ai), ("space", space), ("run_id", run)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        clause = " WHERE " + " AND ".join(where) if where else ""
+        total = self.catalog.one("SELECT count(*) AS n FROM deliveries" + clause, tuple(params))
+        rows = self.catalog.all(f"SELECT id FROM deliveries{clause} ORDER BY id DESC LIMIT ? OFFSET ?",
+                                (*params, limit, offset))
+        return [self.get(r["id"]) for r in rows], int(total["n"]) if total else 0
+
 
 def explain(
     delivery: Delivery,

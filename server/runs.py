@@ -151,6 +151,18 @@ class RunBook:
             for r in rows
         ]
 
+    def page(self, *, ai: str | None = None, offset: int = 0, limit: int = 25) -> tuple[list[Run], int]:
+        """Newest first: ``limit`` runs after ``offset``, and how many match in all."""
+        clause, params = (" WHERE ai = ?", (ai,)) if ai is not None else ("", ())
+        total = self.catalog.one("SELECT count(*) AS n FROM runs" + clause, params)
+        rows = self.catalog.all(f"SELECT * FROM runs{clause} ORDER BY opened_at DESC, id LIMIT ? OFFSET ?",
+                                (*params, limit, offset))
+        return [self._run(r, count_steps=True) for r in rows], int(total["n"]) if total else 0
+
+    def ais(self) -> list[str]:
+        """Every AI that has taken a step (each recall, write, get, share or open is one)."""
+        return [r["ai"] for r in self.catalog.all("SELECT DISTINCT ai FROM runs ORDER BY ai")]
+
     def _run(self, row, *, count_steps: bool = False) -> Run:
         marks = [r["label"] for r in self.catalog.all("SELECT label FROM run_labels WHERE run = ?", (row["id"],))]
         steps = 0

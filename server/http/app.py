@@ -22,6 +22,7 @@ from server.http.errors import install_error_handlers
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
 from server.service import Esfis
+from server.web import announcing, mount_web
 
 log = logging.getLogger("esfis.http")
 
@@ -74,6 +75,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
     app.add_middleware(Gate, service=lambda: app.state.service)
     app.include_router(agent_router)
     app.include_router(operator_router)
+    mount_web(app)  # the operator's web page, Settings › Spaces, under /settings/
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> dict:
@@ -88,4 +90,5 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
 
     from server.service import open_service
 
-    uvicorn.run(create_app(open_service), host=host, port=port, log_level="info")
+    # announcing: prints the settings page's URL once the service is open
+    uvicorn.run(create_app(announcing(open_service, host, port)), host=host, port=port, log_level="info")

@@ -1,0 +1,61 @@
+"""The operator's web page, Settings › Spaces, served by ``esfis serve`` under ``/settings/``.
+
+An interface like the CLI, HTTP and MCP: it calls the service façade only (the process's one
+``Esfis``, ``app.state.service``), renders pages on the server (Jinja2, no script, no asset
+from outside this package), and maps every error to a page in one place (``pages.WebRoute``).
+
+    routes_auth    sign-in (an operator token on a form), sign-out, the style sheet, 404 pages
+    routes_spaces  the tree of spaces, folders, adding and removing; who sees what
+    routes_log     deliveries and their why, runs and their trails, grants, trusted sources
+    routes_tokens  tokens: list, create (secret shown once), revoke
+    session        signed, expiring session cookies and CSRF tokens
+    pages          templates, headers, guards, error pages
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, TextIO
+
+from fastapi import FastAPI
+
+from server.service import Esfis
+
+SETTINGS_PATH = "/settings/"
+
+
+def mount_web(app: FastAPI) -> None:
+    """Add the Settings pages to the HTTP application (its lifespan opens the service)."""
+    from server.web import routes_auth, routes_log, routes_spaces, routes_tokens
+
+    for module in (routes_auth, routes_spaces, routes_log, routes_tokens):
+        app.include_router(module.router)
+    app.include_router(routes_auth.fallback)  # last: every other /settings/… is a 404 page
+
+
+def settings_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{SETTINGS_PATH}"
+
+
+def announcing(factory: Callable[[], Esfis], host: str, port: int,
+               stream: TextIO | None = None) -> Callable[[], Esfis]:
+    """``factory``, and once the service is open, say where the settings page is. On a fresh
+    home (no active operator token) with a person at the terminal, make a first operator token
+    and show it there, once, so signing in needs no other command; to a log (not a terminal),
+    never: it says how to make one instead."""
+
+    def opened() -> Esfis:
+        service = factory()
+        out = stream or sys.stderr
+        print(f"esfis: settings page: {settings_url(host, port)}", file=out)
+        if not any(t.operator and t.active for t in service.tokens()):
+            if out.isatty():
+                secret = service.first_operator_token()
+                print(f"esfis: sign in with this operator token (shown once, keep it safe): {secret}", file=out)
+            else:
+                print("esfis: no operator token yet: make one with `esfis token create --operator`", file=out)
+        out.flush()
+        return service
+
+    return opened

@@ -1,0 +1,305 @@
+"""How the Settings pages are rendered and guarded: templates, headers, the session and CSRF
+checks as dependencies, and the one place that turns every error into a page.
+
+Every error a route raises ends here (``WebRoute``): the core's ``EsfisError`` shows its own
+message with its status, a missing page is a 404 page, and anything unexpected is logged and
+shown as "internal error" — never a stack trace. Pages are rendered on the server with Jinja2
+(autoescaped: memory texts and queries are shown as text), with no script at all, and sent with
+headers that keep them out of caches and frames (``Cache-Control: no-store``, a strict CSP).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qsl, quote
+
+from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+from starlette.exceptions import HTTPException
+
+from server.errors import EsfisError
+from server.service import Esfis
+from server.web.session import (
+    COOKIE_PATH,
+    FLASH_COOKIE,
+    KEY_NAME,
+    SESSION_COOKIE,
+    Ended,
+    Session,
+    Signer,
+)
+
+log = logging.getLogger("esfis.web")
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+MAX_FORM_FIELDS = 50
+CROSS_SITE = "this form was sent from another site: refused (open the page here and send it again)"
+CSRF_FAILED = "this form is out of date or was not sent from this page: reload the page and send it again"
+REASONS = {400: "Bad request", 403: "Refused", 404: "Not found", 409: "Conflict", 413: "Too large",
+           415: "Unsupported form", 422: "Invalid input", 500: "Internal error"}
+
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+}
+
+
+class WebError(Exception):
+    """A page-level refusal that is not the core's: a bad form, a cross-site POST."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class SignInRequired(Exception):
+    """No valid operator session: the answer is a redirect to the sign-in form."""
+
+
+# -- templates ------------------------------------------------------------------------------
+
+
+def _when(moment: datetime | None) -> str:
+    return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def _where(space: str | None) -> str:
+    return "personal" if space is None else space
+
+
+def _folder(path: str) -> str:
+    home = str(Path.home())
+    return "~" + path[len(home):] if path == home or path.startswith(home + "/") else path
+
+
+def _clip(text: str, width: int = 90) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+ENV = Environment(
+    loader=FileSystemLoader(TEMPLATES),
+    autoescape=select_autoescape(["html"]),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+ENV.filters.update(when=_when, iso=_iso, where=_where, folder=_folder, clip=_clip, q=lambda s: quote(str(s), safe=""))
+
+
+# -- the service, the key, the session -------------------------------------------------------
+
+
+def service_of(request: Request) -> Esfis:
+    return request.app.state.service
+
+
+def signer_of(request: Request) -> Signer:
+    """Read per request (a stat and a read): deleting the key file ends every session at once."""
+    return Signer(service_of(request).private_key(KEY_NAME))
+
+
+def now_of(request: Request) -> float:
+    return service_of(request).clock().timestamp()
+
+
+def ended_of(request: Request) -> Ended:
+    state = request.app.state
+    if not hasattr(state, "web_ended"):
+        state.web_ended = Ended()
+    return state.web_ended
+
+
+def current_session(request: Request) -> Session | None:
+    """The operator session of this request, or None: a forged, expired or signed-out cookie, or
+    one whose token is no longer an active operator token."""
+    session = signer_of(request).session(request.cookies.get(SESSION_COOKIE), now_of(request))
+    if session is None or session in ended_of(request):
+        return None
+    if service_of(request).active_operator_token(session.token_id) is None:
+        return None
+    return session
+
+
+def operator(request: Request) -> Session:
+    """Dependency of every page but sign-in: a valid operator session, else sign in first."""
+    session = current_session(request)
+    if session is None:
+        raise SignInRequired()
+    request.state.session = session
+    return session
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """A urlencoded form, first value of each field (the body is already limited to 64 KiB)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise WebError(415, "forms are sent as application/x-www-form-urlencoded")
+    try:
+        text = (await request.body()).decode("utf-8")
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+    except UnicodeDecodeError:
+        raise WebError(422, "the form must be sent in UTF-8") from None
+    except ValueError:
+        raise WebError(422, f"a form has at most {MAX_FORM_FIELDS} fields") from None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        form.setdefault(name, value)
+    return form
+
+
+def same_site(request: Request) -> None:
+    """Refuse a POST that another site sent: by Fetch Metadata, else by ``Origin``."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        raise WebError(403, CROSS_SITE)
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+        raise WebError(403, CROSS_SITE)
+
+
+@dataclass(frozen=True)
+class Posted:
+    session: Session
+    form: dict[str, str]
+
+    def field(self, name: str) -> str:
+        return self.form.get(name, "").strip()
+
+    def optional(self, name: str) -> str | None:
+        return self.field(name) or None
+
+
+def posted(
+    request: Request, session: Session = Depends(operator), form: dict[str, str] = Depends(form_of)
+) -> Posted:
+    """Dependency of every state-changing form: a session, the same site, and its CSRF token."""
+    same_site(request)
+    if not signer_of(request).csrf_ok(session.nonce, form.get("csrf")):
+        raise WebError(403, CSRF_FAILED)
+    return Posted(session, form)
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+def page(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    session: Session | None = getattr(request.state, "session", None)
+    flash = None
+    if FLASH_COOKIE in request.cookies:
+        flash = signer_of(request).unsign("flash", request.cookies[FLASH_COOKIE])
+    context.setdefault("error", None)
+    context.setdefault("section", "")
+    html = ENV.get_template(template).render(
+        session=session,
+        csrf_field=Markup('<input type="hidden" name="csrf" value="%s">') % (session.csrf if session else ""),
+        flash=flash,
+        **context,
+    )
+    response = HTMLResponse(html, status_code=status, headers=HEADERS)
+    if FLASH_COOKIE in request.cookies:
+        response.delete_cookie(FLASH_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+def redirect(request: Request, url: str, notice: str | None = None) -> RedirectResponse:
+    """After a POST, to a page (303), with a one-time notice shown there."""
+    response = RedirectResponse(url, status_code=303, headers=HEADERS)
+    if notice is not None:
+        value = signer_of(request).sign("flash", {"m": notice[:500]})
+        set_cookie(request, response, FLASH_COOKIE, value, max_age=60)
+    return response
+
+
+def set_cookie(request: Request, response: Response, name: str, value: str, *, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    if getattr(request.state, "session", None) is None:
+        try:
+            request.state.session = current_session(request)
+        except Exception:  # the page of an error must not fail on the session
+            request.state.session = None
+    return page(request, "error.html", status=status, title=REASONS.get(status, "Error"), message=message)
+
+
+_NEXT = re.compile(r"/settings/[A-Za-z0-9._~/%?=&+-]*")
+
+
+def sign_in_url(request: Request) -> str:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if request.method != "GET" or not safe_next(target):
+        return "/settings/sign-in"
+    return "/settings/sign-in?next=" + quote(target, safe="")
+
+
+def safe_next(target: str | None) -> bool:
+    """A place to go after sign-in: a page of this site, never another host."""
+    if not target or _NEXT.fullmatch(target) is None or "//" in target or target.startswith("/settings/sign-"):
+        return False
+    return not {".", ".."} & set(target.split("?")[0].split("/"))
+
+
+class WebRoute(APIRoute):
+    """Every error of a Settings route becomes a page (or, without a session, a redirect)."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SignInRequired:
+                return RedirectResponse(sign_in_url(request), status_code=303, headers=HEADERS)
+            except WebError as exc:
+                return error_page(request, exc.status, exc.message)
+            except EsfisError as exc:
+                if exc.status >= 500:
+                    log.error("%s %s: %s", request.method, request.url.path, exc.message)
+                return error_page(request, exc.status, exc.message)
+            except RequestValidationError:
+                return error_page(request, 422, "this page was asked for with a value it does not take")
+            except HTTPException as exc:
+                return error_page(request, exc.status_code, str(exc.detail))
+            except Exception:
+                log.exception("unexpected error on %s %s", request.method, request.url.path)
+                return error_page(request, 500, "internal error; the server log has the details")
+
+        return guarded
+
+
+def int_param(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or len(value) > 9:
+        raise WebError(422, f"{name} must be a whole number")
+    return int(value)
+
+
+def text_param(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name, "").strip()
+    return value or None

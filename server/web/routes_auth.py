@@ -1,0 +1,106 @@
+"""Signing in and out, the style sheet, and the pages that are not there.
+
+Sign-in takes an operator token on a form (never in a URL) and answers with a session cookie
+that holds no token (``server.web.session``). An AI token cannot sign in; every bad token gets
+one answer, as over HTTP.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+
+from server.errors import Forbidden, Unauthorized
+from server.web.pages import (
+    HEADERS,
+    STATIC,
+    Posted,
+    WebError,
+    WebRoute,
+    current_session,
+    error_page,
+    form_of,
+    now_of,
+    page,
+    posted,
+    redirect,
+    safe_next,
+    same_site,
+    service_of,
+    set_cookie,
+    signer_of,
+)
+from server.web.session import COOKIE_PATH, SESSION_COOKIE, SESSION_SECONDS, SIGNIN_COOKIE, SIGNIN_SECONDS
+
+router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+fallback = APIRouter(route_class=WebRoute, include_in_schema=False)
+
+BAD_TOKEN = "that is not a valid token, or it was revoked"
+STYLE = (STATIC / "style.css").read_bytes()
+
+
+@router.get("")
+@router.get("/")
+def home() -> Response:
+    return RedirectResponse("/settings/spaces", status_code=303, headers=HEADERS)
+
+
+def _sign_in_form(request: Request, *, status: int = 200, error: str | None = None, next_: str | None = None):
+    value, csrf = signer_of(request).new_signin(now_of(request))
+    response = page(request, "sign_in.html", status=status, error=error, signin_csrf=csrf,
+                    next=next_ if safe_next(next_) else "")
+    set_cookie(request, response, SIGNIN_COOKIE, value, max_age=SIGNIN_SECONDS)
+    return response
+
+
+@router.get("/sign-in")
+def sign_in_form(request: Request) -> Response:
+    if current_session(request) is not None:  # signed in already: straight on
+        next_ = request.query_params.get("next")
+        return RedirectResponse(next_ if safe_next(next_) else "/settings/spaces", status_code=303, headers=HEADERS)
+    return _sign_in_form(request, next_=request.query_params.get("next"))
+
+
+@router.post("/sign-in")
+def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Response:
+    same_site(request)
+    next_ = form.get("next", "")
+    if not signer_of(request).signin_ok(request.cookies.get(SIGNIN_COOKIE), form.get("csrf"), now_of(request)):
+        return _sign_in_form(request, status=403, next_=next_,
+                             error="this sign-in form is out of date or was not sent from this page: try again")
+    secret = form.get("token", "").strip()
+    try:
+        token = service_of(request).operator_sign_in(secret)
+    except Unauthorized:
+        return _sign_in_form(request, status=401, error=BAD_TOKEN, next_=next_)
+    except Forbidden as exc:
+        return _sign_in_form(request, status=403, error=exc.message, next_=next_)
+    _, value = signer_of(request).new_session(token.id, now_of(request))
+    response = RedirectResponse(next_ if safe_next(next_) else "/settings/spaces", status_code=303, headers=HEADERS)
+    set_cookie(request, response, SESSION_COOKIE, value, max_age=SESSION_SECONDS)
+    response.delete_cookie(SIGNIN_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+@router.post("/sign-out")
+def sign_out(request: Request, done: Posted = Depends(posted)) -> Response:
+    from server.web.pages import ended_of
+
+    ended_of(request).end(done.session, now_of(request))
+    response = redirect(request, "/settings/sign-in", "signed out")
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+@router.get("/static/style.css")
+def style() -> Response:
+    return Response(STYLE, media_type="text/css", headers={"Cache-Control": "max-age=300",
+                                                           "X-Content-Type-Options": "nosniff"})
+
+
+@fallback.api_route("/settings/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])
+def missing(request: Request, rest: str) -> Response:
+    return error_page(request, 404, f"there is no page {request.url.path}")
+
+
+__all__ = ["router", "fallback", "WebError"]

@@ -1,0 +1,54 @@
+"""Tokens: the list (ids and who each acts as, never a secret), a new token (its secret shown
+once, on the answer to the form, never in a URL or a cookie), and revoking one — which ends
+at the next request what it could do, the web sessions of an operator token included.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from server.errors import EsfisError
+from server.web.pages import Posted, WebRoute, current_session, operator, page, posted, redirect, service_of
+
+router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+
+
+def _tokens_page(request: Request, *, status: int = 200, error: str | None = None, form: dict | None = None,
+                 created=None, secret: str | None = None):
+    service = service_of(request)
+    tokens = sorted(service.tokens(), key=lambda t: (not t.active, -t.created_at.timestamp()))
+    return page(request, "tokens.html", status=status, error=error, section="tokens", tokens=tokens,
+                spaces=[s.name for s in service.spaces()], ais=service.known_ais(), form=form or {},
+                created=created, secret=secret, mine=request.state.session.token_id)
+
+
+@router.get("/tokens")
+def tokens(request: Request, _=Depends(operator)) -> Response:
+    return _tokens_page(request)
+
+
+@router.post("/tokens")
+def create(request: Request, done: Posted = Depends(posted)) -> Response:
+    operator_token = done.field("kind") == "operator"
+    try:
+        token, secret = service_of(request).create_token(
+            ai=None if operator_token else done.field("ai"),
+            space=None if operator_token else done.optional("space"),
+            operator=operator_token,
+        )
+    except EsfisError as exc:
+        return _tokens_page(request, status=exc.status, error=exc.message, form=done.form)
+    # The answer to this POST is the one place the secret is ever shown (no-store, no redirect).
+    return _tokens_page(request, created=token, secret=secret)
+
+
+@router.post("/tokens/revoke")
+def revoke(request: Request, done: Posted = Depends(posted)) -> Response:
+    try:
+        token = service_of(request).revoke_token(done.field("id"))
+    except EsfisError as exc:
+        return _tokens_page(request, status=exc.status, error=exc.message)
+    if current_session(request) is None:  # the operator revoked the token of this very session
+        return redirect(request, "/settings/sign-in", f"token {token.id} revoked; it signed this session in")
+    return redirect(request, "/settings/tokens", f"token {token.id} revoked")

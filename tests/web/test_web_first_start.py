@@ -1,0 +1,68 @@
+"""What ``esfis serve`` says when it starts: where the settings page is, and — on a fresh home,
+to a person at a terminal only — a first operator token to sign in with, so that nobody needs
+the CLI first. Never to a log. And the web layer reaches the core through the façade only.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from pathlib import Path
+
+from indexing.testing import HashingEmbedder
+from server.service import open_service
+from server.settings import Settings
+from server.web import announcing, settings_url
+
+WEB = Path(__file__).resolve().parents[2] / "server" / "web"
+TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _start(home: Path, out: io.StringIO):
+    factory = lambda: open_service(Settings(home=home, model=None), embedder=HashingEmbedder())  # noqa: E731
+    return announcing(factory, "127.0.0.1", 8765, out)()
+
+
+def test_a_fresh_home_at_a_terminal_shows_a_first_operator_token_once(home):
+    first = Terminal()
+    service = _start(home, first)
+    assert "esfis: settings page: http://127.0.0.1:8765/settings/" in first.getvalue()
+    secret = TOKEN.search(first.getvalue()).group(0)
+    assert service.operator_sign_in(secret).operator
+    service.close()
+    again = Terminal()
+    _start(home, again).close()
+    assert "settings page" in again.getvalue() and not TOKEN.search(again.getvalue())
+
+
+def test_a_log_never_gets_a_token_and_none_is_made(home):
+    log = io.StringIO()
+    service = _start(home, log)
+    assert "settings page" in log.getvalue() and "esfis token create --operator" in log.getvalue()
+    assert not TOKEN.search(log.getvalue()) and service.tokens() == []
+    service.close()
+
+
+def test_the_settings_url_names_a_host_a_browser_can_open():
+    assert settings_url("0.0.0.0", 8765) == "http://127.0.0.1:8765/settings/"
+    assert settings_url("::1", 9000) == "http://[::1]:9000/settings/"
+    assert settings_url("example.lan", 80) == "http://example.lan:80/settings/"
+
+
+def test_the_web_layer_calls_the_facade_only():
+    """server.web may import the façade (server.service), the error tree and itself: never the
+    catalog, the registry, the token book or any other book."""
+    allowed = {"server.service", "server.errors"}
+    for path in WEB.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                if name.split(".")[0] == "server" and not name.startswith("server.web"):
+                    assert name in allowed, f"{path.name} imports {name}"
