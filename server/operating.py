@@ -8,14 +8,17 @@ one door. They act as the operator: no caller, no scope, and nothing here is an 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
+from server.access import Access, access_rows
 from server.barrier import Grant
 from server.clock import parse_time
 from server.deliveries import explain
-from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
+from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, StoreUnavailable
 from server.models import Delivery, Space, Token, TrustedSource, Why
 from server.policies import Effect, Rule, validate_ai
 from server.runs import Run, TrailStep
@@ -157,3 +160,112 @@ class OperatorVerbs:
         if sized is not None:
             sized(total)
         return import_records(self, records, ai=ai, batch_size=batch, progress=progress)
+
+    # -- for the settings pages (server.web) ---------------------------------------------
+    # Each is a call on one book: the web layer calls only the façade, never a book.
+
+    def known_ais(self) -> list[str]:
+        """The AIs that have used esfis (every recall, write, get, share and open is a step of a
+        run), hold an active AI token, or have a rule."""
+        ais = set(self.runs.ais())
+        ais |= {t.ai for t in self.tokens() if t.ai is not None and t.active}
+        ais |= {r.ai for r in self.policies() if r.ai != "*"}
+        return sorted(ais)
+
+    def access(self, space: str | None) -> list[Access]:
+        """For a space (None: everywhere, i.e. personal memories), each known AI and everyone:
+        its rule there and the effective decision with the rule that makes it (DESIGN §3)."""
+        if space is not None:
+            self.registry.require(space)
+        return access_rows(self.registry.policies(), self.known_ais(), space)
+
+    def set_access(self, ai: str, space: str | None, effect: str) -> None:
+        """``allow`` or ``deny`` sets the rule for the AI (or '*') at this place; ``inherit``
+        removes it, if there is one, so the order of DESIGN §3 decides from further up."""
+        if effect == "inherit":
+            validate_ai(ai, wildcard=True)
+            self.registry.clear_rule(ai, space)
+        elif effect in ("allow", "deny"):
+            self.registry.set_rule(ai, space, effect)  # type: ignore[arg-type]
+        else:
+            raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
+
+    def delivery_page(self, *, ai: str | None = None, space: str | None = None, run: str | None = None,
+                      page: int = 1, per_page: int = 25) -> tuple[list[Delivery], int]:
+        """Deliveries newest first, filtered by AI, caller's space and run; one page, and the
+        number that match in all."""
+        if ai is not None:
+            validate_ai(ai)
+        if space is not None:
+            validate_space_name(space)
+        if run is not None and not _RUN_ID.fullmatch(run):
+            raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits",
+                               field="run")
+        offset = _page_offset(page, per_page)
+        return self.log.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
+
+    def run_page(self, *, ai: str | None = None, page: int = 1, per_page: int = 25) -> tuple[list[Run], int]:
+        """Runs newest first, optionally one AI's; one page, and the number that match in all."""
+        if ai is not None:
+            validate_ai(ai)
+        return self.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
+
+    def operator_sign_in(self, secret: str) -> Token:
+        """The active operator token with this secret; ``Unauthorized`` for any bad token (one
+        answer for all), ``Forbidden`` for an AI token."""
+        from server.errors import Forbidden
+
+        token = self.authenticate("Bearer " + secret)
+        if not token.operator:
+            raise Forbidden("this is an AI token: only an operator token signs in (esfis token create --operator)")
+        return token
+
+    def active_operator_token(self, token_id: str) -> Token | None:
+        """The operator token with this id while it is active; None once revoked (or never)."""
+        found = [t for t in self.tokens() if t.id == token_id]
+        return found[0] if found and found[0].operator and found[0].active else None
+
+    def first_operator_token(self) -> str | None:
+        """A first operator token's secret when this home has no active one (a fresh install),
+        else None: how a person who never used the CLI signs in to the web page."""
+        if any(t.operator and t.active for t in self.tokens()):
+            return None
+        return self.create_token(operator=True)[1]
+
+    def private_key(self, name: str) -> bytes:
+        """A random 32-byte key kept in ``ESFIS_HOME/NAME.key`` (0600), made on first use; the
+        web sessions are signed with one. Deleting the file ends every session signed with it."""
+        if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", name):
+            raise InvalidInput(f"invalid key name {name[:40]!r}", field="name")
+        path = self.catalog.path.parent / f"{name}.key"
+        if not path.exists():
+            # Written whole under a temporary name, then linked: a process racing this one
+            # either wins the link or reads the winner's complete key.
+            temporary = path.with_name(f".{name}.{secrets.token_hex(6)}.tmp")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32) + "\n")
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass
+            finally:
+                temporary.unlink()
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+        key = bytes.fromhex(path.read_text().strip())
+        if len(key) != 32:
+            raise StoreUnavailable(f"{path} does not hold a 32-byte key in hex: delete it to make a new one")
+        return key
+
+
+_RUN_ID = re.compile(r"run_[0-9a-f]{24}")
+MAX_PAGE = 100_000
+
+
+def _page_offset(page: object, per_page: object) -> int:
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+        raise InvalidInput(f"page must be an integer from 1 to {MAX_PAGE}", field="page")
+    if isinstance(per_page, bool) or not isinstance(per_page, int) or not 1 <= per_page <= 100:
+        raise InvalidInput("per_page must be an integer from 1 to 100", field="per_page")
+    return (page - 1) * per_page
