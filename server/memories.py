@@ -15,6 +15,7 @@ from concurrent.futures import Executor, wait
 from datetime import datetime
 from typing import Callable
 
+from indexing import failpoints
 from indexing.snapshot import OPEN_END
 from indexing.store import VectorStore
 from server.catalog import Catalog, Tx
@@ -99,6 +100,7 @@ class MemoryBook:
         key = partition_key(batch.space)
         if vectors_in is None:
             self.store.add(key, batch.rows())
+            failpoints.hit("write:after-vectors")
         else:
             adding = vectors_in.submit(self.store.add, key, batch.rows(), compact=False)
         try:
@@ -110,6 +112,7 @@ class MemoryBook:
                     also(tx)
                 if vectors_in is not None:
                     adding.result()
+                    failpoints.hit("write:after-vectors")
         except BaseException:
             if vectors_in is not None:
                 wait([adding])
@@ -118,6 +121,7 @@ class MemoryBook:
             except Exception:  # the first error is the one to report; orphans stay harmless:
                 pass  # recall ignores rows the catalog does not name, an import's journal purges them
             raise
+        failpoints.hit("write:after-commit")
         if vectors_in is not None:
             # After the commit, in the vectors' thread: a compaction can take seconds, and the
             # next batch's catalog rows can go in meanwhile (its vectors queue behind it).
@@ -183,6 +187,7 @@ class MemoryBook:
         in the catalog's transaction."""
         key = partition_key(memory.space)
         self.store.purge(key, [memory.id])
+        failpoints.hit("forget:after-purge")
         with self.catalog.transaction() as tx:
             if also is not None:
                 also(tx)

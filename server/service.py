@@ -17,6 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
+from indexing import failpoints
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
@@ -407,6 +408,7 @@ def open_service(
 ) -> Esfis:
     """The one place a service is built: catalog, vector store, embedder, clock."""
     settings = settings or Settings.from_env()
+    failpoints.arm(settings.failpoints)
     make_private(settings.home)  # before the store writes a file there
     try:
         embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
