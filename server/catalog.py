@@ -5,6 +5,10 @@ text must leave no trace, and SQLite keeps deleted bytes in free pages), and the
 Several processes (``esfis serve``, ``esfis mcp`` per agent, the CLI) share it: WAL lets readers
 run beside one writer, writes take the lock up front (``BEGIN IMMEDIATE``) so the busy timeout
 applies, and nothing is cached across requests, so a policy the CLI adds applies at once.
+
+What a forget clears (a digest, labels) must leave no copy behind: ``secure_delete`` zeroes
+deleted and overwritten content in its page and in free pages, and ``checkpoint`` copies the WAL
+into the database and truncates it, so no old frame keeps the page as it was.
 """
 
 from __future__ import annotations
@@ -171,6 +175,7 @@ class Catalog:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.execute("PRAGMA secure_delete=ON")
             # Up to 64 MiB of pages (taken as used): a bulk import's index inserts stay in memory.
             self._conn.execute("PRAGMA cache_size=-65536")
             with self.transaction() as tx:
@@ -212,6 +217,14 @@ class Catalog:
                 if self._bulk == 0:
                     self._conn.execute("PRAGMA wal_autocheckpoint=1000")
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database and truncate it to nothing. False when another
+        connection kept it from finishing (a reader still on an old snapshot, a writer), within
+        the busy timeout: the WAL may then still hold older versions of pages."""
+        with self._lock:
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:

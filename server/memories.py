@@ -204,6 +204,7 @@ class MemoryBook:
                 "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
                 (1 if row["superseded_by"] is not None else 0, key),
             )
+        self.catalog.checkpoint()  # the WAL's frames still hold the row as it was
 
     def current_ids(self, ids: list[str], now: datetime) -> set[str]:
         """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""
