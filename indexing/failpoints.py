@@ -7,8 +7,10 @@ first); ``open_service`` arms them. Unarmed, a step costs one set lookup. The na
 
     write:after-vectors    the vectors are on disk, the catalog not committed
     write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
+    forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
     purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
-    forget:after-purge     the partition is purged, the catalog not yet told
+    forget:after-purge     the partition is purged, the catalog not yet checkpointed
+    forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
 """
 
 from __future__ import annotations

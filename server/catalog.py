@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from server.home import make_private
 
-SCHEMA_VERSION = 2  # 2: labels beside every memory (from_spaces), runs and their trail, grants
+SCHEMA_VERSION = 3  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 
 SCHEMA = """
@@ -148,6 +148,14 @@ CREATE TABLE IF NOT EXISTS contexts (
     run TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     items TEXT NOT NULL             -- JSON: [{id, labels}] as shared
+);
+-- A forget under way (server.memories.MemoryBook.forget): written in the transaction that marks
+-- the memory forgotten, removed once its text is purged from the partition and the catalog
+-- checkpointed. What a dead process left here is finished when a service next opens.
+CREATE TABLE IF NOT EXISTS forgetting (
+    memory_id TEXT PRIMARY KEY,
+    partition TEXT NOT NULL,
+    since INTEGER NOT NULL          -- wall-clock microseconds, for finishing stale ones
 );
 CREATE TABLE IF NOT EXISTS import_keys (
     partition TEXT NOT NULL,

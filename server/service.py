@@ -416,5 +416,7 @@ def open_service(
     except IndexingError as exc:
         raise StoreUnavailable(str(exc)) from exc
     catalog = Catalog(settings.catalog_path)
-    return Esfis(catalog, store, embedder, clock)
+    service = Esfis(catalog, store, embedder, clock)
+    service.book.finish_forgets()  # what a killed process left half-forgotten (server.memories)
+    return service
 
