@@ -1,9 +1,10 @@
 """Memories on disk: text and vector in the partition's LanceDB table, the rest in the catalog.
 
 This module stores and loads, and owns every statement on the catalog's memories table; it
-decides nothing about who may. Writes go vectors first, then the catalog: a crash in between
-leaves at worst an orphan row that no catalog entry names, and recall drops anything the
-catalog does not hold as current.
+decides nothing about who may. Writes go journal, vectors, then the catalog: a crash between
+the vectors and the commit leaves orphan rows that no catalog entry names; recall drops
+anything the catalog does not hold as current, and the journal names them for the next sweep
+to purge (``server.write_journal``). Forgets are crash-safe by an intent (``MemoryBook.forget``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import logging
 import time
 from concurrent.futures import Executor, wait
 from datetime import datetime, timedelta
-from typing import Callable
+from contextlib import nullcontext
+from typing import Callable, ContextManager, Protocol
 
 from indexing import failpoints
 from indexing.snapshot import OPEN_END
@@ -33,10 +35,18 @@ _DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catal
 STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a dead process
 
 
+class Journal(Protocol):
+    """Where a write names its ids before its vectors (``server.write_journal.WriteJournal``)."""
+
+    def writing(self, partition: str, ids: list[str]) -> ContextManager[None]: ...
+
+
 class MemoryBook:
-    def __init__(self, catalog: Catalog, store: VectorStore) -> None:
+    def __init__(self, catalog: Catalog, store: VectorStore, journal: Journal | None = None) -> None:
+        """``journal``: None where the caller journals its writes itself (an import)."""
         self.catalog = catalog
         self.store = store
+        self.journal = journal
 
     def load(self, id_: str) -> Memory | None:
         memory = self.meta(id_)
@@ -100,6 +110,12 @@ class MemoryBook:
         if not len(batch):
             return
         key = partition_key(batch.space)
+        with nullcontext() if self.journal is None else self.journal.writing(key, batch.ids):
+            failpoints.hit("write:after-journal")
+            self._write_batch(key, batch, supersedes, vectors_in, also)
+
+    def _write_batch(self, key: str, batch: MemoryBatch, supersedes: tuple[str, datetime] | None,
+                     vectors_in: Executor | None, also: Callable[[Tx], None] | None) -> None:
         if vectors_in is None:
             self.store.add(key, batch.rows())
             failpoints.hit("write:after-vectors")

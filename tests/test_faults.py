@@ -13,6 +13,7 @@ command would open it. Whatever the step, the reopened store is whole:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import signal
@@ -106,11 +107,26 @@ def assert_whole(svc: Esfis, home: Path, *, gone: tuple[str, ...] = ()) -> None:
         for id_ in stored:
             assert store.text(key, id_)  # every stored row is a memory someone can read and forget
     assert not catalog.all("SELECT * FROM forgetting"), "an unfinished forget"
-    assert not list((home / "imports").glob("*.json")), "a journal left behind"
+    assert not dead_journals(home), "a dead process's journal left behind"
     for text in gone:
         assert files_containing(home, text) == [], f"the text of a forgotten memory is on disk: {text!r}"
         for hexed in (digest(text), digest(text)[:16]):
             assert files_containing(home, hexed) == [], "the digest of a forgotten memory is on disk"
+
+
+def dead_journals(home: Path) -> list[Path]:
+    """Journals no live process holds (each holds its own locked while it lives)."""
+    dead = []
+    for path in (home / "imports").glob("*"):
+        if path.name == "lock":
+            continue
+        with open(path, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            dead.append(path)
+    return dead
 
 
 @pytest.fixture
@@ -191,3 +207,85 @@ def test_a_stale_forget_is_finished_by_the_next_forget_of_a_running_service(home
         assert_whole(svc, home, gone=(SECRET, "a note to forget", "another note to forget"))
     finally:
         svc.close()
+
+
+# -- remember, replace, import ---------------------------------------------------------------
+
+WRITE_STEPS = ["write:after-journal", "write:after-vectors", "write:after-commit"]
+NEW = "acme rotates its signing keys every ninety days"
+
+
+@pytest.mark.parametrize("failpoint", WRITE_STEPS)
+def test_remember_killed_at_any_step_is_whole_or_leaves_nothing(home, acme, failpoint):
+    killed(home, failpoint, "remember", "acme", NEW)
+    svc = reopen(home)
+    try:
+        caller = svc.caller("cli", space="acme")
+        new = id_of(svc, NEW)
+        if failpoint == "write:after-commit":
+            assert_whole(svc, home)
+            assert new is not None and svc.get(caller, new).text == NEW
+            assert NEW in [m.text for m in svc.recall(caller, "signing keys rotation", limit=5).memories]
+        else:
+            assert new is None
+            assert_whole(svc, home, gone=(NEW,))
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("failpoint", WRITE_STEPS)
+def test_replace_killed_at_any_step_is_whole_or_leaves_nothing(home, acme, failpoint):
+    svc = reopen(home)
+    old = id_of(svc, FILLER[0])
+    svc.close()
+    killed(home, failpoint, "replace", "acme", old, NEW)
+    svc = reopen(home)
+    try:
+        caller = svc.caller("cli", space="acme")
+        new = id_of(svc, NEW)
+        recalled = [m.id for m in svc.recall(caller, FILLER[0], limit=100).memories]
+        if failpoint == "write:after-commit":
+            assert_whole(svc, home)
+            assert new is not None and svc.get(caller, old).superseded_by == new
+            assert new in recalled and old not in recalled  # the catalog's word, whatever the table says
+        else:
+            assert new is None and svc.get(caller, old).superseded_by is None and old in recalled
+            assert_whole(svc, home, gone=(NEW,))
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("failpoint", ["write:after-vectors@3", "write:after-commit@3"])
+def test_import_killed_mid_way_reruns_to_each_row_once(home, acme, tmp_path, failpoint):
+    rows = [{"text": f"globex import row {i}", "space": "globex", "key": f"g{i}"} for i in range(50)]
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    killed(home, failpoint, "import", "globex", str(source), "10")
+    svc = reopen(home)
+    try:
+        assert_whole(svc, home)
+        partial = svc.catalog.one("SELECT count(*) AS n FROM memories WHERE space = 'globex'")["n"]
+        assert partial == (20 if failpoint.startswith("write:after-vectors") else 30)
+    finally:
+        svc.close()
+    done = run_verb(home, None, "import", "globex", str(source), "10")
+    assert done.returncode == 0 and done.stdout.startswith(f"imported {50 - partial}, skipped {partial}, failed 0")
+    svc = reopen(home)
+    try:
+        assert_whole(svc, home)
+        keys = svc.catalog.all("SELECT key, count(*) AS n FROM memories WHERE space = 'globex' GROUP BY key")
+        assert len(keys) == 50 and {k["n"] for k in keys} == {1}
+    finally:
+        svc.close()
+
+
+def test_a_services_write_journal_is_empty_between_writes_and_gone_once_closed(fake_service, home):
+    fake_service.create_space("acme")
+    caller = fake_service.caller("cli", space="acme")
+    for i in range(3):
+        fake_service.remember(caller, f"note {i}")
+    journals = list((home / "imports").glob("writes-*.json"))
+    assert len(journals) == 1 and journals[0].stat().st_size == 0
+    assert not dead_journals(home)  # held by this process
+    fake_service.close()
+    assert not list((home / "imports").glob("writes-*"))
