@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import logging
+import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +38,7 @@ from server.write_journal import create_locked
 from indexing.store import VectorStore
 
 JOURNAL_GLOBS = ("pending-*.json", "writes-*.json")  # an import's; a process's single writes
+ABANDONED_TMP_S = 60
 log = logging.getLogger("esfis.store")
 
 
@@ -93,11 +95,10 @@ def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
     if not directory.is_dir():
         return 0
     for path in directory.glob(".*.tmp"):  # killed while creating a journal: it names nothing
-        try:
-            with open(path, "rb") as f:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                path.unlink(missing_ok=True)
-        except (FileNotFoundError, BlockingIOError):
+        try:  # (a young one may be a live process's, between its creation and its lock)
+            if time.time() - path.stat().st_mtime > ABANDONED_TMP_S:
+                path.unlink()
+        except FileNotFoundError:
             pass
     for path in sorted(p for pattern in JOURNAL_GLOBS for p in directory.glob(pattern)):
         try:
