@@ -32,7 +32,7 @@ from server.importer import import_stream
 from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key
-from tests.conftest import MovableClock, cli_env
+from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,3 +289,25 @@ def test_a_services_write_journal_is_empty_between_writes_and_gone_once_closed(f
     assert not dead_journals(home)  # held by this process
     fake_service.close()
     assert not list((home / "imports").glob("writes-*"))
+
+
+def test_esfis_forget_killed_mid_purge_is_finished_by_the_next_command(home, tmp_path, real_embedder):
+    """Through the real command line: ESFIS_FAILPOINT as an operator would set it."""
+    folder = tmp_path / "acme"
+    folder.mkdir()
+
+    def esfis(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([ESFIS_BIN, *argv], cwd=folder, env=cli_env(home, **extra),
+                              capture_output=True, text=True, timeout=120)
+
+    assert esfis("space", "add", str(folder)).returncode == 0
+    assert esfis("remember", "acme fact about the build").returncode == 0
+    remembered = esfis("remember", SECRET)
+    assert remembered.returncode == 0, remembered.stderr
+    secret = remembered.stdout.strip()
+    assert esfis("forget", secret, ESFIS_FAILPOINT="purge:after-delete").returncode == -signal.SIGKILL
+    assert files_containing(home, SECRET)  # the kill left it on disk, deleted but not rewritten
+    after = esfis("get", secret)  # the next command, whatever it is, finishes the forget first
+    assert after.returncode == 3 and after.stderr == f"esfis: error: no memory {secret}\n"
+    assert files_containing(home, SECRET) == []
+    assert files_containing(home, digest(SECRET)) == []
