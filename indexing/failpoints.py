@@ -3,8 +3,9 @@ would, to prove that a crash at exactly that step leaves the store whole.
 
 They are armed once, at the edge: ``ESFIS_FAILPOINT`` (``Settings.failpoints``), a comma-separated
 list of names, each optionally ``NAME@N`` for the N-th time the step is reached (default the
-first); ``open_service`` arms them. Unarmed, a step costs one set lookup. The names:
+first); ``open_service`` arms them. Unarmed, a step costs one dict lookup. The names:
 
+    write:after-journal    the write's ids are in its journal, no vector written yet
     write:after-vectors    the vectors are on disk, the catalog not committed
     write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition

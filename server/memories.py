@@ -14,9 +14,9 @@ import json
 import logging
 import time
 from concurrent.futures import Executor, wait
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from contextlib import nullcontext
-from typing import Callable, ContextManager, Protocol
+from typing import Callable, Protocol
 
 from indexing import failpoints
 from indexing.snapshot import OPEN_END
@@ -38,7 +38,7 @@ STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a d
 class Journal(Protocol):
     """Where a write names its ids before its vectors (``server.write_journal.WriteJournal``)."""
 
-    def writing(self, partition: str, ids: list[str]) -> ContextManager[None]: ...
+    def writing(self, partition: str, ids: list[str]) -> AbstractContextManager[None]: ...
 
 
 class MemoryBook:

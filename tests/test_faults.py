@@ -26,8 +26,8 @@ import pytest
 
 from indexing.store import VectorStore, table_name
 from indexing.testing import HashingEmbedder
-from server.errors import MemoryNotFound
 from server.catalog import Catalog
+from server.errors import MemoryNotFound
 from server.importer import import_stream
 from server.service import Esfis, open_service
 from server.settings import Settings
