@@ -59,8 +59,9 @@ def _memories(rng: np.random.Generator, topics: np.ndarray, n: int) -> np.ndarra
     return _unit(picks + accent + noise)
 
 
-def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7) -> Store:
-    """A store of about ``total`` memories over 1,000 Zipf-sized spaces plus planted scopes.
+def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7,
+                space_count: int = SPACES) -> Store:
+    """A store of about ``total`` memories over ``space_count`` (1,000) Zipf-sized spaces plus planted scopes.
 
     ``scopes`` maps a caller label to (rows, partitions): a probe space of that many rows, split
     over the space and its children when partitions > 1 (a caller in the parent reads them all).
@@ -68,8 +69,8 @@ def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7
     rng = np.random.default_rng(seed)
     topics = _unit(rng.normal(size=(TOPICS, DIM)))
     planted = sum(size for size, _ in scopes.values())
-    sizes = zipf_sizes(max(total - planted, SPACES), SPACES)
-    spaces = [f"t{i:04d}" for i in range(SPACES)]
+    sizes = zipf_sizes(max(total - planted, space_count), space_count)
+    spaces = [f"t{i:04d}" for i in range(space_count)]
     blocks = [_memories(rng, topics, int(s)) for s in sizes]
     space_of = [np.full(int(s), i, dtype=np.int32) for i, s in enumerate(sizes)]
     callers: dict[str, list[int]] = {}

@@ -33,6 +33,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from indexing import failpoints
 from indexing.errors import BadVector, StoreMismatch
 from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
@@ -333,6 +334,7 @@ class VectorStore:
                 return
             quoted = ", ".join(f"'{i}'" for i in ids)
             table.delete(f"id IN ({quoted})")
+            failpoints.hit("purge:after-delete")
             self._rewrite(key)
             snap = self._snapshots.get(key)
             if snap is not None:

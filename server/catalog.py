@@ -5,6 +5,10 @@ text must leave no trace, and SQLite keeps deleted bytes in free pages), and the
 Several processes (``esfis serve``, ``esfis mcp`` per agent, the CLI) share it: WAL lets readers
 run beside one writer, writes take the lock up front (``BEGIN IMMEDIATE``) so the busy timeout
 applies, and nothing is cached across requests, so a policy the CLI adds applies at once.
+
+What a forget clears (a digest, labels) must leave no copy behind: ``secure_delete`` zeroes
+deleted and overwritten content in its page and in free pages, and ``checkpoint`` copies the WAL
+into the database and truncates it, so no old frame keeps the page as it was.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from server.home import make_private
 
-SCHEMA_VERSION = 2  # 2: labels beside every memory (from_spaces), runs and their trail, grants
+SCHEMA_VERSION = 3  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 
 SCHEMA = """
@@ -145,6 +149,14 @@ CREATE TABLE IF NOT EXISTS contexts (
     created_at INTEGER NOT NULL,
     items TEXT NOT NULL             -- JSON: [{id, labels}] as shared
 );
+-- A forget under way (server.memories.MemoryBook.forget): written in the transaction that marks
+-- the memory forgotten, removed once its text is purged from the partition and the catalog
+-- checkpointed. What a dead process left here is finished when a service next opens.
+CREATE TABLE IF NOT EXISTS forgetting (
+    memory_id TEXT PRIMARY KEY,
+    partition TEXT NOT NULL,
+    since INTEGER NOT NULL          -- wall-clock microseconds, for finishing stale ones
+);
 CREATE TABLE IF NOT EXISTS import_keys (
     partition TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -171,6 +183,7 @@ class Catalog:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.execute("PRAGMA secure_delete=ON")
             # Up to 64 MiB of pages (taken as used): a bulk import's index inserts stay in memory.
             self._conn.execute("PRAGMA cache_size=-65536")
             with self.transaction() as tx:
@@ -212,6 +225,14 @@ class Catalog:
                 if self._bulk == 0:
                     self._conn.execute("PRAGMA wal_autocheckpoint=1000")
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database and truncate it to nothing. False when another
+        connection kept it from finishing (a reader still on an old snapshot, a writer), within
+        the busy timeout: the WAL may then still hold older versions of pages."""
+        with self._lock:
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:

@@ -9,10 +9,12 @@ ids about to be written, after the commit it empties the file. The file is locke
 for as long as its import lives; the kernel drops the lock when the process dies, however it
 dies.
 
-Every import starts with a sweep: a journal whose lock can be taken belongs to a dead import;
-its ids that the catalog does not hold are purged from their partitions, then the journal is
-removed. A journal cut short by the kill was being written before any vector was, so it names
-nothing to purge.
+Every import starts with a sweep, and so does every service that opens (``open_service``): a
+journal whose lock can be taken belongs to a dead process; its ids that the catalog does not
+hold are purged from their partitions, then the journal is removed. A journal cut short by the
+kill was being written before any vector was, so it names nothing to purge. The sweep reads the
+journals of single writes too (``server.write_journal``: remember and replace), kept in the
+same folder, one line per write.
 
 One lock, ``imports/lock``, is held around each batch's last duplicate check and its writes,
 and around the sweep: two imports of the same file at once (a client retrying a slow request)
@@ -23,15 +25,21 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
-import secrets
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from server.catalog import Catalog
 from server.memories import MemoryBook
+from server.write_journal import create_locked
 from indexing.store import VectorStore
+
+JOURNAL_GLOBS = ("pending-*.json", "writes-*.json")  # an import's; a process's single writes
+ABANDONED_TMP_S = 60
+log = logging.getLogger("esfis.store")
 
 
 class Journal:
@@ -48,9 +56,7 @@ class Journal:
         directory.mkdir(parents=True, exist_ok=True)
         with batch_lock(directory):
             sweep(directory, catalog, store)
-            path = directory / f"pending-{os.getpid()}-{secrets.token_hex(4)}.json"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)  # taken under the batch lock: no sweep sees it unlocked
+            fd, path = create_locked(directory, "pending")  # locked before its name appears
         return cls(directory, fd, path)
 
     def pending(self, ids_by_partition: dict[str, list[str]]) -> None:
@@ -83,9 +89,18 @@ def batch_lock(directory: Path) -> Iterator[None]:
 
 
 def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
-    """Clean up after dead imports; returns the number of orphan rows purged."""
+    """Clean up after dead writers (imports, remembers, replaces); returns the number of orphan
+    rows purged. Journals of live processes are locked and left alone."""
     purged = 0
-    for path in sorted(directory.glob("pending-*.json")):
+    if not directory.is_dir():
+        return 0
+    for path in directory.glob(".*.tmp"):  # killed while creating a journal: it names nothing
+        try:  # (a young one may be a live process's, between its creation and its lock)
+            if time.time() - path.stat().st_mtime > ABANDONED_TMP_S:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+    for path in sorted(p for pattern in JOURNAL_GLOBS for p in directory.glob(pattern)):
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -95,7 +110,11 @@ def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # a live import
-            purged += _purge_orphans(_read(fd), catalog, store)
+            try:
+                purged += _purge_orphans(_read(fd), catalog, store)
+            except Exception:  # kept for the next sweep; the orphans stay harmless to recall meanwhile
+                log.warning("could not purge the orphans %s names", path.name, exc_info=True)
+                continue
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
@@ -103,14 +122,20 @@ def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
 
 
 def _read(fd: int) -> dict[str, list[str]]:
+    """The ids a journal names, by partition: one JSON object per line (an import's journal is
+    one line). A line cut short was being written before its vectors were: it is skipped."""
     size = os.fstat(fd).st_size
-    if not size:
-        return {}
-    try:
-        data = json.loads(os.pread(fd, size, 0))
-    except ValueError:
-        return {}  # cut short while being written: no vector had been written yet
-    return data if isinstance(data, dict) else {}
+    pending: dict[str, list[str]] = {}
+    for line in os.pread(fd, size, 0).splitlines() if size else []:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            for partition, ids in data.items():
+                if isinstance(partition, str) and isinstance(ids, list):
+                    pending.setdefault(partition, []).extend(i for i in ids if isinstance(i, str))
+    return pending
 
 
 def _purge_orphans(pending: dict[str, list[str]], catalog: Catalog, store: VectorStore) -> int:

@@ -1,9 +1,10 @@
 """Memories on disk: text and vector in the partition's LanceDB table, the rest in the catalog.
 
 This module stores and loads, and owns every statement on the catalog's memories table; it
-decides nothing about who may. Writes go vectors first, then the catalog: a crash in between
-leaves at worst an orphan row that no catalog entry names, and recall drops anything the
-catalog does not hold as current.
+decides nothing about who may. Writes go journal, vectors, then the catalog: a crash between
+the vectors and the commit leaves orphan rows that no catalog entry names; recall drops
+anything the catalog does not hold as current, and the journal names them for the next sweep
+to purge (``server.write_journal``). Forgets are crash-safe by an intent (``MemoryBook.forget``).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from concurrent.futures import Executor, wait
-from datetime import datetime
-from typing import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime, timedelta
+from typing import Callable, Protocol
 
+from indexing import failpoints
 from indexing.snapshot import OPEN_END
 from indexing.store import VectorStore
 from server.catalog import Catalog, Tx
@@ -28,12 +32,21 @@ from server.spaces import partition_key
 log = logging.getLogger("esfis.store")
 
 _DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
+STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a dead process
+
+
+class Journal(Protocol):
+    """Where a write names its ids before its vectors (``server.write_journal.WriteJournal``)."""
+
+    def writing(self, partition: str, ids: list[str]) -> AbstractContextManager[None]: ...
 
 
 class MemoryBook:
-    def __init__(self, catalog: Catalog, store: VectorStore) -> None:
+    def __init__(self, catalog: Catalog, store: VectorStore, journal: Journal | None = None) -> None:
+        """``journal``: None where the caller journals its writes itself (an import)."""
         self.catalog = catalog
         self.store = store
+        self.journal = journal
 
     def load(self, id_: str) -> Memory | None:
         memory = self.meta(id_)
@@ -97,8 +110,15 @@ class MemoryBook:
         if not len(batch):
             return
         key = partition_key(batch.space)
+        with nullcontext() if self.journal is None else self.journal.writing(key, batch.ids):
+            failpoints.hit("write:after-journal")
+            self._write_batch(key, batch, supersedes, vectors_in, also)
+
+    def _write_batch(self, key: str, batch: MemoryBatch, supersedes: tuple[str, datetime] | None,
+                     vectors_in: Executor | None, also: Callable[[Tx], None] | None) -> None:
         if vectors_in is None:
             self.store.add(key, batch.rows())
+            failpoints.hit("write:after-vectors")
         else:
             adding = vectors_in.submit(self.store.add, key, batch.rows(), compact=False)
         try:
@@ -110,6 +130,7 @@ class MemoryBook:
                     also(tx)
                 if vectors_in is not None:
                     adding.result()
+                    failpoints.hit("write:after-vectors")
         except BaseException:
             if vectors_in is not None:
                 wait([adding])
@@ -118,6 +139,7 @@ class MemoryBook:
             except Exception:  # the first error is the one to report; orphans stay harmless:
                 pass  # recall ignores rows the catalog does not name, an import's journal purges them
             raise
+        failpoints.hit("write:after-commit")
         if vectors_in is not None:
             # After the commit, in the vectors' thread: a compaction can take seconds, and the
             # next batch's catalog rows can go in meanwhile (its vectors queue behind it).
@@ -180,25 +202,72 @@ class MemoryBook:
 
     def forget(self, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None) -> None:
         """Remove the text and vector for good; keep the id, known as forgotten. ``also`` runs
-        in the catalog's transaction."""
+        in the catalog's transaction.
+
+        Crash-safe in three steps. (1) One transaction marks the memory forgotten (its digest,
+        key and labels cleared, the counts moved) and records the intent (``forgetting``): from
+        that commit on, nothing reads it as current. (2) The text and vector are purged from
+        the partition. (3) The catalog is checkpointed, so neither the WAL nor a page keeps the
+        row as it was, and the intent is removed. A process killed after (1) leaves the intent:
+        the next service to open finishes it (``finish_forgets``), as does the next forget once
+        it is ``STALE_FORGET`` old (a live forget finishes its own in well under that).
+        """
         key = partition_key(memory.space)
-        self.store.purge(key, [memory.id])
         with self.catalog.transaction() as tx:
             if also is not None:
                 also(tx)
             row = tx.one("SELECT forgotten_at, superseded_by FROM memories WHERE id = ?", (memory.id,))
-            if row is None or row["forgotten_at"] is not None:
+            if row is None:
                 return
-            tx.execute(
-                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
-                "WHERE id = ?",
-                (to_micros(at), memory.id),
-            )
-            tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
-            tx.execute(
-                "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
-                (1 if row["superseded_by"] is not None else 0, key),
-            )
+            if row["forgotten_at"] is None:
+                tx.execute(
+                    "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', "
+                    "from_spaces = '[]' WHERE id = ?",
+                    (to_micros(at), memory.id),
+                )
+                tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
+                tx.execute(
+                    "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
+                    (1 if row["superseded_by"] is not None else 0, key),
+                )
+                tx.execute(
+                    "INSERT OR IGNORE INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?)",
+                    (memory.id, key, time.time_ns() // 1000),
+                )
+            elif tx.one("SELECT 1 FROM forgetting WHERE memory_id = ?", (memory.id,)) is None:
+                return  # forgotten and finished already (a forget beside this one)
+            # else: another forget of it is under way; finish it here too, so that this one
+            # also returns only once the text is gone.
+        failpoints.hit("forget:after-intent")
+        self.finish_forgets(only=[memory.id], stale=STALE_FORGET)
+
+    def finish_forgets(self, *, only: list[str] | None = None, stale: timedelta | None = None) -> int:
+        """Finish forgets under way: purge their texts, checkpoint, remove their intents. With
+        ``only``, those memories', plus, with ``stale``, any older than that (a dead process's);
+        with neither, all. Returns how many were finished (fewer, when the checkpoint could not
+        complete: they stay, for the next). Purging twice is harmless, so a forget that another
+        process is finishing meanwhile is safe to finish here too."""
+        rows = self.catalog.all("SELECT memory_id, partition, since FROM forgetting")
+        if only is not None:
+            wanted = set(only)
+            horizon = None if stale is None else time.time_ns() // 1000 - int(stale.total_seconds() * 1e6)
+            rows = [r for r in rows if r["memory_id"] in wanted or (horizon is not None and r["since"] < horizon)]
+        if not rows:
+            return 0
+        by_partition: dict[str, list[str]] = {}
+        for r in rows:
+            by_partition.setdefault(r["partition"], []).append(r["memory_id"])
+        for key, ids in by_partition.items():
+            self.store.purge(key, ids)
+        failpoints.hit("forget:after-purge")
+        if not self.catalog.checkpoint():
+            log.warning("catalog checkpoint busy: %d forget(s) finish on a later forget or open", len(rows))
+            return 0
+        failpoints.hit("forget:after-checkpoint")
+        ids = [r["memory_id"] for r in rows]
+        with self.catalog.transaction() as tx:
+            tx.execute("DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+        return len(ids)
 
     def current_ids(self, ids: list[str], now: datetime) -> set[str]:
         """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""

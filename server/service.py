@@ -10,6 +10,7 @@ in the run's trail in the same transaction as what it did.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import secrets
@@ -17,6 +18,7 @@ from datetime import datetime
 
 import numpy as np
 
+from indexing import failpoints
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
@@ -34,6 +36,7 @@ from server.errors import (
 from server.contexts import MAX_SHARED, ContextBook
 from server.gates import Ask, Gates
 from server.grants import GrantBook
+from server.import_journal import sweep
 from server.home import make_private
 from server.operating import OperatorVerbs
 from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
@@ -57,7 +60,9 @@ from server.scope import Scope, scope_for
 from server.settings import Settings
 from server.spaces import contains, validate_space_name
 from server.tokens import TokenBook
+from server.write_journal import JOURNALS, WriteJournal
 
+_log = logging.getLogger("esfis")
 RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 
 
@@ -70,7 +75,8 @@ class Esfis(OperatorVerbs):
         self.embedder = embedder
         self.clock = clock
         self.registry = Registry(catalog, clock)
-        self.book = MemoryBook(catalog, store)
+        self.journal = WriteJournal(catalog.path.parent / JOURNALS)
+        self.book = MemoryBook(catalog, store, self.journal)
         self.log = DeliveryLog(catalog)
         self.runs = RunBook(catalog, clock)
         self.grant_book = GrantBook(catalog, clock)
@@ -377,7 +383,18 @@ class Esfis(OperatorVerbs):
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
+    def recover(self) -> None:
+        """Finish what killed processes left: orphan rows of their writes purged, their forgets
+        finished. A step that fails is logged and left for the next open."""
+        for step in (lambda: sweep(self.catalog.path.parent / JOURNALS, self.catalog, self.store),
+                     self.book.finish_forgets):
+            try:
+                step()
+            except Exception:
+                _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)
+
     def close(self) -> None:
+        self.journal.close()
         self.catalog.close()
 
 
@@ -405,6 +422,7 @@ def open_service(
 ) -> Esfis:
     """The one place a service is built: catalog, vector store, embedder, clock."""
     settings = settings or Settings.from_env()
+    failpoints.arm(settings.failpoints)
     make_private(settings.home)  # before the store writes a file there
     try:
         embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
@@ -412,5 +430,7 @@ def open_service(
     except IndexingError as exc:
         raise StoreUnavailable(str(exc)) from exc
     catalog = Catalog(settings.catalog_path)
-    return Esfis(catalog, store, embedder, clock)
+    service = Esfis(catalog, store, embedder, clock)
+    service.recover()
+    return service
 

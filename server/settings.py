@@ -15,6 +15,7 @@ class Settings:
     embedder: str = "onnx"  # ESFIS_EMBEDDER: the model's runtime, onnx or torch
     device: str = "cpu"  # ESFIS_DEVICE: cpu, cuda or cuda:N
     cache: Path | None = None  # ESFIS_CACHE, else $XDG_CACHE_HOME/esfis, else ~/.cache/esfis: the ONNX export
+    failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -27,6 +28,7 @@ class Settings:
             embedder=env.get("ESFIS_EMBEDDER") or "onnx",
             device=env.get("ESFIS_DEVICE") or "cpu",
             cache=Path(cache).expanduser(),
+            failpoints=tuple(f for f in (env.get("ESFIS_FAILPOINT") or "").split(",") if f.strip()),
         )
 
     @property

@@ -41,3 +41,28 @@ def test_forgotten_id_is_kept_without_text(service, folders):
     service.forget(acme, memory.id)
     row = service.catalog.one("SELECT forgotten_at, digest FROM memories WHERE id = ?", (memory.id,))
     assert row["forgotten_at"] is not None and row["digest"] is None
+
+
+
+def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(fake_service, home):
+    """The text's sha256 would let anyone holding the files confirm a guess of a short text: after
+    forget, no file under ESFIS_HOME holds it (the database, its WAL, free space in its pages),
+    nor the first 16 hex digits the digest index keeps; the row keeps no labels. Ten memories
+    spread over the table's pages are forgotten: where a freed cell lies decides whether SQLite
+    would leave its bytes behind (without secure_delete, some of the ten always were)."""
+    fake_service.create_space("acme")
+    acme = fake_service.caller("cli", space="acme")
+    memories = [fake_service.remember(acme, f"acme fact number {i} about the build", labels=["source:slack"])
+                for i in range(60)]
+    fake_service.catalog.checkpoint()  # the digests in the database file too, not only in the WAL
+    forgotten = memories[3::6]
+    hexed = [m.digest.removeprefix("sha256:") for m in forgotten]
+    assert all(len(h) == 64 for h in hexed) and files_containing(home, hexed[0])
+    for memory in forgotten:
+        fake_service.forget(acme, memory.id)
+        row = fake_service.catalog.one("SELECT * FROM memories WHERE id = ?", (memory.id,))
+        assert (row["digest"], row["labels"], row["from_spaces"], row["key"]) == (None, "[]", "[]", None)
+    left = {h: files_containing(home, h) + files_containing(home, h[:16]) for h in hexed}
+    assert {h: [p.name for p in files] for h, files in left.items() if files} == {}
+    kept = memories[0].digest.removeprefix("sha256:")
+    assert files_containing(home, kept)  # the test sees a digest that is still there

@@ -1,0 +1,51 @@
+"""Failpoints: named steps of a write where a test has the process killed, as ``kill -9``
+would, to prove that a crash at exactly that step leaves the store whole.
+
+They are armed once, at the edge: ``ESFIS_FAILPOINT`` (``Settings.failpoints``), a comma-separated
+list of names, each optionally ``NAME@N`` for the N-th time the step is reached (default the
+first); ``open_service`` arms them. Unarmed, a step costs one dict lookup. The names:
+
+    write:after-journal    the write's ids are in its journal, no vector written yet
+    write:after-vectors    the vectors are on disk, the catalog not committed
+    write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
+    forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
+    purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
+    forget:after-purge     the partition is purged, the catalog not yet checkpointed
+    forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+from typing import Iterable
+
+_armed: dict[str, int] = {}
+_seen: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def arm(names: Iterable[str]) -> None:
+    """Arm these failpoints (``NAME`` or ``NAME@N``), disarming any others."""
+    armed = {}
+    for spec in names:
+        name, _, nth = spec.strip().partition("@")
+        if name:
+            armed[name] = int(nth) if nth else 1
+    with _lock:
+        _armed.clear()
+        _armed.update(armed)
+        _seen.clear()
+
+
+def hit(name: str) -> None:
+    """Kill this process with SIGKILL if ``name`` is armed and reached for the N-th time."""
+    if not _armed or name not in _armed:
+        return
+    with _lock:
+        _seen[name] += 1
+        if _seen[name] != _armed[name]:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
