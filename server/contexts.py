@@ -14,7 +14,7 @@ import json
 import re
 import secrets
 
-from server.catalog import Catalog
+from server.catalog import Catalog, Tx
 from server.clock import Clock, from_micros, to_micros
 from server.errors import ContextNotFound
 from server.labels import Labels
@@ -41,6 +41,17 @@ class ContextBook:
                 (reference.ref, run_id, to_micros(reference.created_at), json.dumps([_item(i, l) for i, l in items])),
             )
         return reference
+
+    def scrub(self, tx: Tx, memory_id: str) -> None:
+        """A forgotten memory keeps its place in the references that name it, but not its digest:
+        with no text left to check, a digest could only confirm a guess of it."""
+        rows = tx.all("SELECT ref, items FROM contexts WHERE instr(items, ?) > 0", (f'"{memory_id}"',))
+        for row in rows:
+            items = json.loads(row["items"])
+            for item in items:
+                if item["id"] == memory_id:
+                    item["labels"]["digest"] = None
+            tx.execute("UPDATE contexts SET items = ? WHERE ref = ?", (json.dumps(items), row["ref"]))
 
     def get(self, ref: object) -> Reference:
         # A malformed ref answers like an unknown one: a reference is a capability, not a name.

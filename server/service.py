@@ -270,7 +270,11 @@ class Esfis(OperatorVerbs):
         trusted = [t.source for t in self.grant_book.trusted()]
         steps = self.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
-        self.book.forget(memory, self.clock(), also=lambda tx: self.runs.record(tx, run, caller, [*steps, step]))
+        def trail(tx) -> None:
+            self.runs.record(tx, run, caller, [*steps, step])
+            self.contexts.scrub(tx, memory.id)
+
+        self.book.forget(memory, self.clock(), also=trail)
 
     def _new(self, caller: Caller, run: Run, carried: Carried, target: str | None, text: str,
              origins: tuple[str, ...], now: datetime, until: datetime | None) -> NewMemory:
