@@ -53,15 +53,17 @@ class Gates:
             return [Step("gate", marks, "allowed", "data_barrier", grant, target_mark)]
         steps: list[Step] = []
         if target is None:
-            request = ApprovalRequest(action, caller.ai, text, None, tuple(space_mark(s) for s in crossing.blocked),
-                                      "data_barrier")
+            blocked = tuple(space_mark(s) for s in crossing.blocked)  # for the trail: the operator's
+            shown = tuple(dict.fromkeys(space_mark(s) if _reached(run, s) else "a space outside this run's reach"
+                                        for s in crossing.blocked))  # for the person at the call
+            request = ApprovalRequest(action, caller.ai, text, None, shown, "data_barrier")
             answer = ask(request) if ask is not None else None
             if answer is not None:
-                steps.append(Step("approval_requested", request.carried, None, "data_barrier", None, target_mark))
+                steps.append(Step("approval_requested", blocked, None, "data_barrier", None, target_mark))
                 if answer:
-                    return [*steps, Step("approved", request.carried, None, "data_barrier", None, target_mark),
+                    return [*steps, Step("approved", blocked, None, "data_barrier", None, target_mark),
                             Step("gate", marks, "allowed", "data_barrier", grant, target_mark)]
-                steps.append(Step("declined", request.carried, None, "data_barrier", None, target_mark))
+                steps.append(Step("declined", blocked, None, "data_barrier", None, target_mark))
         steps.append(Step("gate", marks, "refused", "data_barrier", grant, target_mark))
         self.runs.record_now(run, caller, steps)
         raise DataBarrier(self._refusal(run, crossing, target, asked=bool(steps[:-1])))
@@ -113,8 +115,7 @@ class Gates:
 
     def _refusal(self, run: Run, crossing: Crossing, target: str | None, *, asked: bool) -> str:
         first = crossing.blocked[0]
-        reached = run.space is not None and contains(run.space, first)
-        label = f"data labelled {space_mark(first)!r}" if reached else "data from outside this run's reach"
+        label = f"data labelled {space_mark(first)!r}" if _reached(run, first) else "data from outside this run's reach"
         if target is None:
             where = "personal memories, which hold personal data only"
             fix = (" and the person declined" if asked
@@ -123,3 +124,8 @@ class Gates:
             where = f"space {target!r}, which may hold only its own data and that of the spaces below it"
             fix = "; an operator may grant the crossing"
         return f"data_barrier: this run carries {label}, and {where}{fix}"
+
+
+def _reached(run: Run, space: str) -> bool:
+    """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
+    return run.space is not None and contains(run.space, space)

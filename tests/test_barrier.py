@@ -284,6 +284,11 @@ def test_agents_never_see_the_name_of_a_from_space_they_do_not_reach(svc):
     with pytest.raises(DataBarrier, match="outside this run's reach") as refused:
         svc.remember(globex, "globex now knows it")
     assert "acme" not in str(refused.value)
+    asked = []
+    with pytest.raises(DataBarrier):  # the person at a Globex call is not told where it came from either
+        svc.remember(globex, "a personal note again", personal=True, ask=lambda r: asked.append(r) or False)
+    assert "acme" not in asked[0].message() and "outside this run's reach" in asked[0].message()
+    assert "space:acme/platform" in steps(svc, globex, "declined")[-1].labels  # the operator is
 
 
 def test_the_trail_holds_ids_labels_and_rules_never_texts(svc):
