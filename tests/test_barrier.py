@@ -227,8 +227,11 @@ def test_a_run_is_sealed_at_its_first_step(svc):
 
 
 def test_the_same_run_name_from_another_ai_is_another_run(svc):
-    svc.recall(at(svc, "acme/platform", "shared-name"), "anything")
-    svc.recall(at(svc, "globex", "shared-name", ai="cursor"), "anything")
+    claude, cursor = at(svc, "acme/platform", "shared-name"), at(svc, "globex", "shared-name", ai="cursor")
+    svc.recall(claude, "anything")
+    svc.recall(cursor, "anything")  # not sealed in acme/platform: it is a run of its own
+    assert claude.run_id != cursor.run_id
+    assert [svc.trail(c.run_id)[0].space for c in (claude, cursor)] == ["acme/platform", "globex"]
 
 
 # -- untrusted content ----------------------------------------------------------------------
