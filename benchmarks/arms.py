@@ -84,6 +84,7 @@ class ScopeFirst:
                     valid_until=NOW - timedelta(days=1) if ended else None,
                 ))
             svc.book.write(memories)
+            svc.store.settle(partition_key(space))  # as an import does: a large space's index now
 
     def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
         """esfis recall; with ``query`` None the service embeds ``text`` itself."""

@@ -1,17 +1,18 @@
 """An inverted-file (IVF) index over one partition's vectors, in numpy.
 
-Small partitions are scanned exactly. Past ``ANN_THRESHOLD`` rows a partition gets this index:
-k-means centroids, and the vectors regrouped by nearest centroid so each list is one contiguous
-block that a single matrix-vector product scores. A query scores the centroids, then the
-``nprobe`` nearest lists, exactly. Rows added after the build sit in a tail that every query
-scans exactly, so nothing is missed between rebuilds.
+Small partitions are scanned exactly. Past ``ANN_THRESHOLD`` rows a partition gets this index,
+built when data is written (``indexing/image.py``): k-means centroids, and the vectors stored
+grouped by nearest centroid, so each list is one contiguous block of the image that a single
+matrix-vector product scores. A query scores the centroids, then the ``nprobe`` nearest lists,
+exactly. Rows written after the build sit in a tail that every query scans exactly, so nothing is
+missed between builds.
 
 Why 50,000: below it an exact numpy scan stays within single-digit milliseconds on these
 machines (the benchmark report measures it), and exact search gives recall 1.0, which scopes
 up to 50k must keep.
 
-The number of lists probed is calibrated per partition at build time (``calibrate``) to reach
-recall@10 ≥ 0.97 on the partition's own rows.
+The number of lists probed is calibrated at build time (``calibrate``) to reach recall@10 ≥ 0.97
+on the partition's own rows.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ import numpy as np
 ANN_THRESHOLD = 50_000
 KMEANS_ITERATIONS = 8
 TRAINING_POINTS_PER_LIST = 48
+TARGET_RECALL = 0.97  # recall@10 the probe count is calibrated to, on the partition's own rows
+CALIBRATION_QUERIES = 64
 
 
 def list_count_for(rows: int) -> int:
     """About 2·√rows lists: ~1,000 vectors a list at 250k, ~500 at 60k."""
     return int(max(64, min(4096, round(2 * np.sqrt(rows)))))
-
-
-TARGET_RECALL = 0.97  # recall@10 the probe count is calibrated to, on the partition's own rows
-CALIBRATION_QUERIES = 64
 
 
 def probe_steps(lists: int) -> list[int]:
@@ -43,91 +42,123 @@ def probe_steps(lists: int) -> list[int]:
     return steps + [max(lists // 4, 8)]
 
 
+def train(sample: np.ndarray, lists: int, seed: int = 0) -> np.ndarray:
+    """``lists`` k-means centroids (unit length), trained on a sample of the rows."""
+    rng = np.random.default_rng(seed)
+    sample = np.ascontiguousarray(sample)
+    sample_size = sample.shape[0]
+    centroids = sample[rng.choice(sample_size, size=lists, replace=False)].copy()
+    for _ in range(KMEANS_ITERATIONS):
+        assign = nearest(sample, centroids)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, assign, sample)
+        counts = np.bincount(assign, minlength=lists).astype(np.float32)
+        empty = counts == 0
+        sums[~empty] /= counts[~empty, None]
+        sums[empty] = sample[rng.choice(sample_size, size=int(empty.sum()))]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
+    return centroids
+
+
+def training_sample(rows: int, seed: int = 0) -> np.ndarray:
+    """Which rows train the centroids: ``TRAINING_POINTS_PER_LIST`` a list, sorted."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(rows, size=min(rows, list_count_for(rows) * TRAINING_POINTS_PER_LIST), replace=False))
+
+
+def nearest(points: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    """The list of each point: its nearest centroid."""
+    out = np.empty(points.shape[0], dtype=np.int32)
+    for start in range(0, points.shape[0], chunk):
+        out[start : start + chunk] = np.argmax(points[start : start + chunk] @ centroids.T, axis=1)
+    return out
+
+
 @dataclass
-class IvfIndex:
-    """Centroids, and the row numbers of the snapshot grouped by list."""
+class IvfLists:
+    """Centroids and list boundaries over vectors stored grouped by list: list ``l`` is rows
+    ``offsets[l]:offsets[l+1]`` of the grouped matrix."""
 
     centroids: np.ndarray  # (lists, dim)
-    order: np.ndarray  # row numbers, grouped by list
-    offsets: np.ndarray  # list l is order[offsets[l]:offsets[l+1]]
-    grouped: np.ndarray  # vectors[order], contiguous
-    built_rows: int  # rows [0, built_rows) are indexed; later rows are the exact tail
+    offsets: np.ndarray  # (lists + 1,) int64
     nprobe: int
 
     @classmethod
-    def build(cls, vectors: np.ndarray, seed: int = 0) -> "IvfIndex":
-        rows = vectors.shape[0]
-        lists = list_count_for(rows)
-        rng = np.random.default_rng(seed)
-        sample_size = min(rows, lists * TRAINING_POINTS_PER_LIST)
-        sample = vectors[rng.choice(rows, size=sample_size, replace=False)]
-        centroids = sample[rng.choice(sample_size, size=lists, replace=False)].copy()
-        for _ in range(KMEANS_ITERATIONS):
-            assign = _nearest(sample, centroids)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, assign, sample)
-            counts = np.bincount(assign, minlength=lists).astype(np.float32)
-            empty = counts == 0
-            sums[~empty] /= counts[~empty, None]
-            sums[empty] = sample[rng.choice(sample_size, size=int(empty.sum()))]
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            centroids = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
-        assign = _nearest(vectors, centroids)
+    def of(cls, centroids: np.ndarray, assign: np.ndarray) -> tuple["IvfLists", np.ndarray]:
+        """The lists for rows assigned to ``centroids``, and the order that groups the rows."""
         order = np.argsort(assign, kind="stable")
-        offsets = np.zeros(lists + 1, dtype=np.int64)
-        np.cumsum(np.bincount(assign, minlength=lists), out=offsets[1:])
-        index = cls(
-            centroids=centroids,
-            order=order,
-            offsets=offsets,
-            grouped=np.ascontiguousarray(vectors[order]),
-            built_rows=rows,
-            nprobe=probe_steps(lists)[-1],
-        )
-        index.calibrate(vectors, rng)
-        return index
+        offsets = np.zeros(len(centroids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(assign, minlength=len(centroids)), out=offsets[1:])
+        return cls(centroids, offsets, probe_steps(len(centroids))[-1]), order
 
-    def calibrate(self, vectors: np.ndarray, rng: np.random.Generator) -> None:
+    def list_of(self, rows: np.ndarray) -> np.ndarray:
+        """The list each grouped row number belongs to."""
+        return (np.searchsorted(self.offsets, rows, side="right") - 1).astype(np.int32)
+
+    def candidates(self, grouped: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(grouped row numbers, scores) of every vector in the ``nprobe`` lists nearest the query."""
+        centroid_scores = self.centroids @ query
+        probe = np.argpartition(-centroid_scores, min(self.nprobe, len(centroid_scores)) - 1)[: self.nprobe]
+        rows: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        for l in probe:
+            start, end = int(self.offsets[l]), int(self.offsets[l + 1])
+            if start == end:
+                continue
+            rows.append(np.arange(start, end))
+            scores.append(grouped[start:end] @ query)
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows), np.concatenate(scores)
+
+    def calibrate(self, grouped: np.ndarray, seed: int = 0) -> None:
+        """Calibrate on rows of ``grouped`` chosen at random, their exact top 10 computed here."""
+        rng = np.random.default_rng(seed)
+        n = grouped.shape[0]
+        queries = rng.choice(n, size=min(CALIBRATION_QUERIES, n - 11), replace=False)
+        top = TopTen(grouped[queries], queries)
+        top.add(0, grouped)
+        self.calibrate_with(grouped, grouped[queries], queries, top.sets())
+
+    def calibrate_with(self, grouped, queries: np.ndarray, own: np.ndarray, truth: list[set[int]]) -> None:
         """Pick the fewest probes that reach ``TARGET_RECALL`` on this partition's own data.
 
         How many lists a query must visit depends on how the data clusters, which no constant
-        knows: stored rows serve as queries (leave-one-out: each query's own row is excluded),
-        their exact top 10 is the truth, and the probe count grows until recall is met.
+        knows: stored rows serve as queries (leave-one-out: ``own`` is each query's own row,
+        excluded), ``truth`` their exact top 10, and the probe count grows until recall is met.
+        ``grouped`` only needs slicing, so a build can read lists from its file as it goes.
         """
-        queries = rng.choice(vectors.shape[0], size=min(CALIBRATION_QUERIES, vectors.shape[0] - 11), replace=False)
-        exact = vectors[queries] @ vectors.T
-        exact[np.arange(len(queries)), queries] = -np.inf
-        truth = [set(np.argpartition(-row, 10)[:10].tolist()) for row in exact]
         for nprobe in probe_steps(len(self.centroids)):
             self.nprobe = nprobe
             found = 0
-            for q, expected in zip(queries, truth):
-                rows, scores = self.candidates(vectors[q])
+            for query, q, expected in zip(queries, own, truth):
+                rows, scores = self.candidates(grouped, query)
                 scores = np.where(rows == q, -np.inf, scores)
                 top = rows[np.argpartition(-scores, min(10, len(scores) - 1))[:10]]
                 found += len(expected & set(top.tolist()))
             if found / (10 * len(queries)) >= TARGET_RECALL:
                 return
 
-    def candidates(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row numbers, scores) of every vector in the ``nprobe`` lists nearest the query."""
-        centroid_scores = self.centroids @ query
-        probe = np.argpartition(-centroid_scores, min(self.nprobe, len(centroid_scores)) - 1)
-        rows: list[np.ndarray] = []
-        scores: list[np.ndarray] = []
-        for l in probe[: self.nprobe]:
-            start, end = self.offsets[l], self.offsets[l + 1]
-            if start == end:
-                continue
-            rows.append(self.order[start:end])
-            scores.append(self.grouped[start:end] @ query)
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        return np.concatenate(rows), np.concatenate(scores)
 
+class TopTen:
+    """The exact top 10 rows of each query (its own row excluded), fed in batches of rows, so a
+    build never holds the whole matrix at once."""
 
-def _nearest(points: np.ndarray, centroids: np.ndarray, chunk: int = 65_536) -> np.ndarray:
-    out = np.empty(points.shape[0], dtype=np.int32)
-    for start in range(0, points.shape[0], chunk):
-        out[start : start + chunk] = np.argmax(points[start : start + chunk] @ centroids.T, axis=1)
-    return out
+    def __init__(self, queries: np.ndarray, own: np.ndarray) -> None:
+        self.queries, self.own = queries, own
+        self.rows = np.full((len(queries), 10), -1, dtype=np.int64)
+        self.scores = np.full((len(queries), 10), -np.inf, dtype=np.float32)
+
+    def add(self, first: int, vectors: np.ndarray) -> None:
+        scores = self.queries @ np.asarray(vectors).T
+        rows = np.arange(first, first + scores.shape[1])
+        scores[self.own[:, None] == rows[None, :]] = -np.inf
+        merged = np.concatenate([self.scores, scores], axis=1)
+        merged_rows = np.concatenate([self.rows, np.broadcast_to(rows, scores.shape)], axis=1)
+        keep = np.argpartition(-merged, 9, axis=1)[:, :10]
+        self.scores = np.take_along_axis(merged, keep, axis=1)
+        self.rows = np.take_along_axis(merged_rows, keep, axis=1)
+
+    def sets(self) -> list[set[int]]:
+        return [set(r[r >= 0].tolist()) for r in self.rows]

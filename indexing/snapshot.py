@@ -2,8 +2,9 @@
 
 LanceDB is the store of record; a query is served from this image: a float32 matrix, the
 validity interval of each row, and the texts. Validity is applied inside the partition before
-ranking, so an expired or superseded row never takes a place in the top k. Past
-``ANN_THRESHOLD`` rows an IVF index narrows the rows scored.
+ranking, so an expired or superseded row never takes a place in the top k. A large partition
+is served from its persisted image (``indexing/image.py``), mapped, whose IVF lists narrow the
+rows scored, and the rows written since its build, held here and scanned exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from indexing.ann import ANN_THRESHOLD, IvfIndex
+from indexing.image import Image
 
 OPEN_END = np.iinfo(np.int64).max  # valid_until of a row with no end
 
@@ -82,6 +83,11 @@ class PartitionResult:
 
 @dataclass
 class Snapshot:
+    """A partition as a search sees it: the rows held in memory (every row of a small partition)
+    and, for a large one, its mapped ``base`` image, with the rows written since in memory.
+    ``base_live`` marks the image's rows still current in the table (a row written since, or
+    forgotten, is gone from the image's view)."""
+
     dimension: int
     token: str = ""
     rows: int = 0
@@ -93,7 +99,8 @@ class Snapshot:
     ids: list[str] = field(default_factory=list)
     texts: list[str | None] = field(default_factory=list)
     row_of: dict[str, int] = field(default_factory=dict)
-    ivf: IvfIndex | None = None
+    base: Image | None = None
+    base_live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __post_init__(self) -> None:
         if self.vectors.shape[1:] != (self.dimension,):
@@ -104,28 +111,37 @@ class Snapshot:
     @classmethod
     def from_arrow(cls, table: pa.Table, dimension: int, token: str) -> "Snapshot":
         snap = cls(dimension=dimension, token=token)
-        n = table.num_rows
-        if n:
-            flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            snap.vectors = np.ascontiguousarray(flat.reshape(n, dimension), dtype=np.float32)
-            snap.valid_from = table.column("valid_from").to_numpy().astype(np.int64)
-            until = table.column("valid_until").fill_null(int(OPEN_END))
-            snap.valid_until = until.to_numpy().astype(np.int64)
-            snap.created_at = table.column("created_at").to_numpy().astype(np.int64)
-            snap.live = np.ones(n, dtype=bool)
-            snap.ids = table.column("id").to_pylist()
-            snap.texts = table.column("text").to_pylist()
-            snap.row_of = {id_: i for i, id_ in enumerate(snap.ids)}
-            snap.rows = n
-        snap.reindex()
+        snap.append_arrow(table)
         return snap
 
-    def reindex(self) -> None:
-        """Build the IVF index when the partition is large enough to need one."""
-        if self.rows >= ANN_THRESHOLD:
-            self.ivf = IvfIndex.build(self.vectors[: self.rows])
-        else:
-            self.ivf = None
+    @classmethod
+    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> "Snapshot":
+        """A large partition: its image, less the rows ``gone``, and the rows written ``since``."""
+        snap = cls(dimension=dimension, token=token, base=image, base_live=~gone)
+        snap.append_arrow(since)
+        return snap
+
+    def append_arrow(self, table: pa.Table) -> None:
+        n = table.num_rows
+        if not n:
+            return
+        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        until = table.column("valid_until").fill_null(int(OPEN_END))
+        self.append(
+            RowBatch(
+                ids=table.column("id").to_pylist(),
+                texts=table.column("text").to_pylist(),
+                vectors=flat.reshape(n, self.dimension).astype(np.float32, copy=False),
+                created_at=table.column("created_at").to_numpy().astype(np.int64),
+                valid_from=table.column("valid_from").to_numpy().astype(np.int64),
+                valid_until=until.to_numpy().astype(np.int64),
+            )
+        )
+
+    @property
+    def size(self) -> int:
+        """Rows held, the image's included (forgotten ones not yet rewritten out count too)."""
+        return self.rows + (self.base.rows if self.base is not None else 0)
 
     def append(self, batch: RowBatch) -> None:
         n = len(batch)
@@ -149,15 +165,19 @@ class Snapshot:
         self.texts.extend(batch.texts)
         self.row_of.update(zip(batch.ids, range(start, need)))
         self.rows = need
-        if self.ivf is None and self.rows >= ANN_THRESHOLD:
-            self.reindex()
-        elif self.ivf is not None and self.rows > 2 * self.ivf.built_rows:
-            self.reindex()
+
+    def _base_row(self, id_: str) -> int:
+        if self.base is None:
+            return -1
+        row = int(self.base.rows_of([id_])[0])
+        return row if row >= 0 and self.base_live[row] else -1
 
     def end(self, id_: str, valid_until: int) -> None:
         i = self.row_of.get(id_)
         if i is not None:
             self.valid_until[i] = valid_until
+        elif (row := self._base_row(id_)) >= 0:
+            self.base.valid_until[row] = valid_until  # type: ignore[union-attr]
 
     def remove(self, ids: list[str]) -> None:
         for id_ in ids:
@@ -165,62 +185,84 @@ class Snapshot:
             if i is not None:
                 self.live[i] = False
                 self.texts[i] = None
+            elif (row := self._base_row(id_)) >= 0:
+                self.base_live[row] = False
 
     def text_of(self, id_: str) -> str | None:
         i = self.row_of.get(id_)
-        return None if i is None else self.texts[i]
+        if i is not None:
+            return self.texts[i]
+        row = self._base_row(id_)
+        return None if row < 0 else self.base.text(row)  # type: ignore[union-attr]
 
     def vector_of(self, id_: str) -> np.ndarray | None:
         i = self.row_of.get(id_)
-        return None if i is None else self.vectors[i]
+        if i is not None:
+            return self.vectors[i]
+        row = self._base_row(id_)
+        return None if row < 0 else np.array(self.base.vectors[row])  # type: ignore[union-attr]
+
+    def live_ids(self) -> list[str]:
+        held = [i for i, alive in zip(self.ids, self.live[: self.rows]) if alive]
+        if self.base is None:
+            return held
+        return [self.base.id(int(r)) for r in np.flatnonzero(self.base_live)] + held
 
     # -- search -----------------------------------------------------------------------------
 
     def search(self, query: np.ndarray, k: int, now: int) -> PartitionResult:
         """The ``k`` best rows valid at ``now``; validity decides before similarity does."""
+        found: list[tuple[np.ndarray, np.ndarray, bool]] = []  # (rows, scores, from the image)
+        scored = candidates = ended = pending = 0
+        if self.base is not None and self.base.rows:
+            b = self.base
+            e, p, c = _validity_counts(self.base_live, b.valid_from, b.valid_until, now)
+            ended, pending, candidates = ended + e, pending + p, candidates + c
+            rows, scores = b.lists.candidates(b.vectors, query)
+            scored += len(rows)
+            keep = self.base_live[rows] & (b.valid_until[rows] > now) & (b.valid_from[rows] <= now)
+            found.append((rows[keep], scores[keep], True))
         n = self.rows
-        if n == 0:
-            return PartitionResult([], 0, 0, 0, 0)
-        live = self.live[:n]
-        ended_mask = live & (self.valid_until[:n] <= now)
-        pending_mask = live & (self.valid_from[:n] > now)
-        ended = int(ended_mask.sum())
-        pending = int((pending_mask & ~ended_mask).sum())
-        valid = live & ~ended_mask & ~pending_mask
-        candidates = int(valid.sum())
-        if self.ivf is None:
+        if n:
+            live = self.live[:n]
+            e, p, c = _validity_counts(live, self.valid_from[:n], self.valid_until[:n], now)
+            ended, pending, candidates = ended + e, pending + p, candidates + c
+            valid = live & (self.valid_until[:n] > now) & (self.valid_from[:n] <= now)
             scores = self.vectors[:n] @ query
-            scored = n
+            scored += n
             rows = np.flatnonzero(valid)
-            scores = scores[rows]
-        else:
-            rows, scores = self.ivf.candidates(query)
-            tail = np.arange(self.ivf.built_rows, n)
-            if len(tail):
-                rows = np.concatenate([rows, tail])
-                scores = np.concatenate([scores, self.vectors[tail] @ query])
-            scored = len(rows)
-            keep = valid[rows]
-            rows, scores = rows[keep], scores[keep]
+            found.append((rows, scores[rows], False))
+        if not found:
+            return PartitionResult([], 0, 0, 0, 0)
+        rows = np.concatenate([r for r, _, _ in found])
+        scores = np.concatenate([s for _, s, _ in found])
+        in_image = np.concatenate([np.full(len(r), f) for r, _, f in found])
         if len(rows) > k:
             top = np.argpartition(-scores, k - 1)[:k]
-            rows, scores = rows[top], scores[top]
+            rows, scores, in_image = rows[top], scores[top], in_image[top]
         best = np.argsort(-scores, kind="stable")
-        hits = []
-        for j in best:
-            i = int(rows[j])
-            until = int(self.valid_until[i])
-            hits.append(
-                Hit(
-                    id=self.ids[i],
-                    score=float(scores[j]),
-                    text=self.texts[i] or "",
-                    created_at=int(self.created_at[i]),
-                    valid_from=int(self.valid_from[i]),
-                    valid_until=None if until == OPEN_END else until,
-                )
-            )
+        hits = [self._hit(int(rows[j]), float(scores[j]), bool(in_image[j])) for j in best]
         return PartitionResult(hits, scored, candidates, ended, pending)
+
+    def _hit(self, i: int, score: float, in_image: bool) -> Hit:
+        if in_image:
+            b = self.base
+            assert b is not None
+            id_, text = b.id(i), b.text(i)
+            created, start, until = int(b.created_at[i]), int(b.valid_from[i]), int(b.valid_until[i])
+        else:
+            id_, text = self.ids[i], self.texts[i] or ""
+            created, start, until = int(self.created_at[i]), int(self.valid_from[i]), int(self.valid_until[i])
+        return Hit(id=id_, score=score, text=text, created_at=created, valid_from=start,
+                   valid_until=None if until == OPEN_END else until)
+
+
+def _validity_counts(live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray, now: int) -> tuple[int, int, int]:
+    """(ended, pending, valid) among live rows at ``now``: the delivery's cut counts."""
+    ended_mask = live & (valid_until <= now)
+    pending_mask = live & (valid_from > now) & ~ended_mask
+    ended, pending = int(ended_mask.sum()), int(pending_mask.sum())
+    return ended, pending, int(live.sum()) - ended - pending
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

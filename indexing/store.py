@@ -10,6 +10,9 @@ Layout under the store's root::
     <table>.gen           a token rewritten after every write, so other processes know their
                           in-memory image is stale (reading it costs ~10 µs, a Lance version
                           check ~0.5 ms)
+    <table>.image/        a large partition's persisted, mapped image (``indexing/image.py``),
+                          built when data is written: at the end of an import, when the rows
+                          written since the last build pile up, and after every forget
 
 ``stats`` counts, per partition, how often it was opened and how many vectors were scored: the
 instrumentation that lets a test prove an Acme recall never touched Globex.
@@ -33,7 +36,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from indexing import failpoints
+from indexing import failpoints, image
+from indexing.ann import ANN_THRESHOLD
 from indexing.errors import BadVector, StoreMismatch
 from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
@@ -58,8 +62,10 @@ class IndexStats:
     opened: Counter[str] = field(default_factory=Counter)
     loaded: Counter[str] = field(default_factory=Counter)
     scored: Counter[str] = field(default_factory=Counter)
+    built: Counter[str] = field(default_factory=Counter)  # images built
 
     def reset(self) -> None:
+        self.built.clear()
         self.opened.clear()
         self.loaded.clear()
         self.scored.clear()
@@ -120,6 +126,9 @@ class VectorStore:
             )
             self._db = lancedb.connect(str(self.root), session=session)
         return self._db
+
+    def _image_folder(self, key: str) -> Path:
+        return image.folder_for(self._paths(key)[0])
 
     def _paths(self, key: str) -> tuple[Path, Path, Path]:
         name = table_name(key)
@@ -212,11 +221,99 @@ class VectorStore:
             return snap
 
     def _load(self, key: str, token: str) -> Snapshot:
-        table = self._open_table(key)
-        self.stats.loaded[key] += 1
-        if table is None:
+        lance_dir = self._paths(key)[0]
+        if not lance_dir.exists():
+            self.stats.opened[key] += 1
+            self.stats.loaded[key] += 1
             return Snapshot(dimension=self.dimension, token=token)
-        return Snapshot.from_arrow(table.to_arrow(), self.dimension, token)
+        mapped = image.open_image(self._image_folder(key))
+        if mapped is None:
+            table = self._open_table(key)
+            self.stats.loaded[key] += 1
+            if table is None:
+                return Snapshot(dimension=self.dimension, token=token)
+            arrow = table.to_arrow()
+            if arrow.num_rows < ANN_THRESHOLD:
+                return Snapshot.from_arrow(arrow, self.dimension, token)
+            del arrow
+            # A large partition without an image (a store from before images, or a build that
+            # was killed): build it once, here, under the write lock; it persists.
+            with self._exclusive(key):
+                self._build_image(key, previous=None)
+                mapped = image.open_image(self._image_folder(key))
+            if mapped is None:
+                raise RuntimeError(f"the image of partition {key} could not be built")
+        import lance
+
+        self.stats.opened[key] += 1
+        self.stats.loaded[key] += 1
+        dataset = lance.dataset(str(lance_dir))
+        gone, since = image.changes(mapped, dataset)
+        return Snapshot.over(mapped, gone, since, self.dimension, token)
+
+    def _build_image(self, key: str, previous: image.Image | None) -> None:
+        """Build and publish the partition's image (the caller holds the write lock), or
+        remove it when the partition shrank below the threshold."""
+        import lance
+
+        lance_dir = self._paths(key)[0]
+        folder = self._image_folder(key)
+        dataset = lance.dataset(str(lance_dir))
+        if dataset.count_rows() < ANN_THRESHOLD:
+            image.remove(folder)
+            return
+        image.build(folder, dataset, self.dimension, previous)
+        self.stats.built[key] += 1
+
+    def settle(self, key: str) -> None:
+        """After a bulk write: compact the partition and build its image if it is large and the
+        image is missing or behind (the importer calls this once per partition it wrote).
+        A small partition is left to the routine compaction."""
+        import lance
+
+        lance_dir = self._paths(key)[0]
+        if not lance_dir.exists() or lance.dataset(str(lance_dir)).count_rows() < ANN_THRESHOLD:
+            return
+        with self._writing(key):
+            table = self._open_table(key)
+            if table is None:
+                return
+            self._compact(table)
+            self._refresh_image(key, force=False)
+            self._snapshots.pop(key, None)  # the next search maps the new image
+
+    def _refresh_image(self, key: str, *, force: bool) -> None:
+        """(Re)build the image when the partition is past the threshold and the rows written since
+        the last build are many; with ``force`` (a forget), whenever an image exists."""
+        import lance
+
+        folder = self._image_folder(key)
+        current = image.open_image(folder)
+        if current is None:
+            if force:
+                image.remove(folder)  # a half-built or other-format image holds texts too
+                return
+            dataset = lance.dataset(str(self._paths(key)[0]))
+            if dataset.count_rows() >= ANN_THRESHOLD:
+                self._build_image(key, previous=None)
+            return
+        if not force:
+            dataset = lance.dataset(str(self._paths(key)[0]))
+            if image.rows_since(current, dataset) <= max(ANN_THRESHOLD // 5, current.rows // 10):
+                return
+        self._build_image(key, previous=current)
+
+    @contextmanager
+    def _exclusive(self, key: str) -> Iterator[None]:
+        """Hold the partition's write lock without announcing a write (an image build changes
+        no row)."""
+        lock_path = self._paths(key)[1]
+        with self._lock, open(lock_path, "a+") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     @contextmanager
     def _reading(self, key: str) -> Iterator[None]:
@@ -244,8 +341,7 @@ class VectorStore:
         return self.snapshot(key).vector_of(id_)
 
     def row_ids(self, key: str) -> list[str]:
-        snap = self.snapshot(key)
-        return [i for i, alive in zip(snap.ids, snap.live[: snap.rows]) if alive]
+        return self.snapshot(key).live_ids()
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -291,6 +387,8 @@ class VectorStore:
             self._writes[key] += 1
             if compact and self._compaction_due(key):
                 self._compact(lance_table)
+                self._refresh_image(key, force=False)
+                self._snapshots.pop(key, None)
 
     def compact_if_due(self, key: str) -> None:
         """Run the routine compaction if enough writes piled up since the last one."""
@@ -315,6 +413,8 @@ class VectorStore:
             self._writes[key] += 1
             if self._compaction_due(key):
                 self._compact(table)
+                self._refresh_image(key, force=False)
+                self._snapshots.pop(key, None)
 
     def purge(self, key: str, ids: list[str]) -> None:
         """Delete rows and rewrite the partition so no file under the store holds them.
@@ -336,9 +436,15 @@ class VectorStore:
             table.delete(f"id IN ({quoted})")
             failpoints.hit("purge:after-delete")
             self._rewrite(key)
+            # The image holds texts too: rebuilt before the forget returns, every time (a
+            # retried forget finds the rows already deleted and still rebuilds it).
+            self._refresh_image(key, force=True)
+            failpoints.hit("purge:after-image")
             snap = self._snapshots.get(key)
             if snap is not None:
                 snap.remove(ids)
+                if snap.base is not None:
+                    self._snapshots.pop(key, None)  # map the rebuilt image on the next search
 
     def drop(self, key: str) -> None:
         """Remove a whole partition from disk."""
@@ -348,6 +454,7 @@ class VectorStore:
         with self._writing(key):
             if lance_dir.exists():
                 shutil.rmtree(lance_dir)
+            image.remove(self._image_folder(key))
             self._snapshots.pop(key, None)
         lock_path.unlink(missing_ok=True)
 

@@ -195,6 +195,7 @@ class Writer:
         self.journal = journal
         self.vectors_in = vectors_in
         self.imported = self.skipped = 0
+        self.partitions: set[str] = set()  # every partition this import wrote into
 
     @_stop_on_error
     def __call__(self, prepared: Prepared) -> None:
@@ -208,6 +209,7 @@ class Writer:
             for batch in batches:
                 self.book.write_batch(batch, vectors_in=self.vectors_in)
                 self.imported += len(batch)
+                self.partitions.add(partition_key(batch.space))
             self.journal.committed()
             self.skipped += prepared.rows - sum(map(len, batches))
 

@@ -228,6 +228,10 @@ class _Importer:
                 submit(batch, consumed)
             while in_flight:
                 finish()
+        # The index is built when data is written: each large partition gets its image now,
+        # not on its first recall (after the workers stopped, so no batch is still writing).
+        for key in sorted(writer.partitions):
+            service.store.settle(key)
         seconds = time.monotonic() - started
         failures = preparer.failures
         rows = writer.imported + writer.skipped + failures.count

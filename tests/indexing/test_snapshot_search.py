@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexing.ann import IvfIndex
+from indexing.ann import IvfLists, list_count_for, nearest, train, training_sample
 from indexing.snapshot import Row, RowBatch, Snapshot
 from indexing.store import VectorStore, table_name
 
@@ -61,31 +61,20 @@ def test_exact_search_is_best_first_and_exact():
 
 def test_ivf_recall_at_10_on_clustered_vectors():
     vectors = clustered(60_000, 64, 300, seed=3)
-    index = IvfIndex.build(vectors)
+    centroids = train(vectors[training_sample(len(vectors))], list_count_for(len(vectors)))
+    lists, order = IvfLists.of(centroids, nearest(vectors, centroids))
+    grouped = vectors[order]
+    lists.calibrate(grouped)
     rng = np.random.default_rng(4)
     recalls = []
     for qi in rng.choice(len(vectors), size=50, replace=False):
         query = unit(vectors[qi] + 0.05 * rng.normal(size=64))
-        truth = set(np.argsort(-(vectors @ query))[:10])
-        rows_, scores = index.candidates(query)
+        truth = set(np.argsort(-(grouped @ query))[:10])
+        rows_, scores = lists.candidates(grouped, query)
         got = set(rows_[np.argsort(-scores)[:10]])
         recalls.append(len(truth & got) / 10)
     assert np.mean(recalls) >= 0.95
-
-
-def test_snapshot_switches_to_ivf_past_the_threshold_and_sees_the_tail(monkeypatch):
-    import indexing.snapshot as snapshot_module
-
-    monkeypatch.setattr(snapshot_module, "ANN_THRESHOLD", 2000)
-    vectors = clustered(2500, DIM, 30)
-    snap = Snapshot(dimension=DIM)
-    snap.append(RowBatch.of(rows(vectors[:2100])))
-    assert snap.ivf is not None
-    tail = Row("tail", "newest", vectors[2400], 0, 0, None)
-    snap.append(RowBatch.of([tail]))
-    result = snap.search(vectors[2400], 1, now=1)
-    assert result.hits[0].id == "tail"  # rows added after the build are scanned exactly
-    assert result.scored < snap.rows  # the index narrowed the rows scored
+    assert lists.nprobe < len(lists.centroids)  # an index, not a scan
 
 
 def test_table_names_are_injective_and_valid():

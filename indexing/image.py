@@ -1,0 +1,290 @@
+"""The persisted image of a large partition: built when data is written, mapped when it is read.
+
+A partition past ``ANN_THRESHOLD`` rows gets an image beside its LanceDB table, in
+``<table>.image/``: its vectors grouped by IVF list, its ids, texts and validity, and the index's
+centroids, each a file a process maps read-only, so the operating system's page cache holds one
+copy for every process and opening a million rows costs milliseconds, not a read of the table
+and a k-means.
+
+    <table>.image/current          the name of the version being served
+    <table>.image/<version>/       one built version: meta.json, vectors.npy, ids.npy,
+                                   sorted_ids.npy, sorted_rows.npy, fragment.npy, valid_from.npy,
+                                   valid_until.npy, created_at.npy, centroids.npy, offsets.npy,
+                                   texts.arrow
+
+LanceDB stays the store of record; the image is a cache of one version of it. A version is
+built into a temporary folder, renamed, and published by replacing ``current`` (one atomic
+rename), so a build killed half-way leaves the old version serving. What was written since
+the build is found in the table itself: the image records the table's fragments as they were
+(id and deletion file); a fragment it does not know holds rows written since (they are read and
+win over the image's copy of the same id), and a fragment that vanished or gained deletions
+marks the image's rows it no longer holds as gone. Forget rebuilds the image before it returns,
+so no file under the store keeps a forgotten text; an older version still mapped by a reader is
+unlinked, not named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from indexing import failpoints
+from indexing.ann import CALIBRATION_QUERIES, IvfLists, TopTen, list_count_for, nearest, train, training_sample
+
+IMAGE_FORMAT = 1
+_ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
+           "centroids", "offsets")
+
+
+@dataclass
+class Image:
+    """One mapped version. Rows are numbered in list order (``lists.offsets``); validity arrays
+    are private copies, so a process can close a row's interval without writing the file."""
+
+    folder: Path
+    rows: int
+    lance_version: int
+    trained_rows: int  # rows the centroids were trained on: past twice that, a build retrains
+    fragments: dict[int, int | None]  # table fragment id → its deletion file id, at build time
+    vectors: np.ndarray  # (rows, dim) float32, mapped
+    ids: np.ndarray  # bytes, mapped
+    sorted_ids: np.ndarray  # ids in sorted order, mapped (the lookup by id)
+    sorted_rows: np.ndarray  # the row of each sorted id
+    fragment: np.ndarray  # the table fragment each row came from, mapped
+    valid_from: np.ndarray
+    valid_until: np.ndarray
+    created_at: np.ndarray
+    texts: pa.ChunkedArray  # mapped
+    lists: IvfLists
+
+    def rows_of(self, ids: list[str]) -> np.ndarray:
+        """The row of each id, or -1 where the image does not hold it."""
+        if not ids or not self.rows:
+            return np.full(len(ids), -1, dtype=np.int64)
+        encoded = [i.encode() for i in ids]
+        fits = np.array([len(e) <= self.sorted_ids.dtype.itemsize for e in encoded])
+        out = np.full(len(ids), -1, dtype=np.int64)
+        if not fits.any():
+            return out  # longer than every stored id: not stored
+        wanted = np.array([e for e, f in zip(encoded, fits) if f], dtype=self.sorted_ids.dtype)
+        at = np.minimum(np.searchsorted(self.sorted_ids, wanted), self.rows - 1)
+        found = self.sorted_ids[at] == wanted
+        out[np.flatnonzero(fits)] = np.where(found, self.sorted_rows[at], -1)
+        return out
+
+    def id(self, row: int) -> str:
+        return bytes(self.ids[row]).decode()
+
+    def text(self, row: int) -> str:
+        return self.texts[row].as_py()
+
+
+def folder_for(lance_dir: Path) -> Path:
+    return lance_dir.with_suffix(".image")
+
+
+def open_image(folder: Path) -> Image | None:
+    """Map the version ``current`` names, or None when the partition has no image."""
+    try:
+        name = (folder / "current").read_text().strip()
+    except FileNotFoundError:
+        return None
+    version = folder / name
+    meta = json.loads((version / "meta.json").read_text())
+    if meta.get("format") != IMAGE_FORMAT:
+        return None  # an image of another format is rebuilt, never misread
+    arrays = {name: np.load(version / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    source = pa.memory_map(str(version / "texts.arrow"), "r")
+    texts = pa.ipc.open_file(source).read_all().column(0)  # zero-copy: the chunks stay in the map
+    return Image(
+        folder=version,
+        rows=int(meta["rows"]),
+        lance_version=int(meta["lance_version"]),
+        trained_rows=int(meta["trained_rows"]),
+        fragments={int(k): v for k, v in meta["fragments"].items()},
+        vectors=arrays["vectors"],
+        ids=arrays["ids"],
+        sorted_ids=arrays["sorted_ids"],
+        sorted_rows=arrays["sorted_rows"],
+        fragment=arrays["fragment"],
+        valid_from=np.array(arrays["valid_from"]),
+        valid_until=np.array(arrays["valid_until"]),
+        created_at=np.array(arrays["created_at"]),
+        texts=texts,
+        lists=IvfLists(np.asarray(arrays["centroids"]), np.asarray(arrays["offsets"]), int(meta["nprobe"])),
+    )
+
+
+def fragment_marks(dataset) -> dict[int, int | None]:
+    """Each fragment of a table version, with the id of its deletion file (None: no deletions)."""
+    marks = {}
+    for fragment in dataset.get_fragments():
+        deletion = fragment.metadata.deletion_file
+        marks[fragment.fragment_id] = None if deletion is None else int(deletion.id)
+    return marks
+
+
+def rows_since(image: Image, dataset) -> int:
+    """How many rows the table holds outside the fragments the image was built from."""
+    total = 0
+    for fragment in dataset.get_fragments():
+        if fragment.fragment_id not in image.fragments:
+            deletion = fragment.metadata.deletion_file
+            total += fragment.metadata.physical_rows - (deletion.num_deleted_rows if deletion else 0)
+    return total
+
+
+def changes(image: Image, dataset) -> tuple[np.ndarray, pa.Table]:
+    """What the table holds that the image does not: (the image's rows that are gone, the rows
+    written since the build). A row written since wins over the image's copy of its id."""
+    gone = np.zeros(image.rows, dtype=bool)
+    current = {f.fragment_id: f for f in dataset.get_fragments()}
+    marks = fragment_marks(dataset)
+    vanished = [fid for fid in image.fragments if fid not in current]
+    if vanished:
+        gone |= np.isin(image.fragment, np.array(vanished, dtype=image.fragment.dtype))
+    for fid, mark in image.fragments.items():
+        if fid in current and marks[fid] != mark:  # rows deleted since: find which
+            rows = np.flatnonzero(image.fragment == fid)
+            present = current[fid].to_table(columns=["id"]).column("id").to_pylist()
+            held = np.isin(image.ids[rows], np.array([p.encode() for p in present], dtype=image.ids.dtype))
+            gone[rows[~held]] = True
+    new = [f for fid, f in current.items() if fid not in image.fragments]
+    tail = dataset.scanner(fragments=new).to_table() if new else None
+    if tail is not None and tail.num_rows:
+        rows = image.rows_of(tail.column("id").to_pylist())
+        gone[rows[rows >= 0]] = True
+    return gone, tail if tail is not None else pa.table({})
+
+
+BUILD_WINDOW = 32_768  # rows read, grouped and written at a time: a build's memory stays bounded
+
+
+def build(folder: Path, dataset, dimension: int, previous: Image | None = None) -> None:
+    """Build and publish an image of the table version ``dataset``.
+
+    With a ``previous`` image whose centroids were trained on at least half as many rows, the
+    centroids are kept and only rows the previous image did not hold are assigned (a forget or
+    a routine rebuild costs a read and a write, not a k-means); otherwise k-means runs afresh.
+    Vectors stream through in windows, and the grouped file is written in order, so a million
+    rows never sit in memory twice.
+    """
+    small = dataset.to_table(columns=["id", "created_at", "valid_from", "valid_until"], with_row_address=True)
+    n = small.num_rows
+    ids = small.column("id").to_pylist()
+    rng = np.random.default_rng(0)
+    probes = np.sort(rng.choice(n, size=min(CALIBRATION_QUERIES, n - 11), replace=False))
+    probe_vectors = _vectors(dataset.take(probes, columns=["vector"]), dimension)
+    top = TopTen(probe_vectors, probes)
+    reuse = previous is not None and n <= 2 * previous.trained_rows
+    if reuse:
+        centroids, trained = np.array(previous.lists.centroids), previous.trained_rows  # type: ignore[union-attr]
+        assign = np.full(n, -1, dtype=np.int32)
+        known_rows = previous.rows_of(ids)  # type: ignore[union-attr]
+        known = known_rows >= 0
+        assign[known] = previous.lists.list_of(known_rows[known])  # type: ignore[union-attr]
+    else:
+        sample = _vectors(dataset.take(training_sample(n), columns=["vector"]), dimension)
+        centroids, trained = train(sample, list_count_for(n)), n
+        del sample
+        assign = np.full(n, -1, dtype=np.int32)
+    # One pass over the vectors: the exact top 10 of the calibration rows, and each row's list.
+    first = 0
+    # Scanned in order with little read-ahead: Lance's defaults buffer many fragments at once.
+    scan = dataset.scanner(columns=["vector"], batch_size=BUILD_WINDOW, batch_readahead=1, fragment_readahead=1,
+                           scan_in_order=True, io_buffer_size=32 * 2**20)
+    for batch in scan.to_batches():
+        vectors = _vectors(batch, dimension)
+        part = slice(first, first + len(vectors))
+        missing = assign[part] < 0
+        if missing.any():
+            assign[part][missing] = nearest(vectors[missing], centroids)
+        top.add(first, vectors)
+        first += len(vectors)
+    lists, order = IvfLists.of(centroids, assign)
+    grouped_row = np.empty(n, dtype=np.int64)
+    grouped_row[order] = np.arange(n)
+
+    folder.mkdir(exist_ok=True)
+    sweep(folder)
+    building = folder / f"tmp-{secrets.token_hex(6)}"
+    building.mkdir()
+    header = np.lib.format.open_memmap(building / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, dimension))
+    offset = header.offset
+    del header
+    texts_schema = pa.schema([("text", pa.large_string())])
+    with open(building / "vectors.npy", "r+b") as out, pa.OSFile(str(building / "texts.arrow"), "wb") as sink, \
+            pa.ipc.new_file(sink, texts_schema) as texts_out:
+        out.seek(offset)
+        for start in range(0, n, BUILD_WINDOW):
+            wanted = order[start : start + BUILD_WINDOW]
+            sorted_wanted = np.sort(wanted)
+            window = dataset.take(sorted_wanted, columns=["vector", "text"])
+            back = np.searchsorted(sorted_wanted, wanted)  # the window's rows, in list order
+            out.write(np.ascontiguousarray(_vectors(window, dimension)[back]).tobytes())
+            texts = window.column("text").take(pa.array(back)).combine_chunks().cast(pa.large_string())
+            texts_out.write_batch(pa.record_batch([texts], names=["text"]))
+    id_bytes = np.array([ids[i].encode() for i in order], dtype=f"S{max(1, max(map(len, ids)))}")
+    sort = np.argsort(id_bytes, kind="stable")
+    until = small.column("valid_until").fill_null(int(np.iinfo(np.int64).max)).to_numpy()
+    arrays = {
+        "ids": id_bytes,
+        "sorted_ids": id_bytes[sort],
+        "sorted_rows": sort.astype(np.int64),
+        "fragment": (small.column("_rowaddr").to_numpy() >> 32).astype(np.int32)[order],
+        "valid_from": small.column("valid_from").to_numpy().astype(np.int64)[order],
+        "valid_until": until.astype(np.int64)[order],
+        "created_at": small.column("created_at").to_numpy().astype(np.int64)[order],
+        "centroids": lists.centroids,
+        "offsets": lists.offsets,
+    }
+    for name, array in arrays.items():
+        np.save(building / f"{name}.npy", array)
+    grouped = np.load(building / "vectors.npy", mmap_mode="r")
+    lists.calibrate_with(grouped, probe_vectors, grouped_row[probes], [set(grouped_row[list(t)].tolist()) for t in top.sets()])
+    del grouped
+    meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
+            "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
+    (building / "meta.json").write_text(json.dumps(meta))
+    failpoints.hit("image:before-publish")
+    version = folder / f"v{dataset.version:08d}-{secrets.token_hex(4)}"
+    os.rename(building, version)
+    pointer = folder / f"current.{secrets.token_hex(4)}.tmp"
+    pointer.write_text(version.name)
+    os.replace(pointer, folder / "current")
+    sweep(folder)
+
+
+def _vectors(batch, dimension: int) -> np.ndarray:
+    column = batch.column("vector")
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32, copy=False)
+
+
+def sweep(folder: Path) -> None:
+    """Remove every version but the current one, and builds that never finished. Called under
+    the partition's write lock, so no build is under way; readers that still map a removed
+    version keep reading it, unnamed."""
+    try:
+        keep = (folder / "current").read_text().strip()
+    except FileNotFoundError:
+        keep = None
+    for entry in folder.iterdir():
+        if entry.name == "current" or entry.name == keep:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,208 @@
+"""A large partition's persisted image: built when data is written, mapped (not copied) by every
+process that reads it, kept exact for rows written since, rebuilt by forget so no file keeps a
+forgotten text, and published atomically so a build killed half-way leaves the old one serving.
+
+The threshold is lowered to 2,000 rows here so the images stay small; the code paths are the
+ones a million rows take."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import indexing.store as store_module
+from indexing import image
+from indexing.snapshot import Row
+from indexing.store import VectorStore, table_name
+
+DIM = 32
+THRESHOLD = 2000
+KEY = "space:big"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.normal(size=(40, DIM)))
+    return unit(centres[rng.integers(0, 40, size=n)] + 0.2 * rng.normal(size=(n, DIM)))
+
+
+def rows(vectors: np.ndarray, start: int = 0, text=lambda i: f"text {i}") -> list[Row]:
+    return [Row(f"r{start + i}", text(start + i), v, 0, 0, None) for i, v in enumerate(vectors)]
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch):
+    monkeypatch.setattr(store_module, "ANN_THRESHOLD", THRESHOLD)
+
+
+def imported(root: Path, vectors: np.ndarray, text=lambda i: f"text {i}") -> VectorStore:
+    """Written as the importer writes: batches without routine compaction, then settle."""
+    store = VectorStore(root, model="m", dimension=DIM)
+    for start in range(0, len(vectors), 500):
+        store.add(KEY, rows(vectors[start : start + 500], start, text), compact=False)
+    store.settle(KEY)
+    return store
+
+
+def image_folder(root: Path) -> Path:
+    return root / f"{table_name(KEY)}.image"
+
+
+def test_the_index_is_built_at_import_and_a_reader_maps_it_without_building(tmp_path):
+    vectors = clustered(3000)
+    writer = imported(tmp_path, vectors)
+    assert writer.stats.built[KEY] == 1
+    assert (image_folder(tmp_path) / "current").is_file()
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)  # another process, in effect
+    result = reader.search(KEY, vectors[5], 10, now=1)
+    assert reader.stats.built[KEY] == 0  # the first read builds nothing
+    snap = reader.snapshot(KEY)
+    assert snap.base is not None and isinstance(snap.base.vectors, np.memmap)  # mapped, not copied
+    assert result.hits[0].id == "r5"
+    assert result.scored < len(vectors)  # the IVF lists narrowed the rows scored
+
+
+def test_recall_at_10_through_the_image_against_an_exact_scan(tmp_path):
+    vectors = clustered(4000, seed=2)
+    store = imported(tmp_path, vectors)
+    rng = np.random.default_rng(3)
+    found = 0
+    for qi in rng.choice(len(vectors), size=40, replace=False):
+        query = unit(vectors[qi] + 0.05 * rng.normal(size=DIM))
+        truth = {f"r{i}" for i in np.argsort(-(vectors @ query))[:10]}
+        found += len(truth & {h.id for h in store.search(KEY, query, 10, now=1).hits})
+    assert found / 400 >= 0.95
+
+
+def test_rows_written_replaced_and_forgotten_elsewhere_are_seen_exactly(tmp_path):
+    vectors = clustered(3000)
+    writer = imported(tmp_path, vectors)
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert reader.search(KEY, vectors[7], 1, now=1).hits[0].id == "r7"
+    extra = unit(np.random.default_rng(9).normal(size=DIM))
+    writer.add(KEY, [Row("fresh", "written after the build", extra, 0, 0, None)])
+    writer.end_validity(KEY, "r7", 5)  # a row of the image, ended in the other process
+    assert reader.search(KEY, extra, 1, now=10).hits[0].id == "fresh"
+    assert "r7" not in {h.id for h in reader.search(KEY, vectors[7], 10, now=10).hits}
+    assert reader.search(KEY, vectors[7], 1, now=2).hits[0].id == "r7"  # still valid before 5
+    assert reader.snapshot(KEY).base is not None  # served by the image plus what came since
+    assert len(reader.row_ids(KEY)) == 3001
+
+
+def test_forget_rebuilds_the_image_so_no_file_keeps_the_text(tmp_path):
+    secret = "zebra-secret-4471"
+    vectors = clustered(3000)
+    store = imported(tmp_path, vectors, text=lambda i: secret if i == 123 else f"filler {i}")
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert reader.search(KEY, vectors[123], 1, now=1).hits[0].text == secret
+    store.purge(KEY, ["r123"])
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert reader.text(KEY, "r123") is None
+    assert "r123" not in {h.id for h in reader.search(KEY, vectors[123], 10, now=1).hits}
+    assert store.stats.built[KEY] == 2  # the import's build, and the forget's
+
+
+def test_a_partition_that_shrinks_below_the_threshold_loses_its_image(tmp_path):
+    vectors = clustered(2100)
+    store = imported(tmp_path, vectors)
+    assert (image_folder(tmp_path) / "current").exists()
+    store.purge(KEY, [f"r{i}" for i in range(200)])
+    assert not image_folder(tmp_path).exists()
+    assert len(VectorStore(tmp_path, model="m", dimension=DIM).row_ids(KEY)) == 1900
+
+
+def test_small_writes_past_the_threshold_build_the_image_at_compaction(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "COMPACT_EVERY", 4)
+    store = VectorStore(tmp_path, model="m", dimension=DIM)
+    vectors = clustered(2400)
+    for n, start in enumerate(range(0, 2400, 600)):
+        store.add(KEY, rows(vectors[start : start + 600], start))
+    assert store.stats.built[KEY] == 1  # at the 4th write's compaction, past 2,000 rows
+    assert VectorStore(tmp_path, model="m", dimension=DIM).snapshot(KEY).base is not None
+
+
+def test_a_large_partition_without_an_image_gets_one_on_its_first_load_once(tmp_path):
+    vectors = clustered(2500)
+    store = VectorStore(tmp_path, model="m", dimension=DIM)
+    store.add(KEY, rows(vectors), compact=False)  # no settle: as a store from before images
+    assert not image_folder(tmp_path).exists()
+    first = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert first.search(KEY, vectors[3], 1, now=1).hits[0].id == "r3"
+    assert first.stats.built[KEY] == 1
+    second = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert second.search(KEY, vectors[3], 1, now=1).hits[0].id == "r3"
+    assert second.stats.built[KEY] == 0
+
+
+KILLED_BUILD = textwrap.dedent(
+    """
+    import sys
+    import indexing.store as store_module
+    from indexing import failpoints
+    from indexing.snapshot import Row
+    import numpy as np
+    store_module.ANN_THRESHOLD = 2000
+    store = store_module.VectorStore(sys.argv[1], model="m", dimension=32)
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=(100, 32)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    store.add("space:big", [Row(f"n{i}", f"new {i}", v[i], 0, 0, None) for i in range(100)], compact=False)
+    failpoints.arm([sys.argv[2]])
+    store.purge("space:big", ["r1"])  # killed where the test says
+    """
+)
+
+
+def test_a_build_killed_before_publishing_leaves_the_old_version_serving(tmp_path):
+    vectors = clustered(3000)
+    imported(tmp_path, vectors)
+    before = (image_folder(tmp_path) / "current").read_text()
+    done = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(tmp_path), "image:before-publish"], cwd=REPO,
+                          env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == -9
+    assert (image_folder(tmp_path) / "current").read_text() == before
+    assert [p.name for p in image_folder(tmp_path).iterdir() if p.name.startswith("tmp-")]  # the half-built one
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)
+    snap = reader.snapshot(KEY)
+    assert snap.base is not None and snap.base.folder.name == before
+    assert "r1" not in reader.row_ids(KEY) and "n5" in reader.row_ids(KEY)  # the table has the last word
+    # The forget is retried (its intent is kept by the catalog): the image is rebuilt and swept.
+    reader.purge(KEY, ["r1"])
+    names = [p.name for p in image_folder(tmp_path).iterdir()]
+    assert "current" in names and len(names) == 2 and before not in names
+
+
+def test_an_image_of_another_format_is_rebuilt_not_misread(tmp_path):
+    vectors = clustered(2500)
+    imported(tmp_path, vectors)
+    folder = image_folder(tmp_path)
+    meta = folder / (folder / "current").read_text() / "meta.json"
+    meta.write_text(meta.read_text().replace('"format": 1', '"format": 99'))
+    assert image.open_image(folder) is None
+    store = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert store.search(KEY, vectors[4], 1, now=1).hits[0].id == "r4"
+    assert store.stats.built[KEY] == 1
+
+
+def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(tmp_path):
+    """Killed after the table's delete, before its rewrite and the image's rebuild: the image
+    still holds the row, the table's deletion file says it is gone, and the table wins."""
+    vectors = clustered(3000)
+    imported(tmp_path, vectors)
+    done = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(tmp_path), "purge:after-delete"], cwd=REPO,
+                          env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == -9
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)
+    assert "r1" not in reader.row_ids(KEY) and reader.text(KEY, "r1") is None
+    assert "r1" not in {h.id for h in reader.search(KEY, vectors[1], 10, now=1).hits}
+    assert len(reader.row_ids(KEY)) == 3099
