@@ -164,7 +164,7 @@ def changes(image: Image, dataset) -> tuple[np.ndarray, pa.Table]:
     return gone, tail if tail is not None else pa.table({})
 
 
-BUILD_WINDOW = 32_768  # rows read, grouped and written at a time: a build's memory stays bounded
+BUILD_WINDOW = 16_384  # rows read, grouped and written at a time: a build's memory stays bounded
 
 
 def build(folder: Path, dataset, dimension: int, previous: Image | None = None) -> None:
@@ -247,9 +247,9 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     }
     for name, array in arrays.items():
         np.save(building / f"{name}.npy", array)
-    grouped = np.load(building / "vectors.npy", mmap_mode="r")
-    lists.calibrate_with(grouped, probe_vectors, grouped_row[probes], [set(grouped_row[list(t)].tolist()) for t in top.sets()])
-    del grouped
+    with _RowReader(building / "vectors.npy", offset, dimension) as grouped:
+        lists.calibrate_with(grouped, probe_vectors, grouped_row[probes],
+                             [set(grouped_row[list(t)].tolist()) for t in top.sets()])
     meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
             "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
     (building / "meta.json").write_text(json.dumps(meta))
@@ -260,6 +260,25 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     pointer.write_text(version.name)
     os.replace(pointer, folder / "current")
     sweep(folder)
+
+
+class _RowReader:
+    """Rows of the file being built, read (not mapped) a slice at a time: calibration visits
+    many lists, and mapped pages would count in the building process's memory."""
+
+    def __init__(self, path: Path, offset: int, dimension: int) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+        self.offset, self.row_bytes, self.dimension = offset, 4 * dimension, dimension
+
+    def __enter__(self) -> "_RowReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        data = os.pread(self.fd, (rows.stop - rows.start) * self.row_bytes, self.offset + rows.start * self.row_bytes)
+        return np.frombuffer(data, dtype=np.float32).reshape(-1, self.dimension)
 
 
 def _vectors(batch, dimension: int) -> np.ndarray:

@@ -206,3 +206,25 @@ def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(
     assert "r1" not in reader.row_ids(KEY) and reader.text(KEY, "r1") is None
     assert "r1" not in {h.id for h in reader.search(KEY, vectors[1], 10, now=1).hits}
     assert len(reader.row_ids(KEY)) == 3099
+
+
+def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
+    from indexing.snapshot import OPEN_END, ValidityCounts, _validity_counts
+
+    rng = np.random.default_rng(11)
+    n = 5000
+    starts = rng.integers(0, 100, size=n)
+    ends = np.where(rng.random(n) < 0.5, OPEN_END, rng.integers(0, 120, size=n))  # some end before they start
+    live = rng.random(n) < 0.9
+    counts = ValidityCounts(live, starts, ends)
+    for step in range(300):
+        now = int(rng.integers(-5, 130))
+        assert counts.at(now) == _validity_counts(live, starts, ends, now), step
+        row = int(rng.integers(0, n))
+        if live[row] and step % 3 == 0:  # a forget
+            counts.change(int(starts[row]), int(ends[row]), None)
+            live[row] = False
+        elif live[row]:  # a row's validity closed
+            new_end = int(rng.integers(0, 120))
+            counts.change(int(starts[row]), int(ends[row]), (int(starts[row]), new_end))
+            ends[row] = new_end
