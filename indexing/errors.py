@@ -3,7 +3,8 @@
     IndexingError
     ├── StoreMismatch       the store was built with another model or dimension
     ├── EmbedderUnavailable the model could not be found or loaded
-    └── BadVector           a supplied vector has the wrong shape or values
+    ├── BadVector           a supplied vector has the wrong shape or values
+    └── ImageBuildFailed    a large partition's image could not be built (the old one serves)
 
 The service façade turns these into the product's error tree (``server.errors``).
 """
@@ -25,3 +26,8 @@ class EmbedderUnavailable(IndexingError):
 
 class BadVector(IndexingError):
     """A precomputed vector has the wrong dimension or holds non-finite values."""
+
+
+class ImageBuildFailed(IndexingError):
+    """Building a partition's persisted image failed or was killed; the previous version (if
+    any) still serves, and the next compaction or forget builds it again."""

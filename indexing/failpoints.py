@@ -12,6 +12,8 @@ first); ``open_service`` arms them. Unarmed, a step costs one dict lookup. The n
     purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
     forget:after-purge     the partition is purged, the catalog not yet checkpointed
     forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
+    image:before-publish   a partition's image is built in its temporary folder, not yet published
+                           (in the build's own process; ``armed`` hands the armed names to it)
 """
 
 from __future__ import annotations
@@ -49,3 +51,9 @@ def hit(name: str) -> None:
         if _seen[name] != _armed[name]:
             return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed() -> list[str]:
+    """The armed names as ``arm`` takes them, for a child process to arm the same."""
+    with _lock:
+        return [f"{name}@{nth}" for name, nth in _armed.items()]

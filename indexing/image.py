@@ -288,6 +288,39 @@ def _vectors(batch, dimension: int) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32, copy=False)
 
 
+def build_in_child(folder: Path, lance_dir: Path, dimension: int, *, reuse: bool, lock_fd: int) -> None:
+    """Run ``build`` in a process of its own, which inherits the partition's write lock.
+
+    A build reads the whole partition once: its peak memory would otherwise stay with the
+    caller (a server keeps what its allocator once held). The child holds the lock's file
+    descriptor, so if the caller dies mid-build no other writer starts until the child is done.
+    """
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env["ESFIS_IMAGE_FAILPOINTS"] = ",".join(failpoints.armed())
+    done = subprocess.run(
+        [sys.executable, "-m", "indexing.image", str(folder), str(lance_dir), str(dimension), "reuse" if reuse else "fresh"],
+        pass_fds=(lock_fd,), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    if done.returncode != 0:
+        from indexing.errors import ImageBuildFailed
+
+        how = f"killed by signal {-done.returncode}" if done.returncode < 0 else f"exit {done.returncode}"
+        raise ImageBuildFailed(f"building the image in {folder} failed ({how}): {done.stderr.strip()[-2000:]}")
+
+
+def _main(argv: list[str]) -> None:
+    import lance
+
+    folder, lance_dir, dimension, mode = Path(argv[0]), argv[1], int(argv[2]), argv[3]
+    failpoints.arm(n for n in os.environ.get("ESFIS_IMAGE_FAILPOINTS", "").split(",") if n)
+    previous = open_image(folder) if mode == "reuse" else None
+    build(folder, lance.dataset(lance_dir), dimension, previous)
+
+
 def sweep(folder: Path) -> None:
     """Remove every version but the current one, and builds that never finished. Called under
     the partition's write lock, so no build is under way; readers that still map a removed
@@ -307,3 +340,9 @@ def sweep(folder: Path) -> None:
 
 def remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv[1:])

@@ -140,11 +140,6 @@ class Snapshot:
             )
         )
 
-    @property
-    def size(self) -> int:
-        """Rows held, the image's included (forgotten ones not yet rewritten out count too)."""
-        return self.rows + (self.base.rows if self.base is not None else 0)
-
     def append(self, batch: RowBatch) -> None:
         n = len(batch)
         if not n:

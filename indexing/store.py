@@ -85,6 +85,7 @@ class VectorStore:
         self._snapshots: dict[str, Snapshot] = {}
         self._writes: Counter[str] = Counter()
         self._gen_paths: dict[str, str] = {}
+        self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
         self._lock = threading.RLock()
 
     # -- manifest ---------------------------------------------------------------------------
@@ -160,6 +161,7 @@ class VectorStore:
         _, lock_path, gen_path = self._paths(key)
         with self._lock, open(lock_path, "a+") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
+            self._held[key] = lock_file.fileno()
             try:
                 before = self._token(key)
                 yield before
@@ -174,6 +176,7 @@ class VectorStore:
                     else:
                         self._snapshots.pop(key, None)  # someone else wrote: reload later
             finally:
+                self._held.pop(key, None)
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     def _schema(self) -> pa.Schema:
@@ -262,7 +265,9 @@ class VectorStore:
         if dataset.count_rows() < ANN_THRESHOLD:
             image.remove(folder)
             return
-        image.build(folder, dataset, self.dimension, previous)
+        reuse = previous is not None
+        del dataset, previous  # the child maps the previous image itself
+        image.build_in_child(folder, lance_dir, self.dimension, reuse=reuse, lock_fd=self._held[key])
         self.stats.built[key] += 1
 
     def settle(self, key: str) -> None:
@@ -310,9 +315,11 @@ class VectorStore:
         lock_path = self._paths(key)[1]
         with self._lock, open(lock_path, "a+") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
+            self._held[key] = lock_file.fileno()
             try:
                 yield
             finally:
+                self._held.pop(key, None)
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     @contextmanager
