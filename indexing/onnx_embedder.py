@@ -52,37 +52,50 @@ class OnnxEmbedder:
         return self._query_session is not None
 
     def load(self) -> None:
+        """The tokenizer and the query session. The batch session is built on the first batch:
+        a one-shot CLI recall or remember never needs it, and each session costs a few hundred
+        milliseconds to build."""
         if self._query_session is not None:
             return
         with self._lock:
             if self._query_session is not None:
                 return
             try:
-                import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                model_file = ensure_export(self.path, self.cache)
                 tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tokenizer.enable_truncation(max_length=self.max_tokens)
                 tokenizer.enable_padding()
-
-                def session(threads: int):
-                    options = ort.SessionOptions()
-                    options.intra_op_num_threads = threads
-                    options.inter_op_num_threads = 1
-                    options.log_severity_level = 3
-                    return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
-
                 # Queries: two threads (a 60-token query: 3.6 ms p50 against 6.0 ms on one thread,
                 # on 2 cores); batches: every core, where the matrix work dominates.
-                cores = max(1, os.cpu_count() or 1)
-                self._batch_session = session(cores)
+                session = self._session(min(_cores(), 2))
                 self._tokenizer = tokenizer
-                self._query_session = session(min(cores, 2))
+                self._query_session = session
             except EmbedderUnavailable:
                 raise
             except Exception as exc:
                 raise EmbedderUnavailable(f"could not load the ONNX model for {self.path}: {exc}") from exc
+
+    def _batch(self):
+        self.load()
+        if self._batch_session is None:
+            with self._lock:
+                if self._batch_session is None:
+                    try:
+                        self._batch_session = self._session(_cores())
+                    except Exception as exc:
+                        raise EmbedderUnavailable(f"could not load the ONNX model for {self.path}: {exc}") from exc
+        return self._batch_session
+
+    def _session(self, threads: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        model_file = ensure_export(self.path, self.cache)
+        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
 
     def _run(self, session, texts: Sequence[str]) -> np.ndarray:
         assert self._tokenizer is not None
@@ -100,7 +113,7 @@ class OnnxEmbedder:
         if not texts:
             return out
         order = np.argsort([len(t) for t in texts], kind="stable")
-        session = self._batch_session if len(texts) > 1 else self._query_session
+        session = self._batch() if len(texts) > 1 else self._query_session
         for start in range(0, len(texts), self.batch_size):
             chosen = order[start : start + self.batch_size]
             out[chosen] = self._run(session, [texts[i] for i in chosen])
@@ -109,3 +122,7 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         self.load()
         return np.ascontiguousarray(self._run(self._query_session, [text])[0], dtype=np.float32)
+
+
+def _cores() -> int:
+    return max(1, os.cpu_count() or 1)

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from server.home import make_private
 
-SCHEMA_VERSION = 3  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting
+SCHEMA_VERSION = 4  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+#                    4: the store's live total (totals), kept by triggers
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 
 SCHEMA = """
@@ -72,6 +73,18 @@ CREATE TABLE IF NOT EXISTS partitions (
     live INTEGER NOT NULL DEFAULT 0,       -- memories not forgotten
     superseded INTEGER NOT NULL DEFAULT 0  -- of which superseded
 );
+-- The live total of all partitions, kept by the triggers below in the transaction that changes a
+-- partition's count: a recall's "cut by space" reads one row, not a sum over every partition.
+CREATE TABLE IF NOT EXISTS totals (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    live INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS totals_on_insert AFTER INSERT ON partitions
+BEGIN UPDATE totals SET live = live + NEW.live; END;
+CREATE TRIGGER IF NOT EXISTS totals_on_update AFTER UPDATE OF live ON partitions
+BEGIN UPDATE totals SET live = live + NEW.live - OLD.live; END;
+CREATE TRIGGER IF NOT EXISTS totals_on_delete AFTER DELETE ON partitions
+BEGIN UPDATE totals SET live = live - OLD.live; END;
 CREATE TABLE IF NOT EXISTS deliveries (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
@@ -189,6 +202,9 @@ class Catalog:
             with self.transaction() as tx:
                 _migrate(tx)
                 tx.executescript_safe(SCHEMA)
+                # Once, when the table is new (a new store, or one made before version 4): from
+                # then on the triggers keep it, in every process, old versions' writes included.
+                tx.execute("INSERT OR IGNORE INTO totals (one, live) SELECT 1, coalesce(sum(live), 0) FROM partitions")
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema', ?) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -271,9 +287,14 @@ class Tx:
 
     def executescript_safe(self, script: str) -> None:
         # executescript would COMMIT first; run the statements one by one inside the transaction.
-        for statement in script.split(";"):
-            if statement.strip():
-                self._conn.execute(statement)
+        # A trigger's body holds semicolons: a statement is complete when sqlite3 says so.
+        statement = ""
+        for part in script.split(";"):
+            statement += part + ";"
+            if sqlite3.complete_statement(statement):
+                if statement.strip(" \n;"):
+                    self._conn.execute(statement)
+                statement = ""
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
         return self._conn.execute(sql, params).fetchone()

@@ -8,27 +8,10 @@ personal, and nothing else.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.barrier import Grant
 from server.clock import iso
-from server.shapes import (
-    ContextOut,
-    DeliveryOut,
-    GrantOut,
-    LabelsOut,
-    MemoryOut,
-    RecallOut,
-    ReferenceOut,
-    RuleOut,
-    RunOut,
-    Shape,
-    SpaceOut,
-    TokenOut,
-    TrailOut,
-    TrustedOut,
-    WhyOut,
-)
 from server.labels import Labels
 from server.models import (
     Delivery,
@@ -45,8 +28,19 @@ from server.policies import Rule
 from server.registry import folder_label
 from server.runs import Run, TrailStep
 
+if TYPE_CHECKING:
+    from server.shapes import Shape
+
 
 _time = iso
+
+
+def _shapes():
+    # pydantic and its models cost a tenth of a second to import: only JSON output needs them,
+    # not the text tables most CLI commands print.
+    from server import shapes
+
+    return shapes
 
 
 def dump(shape: Shape) -> dict[str, Any]:
@@ -55,55 +49,55 @@ def dump(shape: Shape) -> dict[str, Any]:
 
 
 def labels_json(labels: Labels) -> dict[str, Any]:
-    return LabelsOut.of(labels).dump()
+    return _shapes().LabelsOut.of(labels).dump()
 
 
 def recall_json(memories: list[RecalledMemory]) -> dict[str, Any]:
-    return RecallOut.of(memories).dump()
+    return _shapes().RecallOut.of(memories).dump()
 
 
 def memory_json(m: Memory) -> dict[str, Any]:
-    return MemoryOut.of(m).dump()
+    return _shapes().MemoryOut.of(m).dump()
 
 
 def reference_json(r: Reference) -> dict[str, Any]:
-    return ReferenceOut.of(r).dump()
+    return _shapes().ReferenceOut.of(r).dump()
 
 
 def opened_json(r: Reference, memories: list[OpenedMemory]) -> dict[str, Any]:
-    return ContextOut.of(r, memories).dump()
+    return _shapes().ContextOut.of(r, memories).dump()
 
 
 def grant_json(g: Grant) -> dict[str, Any]:
-    return GrantOut.of(g).dump()
+    return _shapes().GrantOut.of(g).dump()
 
 
 def token_json(t: Token) -> dict[str, Any]:
-    return TokenOut.of(t).dump()
+    return _shapes().TokenOut.of(t).dump()
 
 
 def trusted_json(t: TrustedSource) -> dict[str, Any]:
-    return TrustedOut.of(t).dump()
+    return _shapes().TrustedOut.of(t).dump()
 
 
 def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:
-    return (RunOut.of(r) if steps is None else TrailOut.of(r, steps)).dump()
+    return (_shapes().RunOut.of(r) if steps is None else _shapes().TrailOut.of(r, steps)).dump()
 
 
 def space_json(s: Space) -> dict[str, Any]:
-    return SpaceOut.of(s).dump()
+    return _shapes().SpaceOut.of(s).dump()
 
 
 def rule_json(r: Rule) -> dict[str, Any]:
-    return RuleOut.of(r).dump()
+    return _shapes().RuleOut.of(r).dump()
 
 
 def delivery_json(d: Delivery) -> dict[str, Any]:
-    return DeliveryOut.of(d).dump()
+    return _shapes().DeliveryOut.of(d).dump()
 
 
 def why_json(w: Why) -> dict[str, Any]:
-    return WhyOut.of(w).dump()
+    return _shapes().WhyOut.of(w).dump()
 
 
 # -- text -----------------------------------------------------------------------------------

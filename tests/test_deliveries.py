@@ -89,3 +89,56 @@ def test_why_of_a_scoped_token_names_personal_as_out_of_reach_not_policy(fake_se
     why = svc.why(delivered.delivery_id)
     assert why.delivery.scope == "acme"
     assert [(o.space, o.reason) for o in why.others] == [(None, "space")]
+
+
+def _seed_three(svc):
+    for name in ("acme", "globex", "initech"):
+        svc.create_space(name)
+    svc.remember(svc.caller("cli", space="acme"), "acme login uses auth0")
+    globex = [svc.remember(svc.caller("cli", space="globex"), f"globex fact {i}") for i in range(3)]
+    for i in range(2):
+        svc.remember(svc.caller("cli", space="initech"), f"initech fact {i}")
+    svc.remember(svc.caller("cli"), "my login preference is passkeys", personal=True)
+    return globex
+
+
+def test_cut_by_space_counts_what_other_spaces_hold_after_forgets_and_removals(fake_service):
+    svc = fake_service
+    globex = _seed_three(svc)
+    first = svc.recall(svc.caller("claude-code", space="acme"), "login")
+    assert svc.delivery(first.delivery_id).cut["space"] == 5  # globex 3, initech 2
+    svc.forget(svc.caller("cli", space="globex"), globex[0].id)
+    svc.remove_space("initech", purge=True)
+    svc.deny("claude-code", "acme")
+    second = svc.recall(svc.caller("claude-code", space="acme"), "login")
+    cut = svc.delivery(second.delivery_id).cut
+    assert (cut["space"], cut["policy"]) == (2, 1)  # globex's two left; acme's one, denied
+    assert svc.delivery(first.delivery_id).cut["space"] == 5  # an old delivery keeps its figures
+
+
+def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
+    """A store made by schema version 3 has no ``totals``: opening it counts what it holds."""
+    import sqlite3
+
+    from indexing.testing import HashingEmbedder
+    from server.service import open_service
+    from server.settings import Settings
+
+    def service():
+        return open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
+
+    svc = service()
+    _seed_three(svc)
+    svc.close()
+    with sqlite3.connect(home / "esfis.db") as conn:
+        for trigger in ("totals_on_insert", "totals_on_update", "totals_on_delete"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE totals")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
+    svc = service()
+    try:
+        svc.remember(svc.caller("cli", space="globex"), "globex fact written after the upgrade")
+        delivered = svc.recall(svc.caller("claude-code", space="acme"), "login")
+        assert svc.delivery(delivered.delivery_id).cut["space"] == 6
+    finally:
+        svc.close()
