@@ -81,7 +81,7 @@ class VectorStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._check_manifest()
         self.stats = IndexStats()
-        self._db = None
+        self._session = None
         self._snapshots: dict[str, Snapshot] = {}
         self._writes: Counter[str] = Counter()
         self._gen_paths: dict[str, str] = {}
@@ -116,17 +116,18 @@ class VectorStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     @property
-    def db(self):
-        if self._db is None:
-            import lancedb
+    def session(self):
+        """The Lance session every dataset of this store opens in (``lance`` itself, not
+        ``lancedb``: its import costs a command line most of a second more)."""
+        if self._session is None:
+            import lance
 
             # Bounded caches: with Lance's defaults the metadata cache grew with every write (a
             # 2M-row import: +275 MiB RSS and climbing; bounded, flat at ~500 MiB).
-            session = lancedb.Session(
+            self._session = lance.Session(
                 index_cache_size_bytes=LANCE_CACHE_BYTES, metadata_cache_size_bytes=LANCE_CACHE_BYTES
             )
-            self._db = lancedb.connect(str(self.root), session=session)
-        return self._db
+        return self._session
 
     def _image_folder(self, key: str) -> Path:
         return image.folder_for(self._paths(key)[0])
@@ -191,14 +192,24 @@ class VectorStore:
             ]
         )
 
-    def _open_table(self, key: str, *, create: bool = False):
-        name = table_name(key)
+    def _open_table(self, key: str):
+        """The partition's dataset at its latest version, or None if it was never written."""
+        import lance
+
         self.stats.opened[key] += 1
         if not self.exists(key):
-            if not create:
-                return None
-            return self.db.create_table(name, schema=self._schema(), exist_ok=True)
-        return self.db.open_table(name)
+            return None
+        return lance.dataset(str(self._paths(key)[0]), session=self.session)
+
+    def _append(self, key: str, table: pa.Table):
+        """Append rows, creating the partition on its first write (under its write lock, so
+        two processes never both create it)."""
+        import lance
+
+        self.stats.opened[key] += 1
+        mode = "append" if self.exists(key) else "create"
+        return lance.write_dataset(table, str(self._paths(key)[0]), schema=self._schema(), mode=mode,
+                                   session=self.session)
 
     def snapshot(self, key: str) -> Snapshot:
         """The partition's image, reloaded from LanceDB if another process wrote since.
@@ -235,7 +246,7 @@ class VectorStore:
             self.stats.loaded[key] += 1
             if table is None:
                 return Snapshot(dimension=self.dimension, token=token)
-            arrow = table.to_arrow()
+            arrow = table.to_table()
             if arrow.num_rows < ANN_THRESHOLD:
                 return Snapshot.from_arrow(arrow, self.dimension, token)
             del arrow
@@ -250,7 +261,7 @@ class VectorStore:
 
         self.stats.opened[key] += 1
         self.stats.loaded[key] += 1
-        dataset = lance.dataset(str(lance_dir))
+        dataset = lance.dataset(str(lance_dir), session=self.session)
         gone, since = image.changes(mapped, dataset)
         return Snapshot.over(mapped, gone, since, self.dimension, token)
 
@@ -261,7 +272,7 @@ class VectorStore:
 
         lance_dir = self._paths(key)[0]
         folder = self._image_folder(key)
-        dataset = lance.dataset(str(lance_dir))
+        dataset = lance.dataset(str(lance_dir), session=self.session)
         if dataset.count_rows() < ANN_THRESHOLD:
             image.remove(folder)
             return
@@ -277,7 +288,7 @@ class VectorStore:
         import lance
 
         lance_dir = self._paths(key)[0]
-        if not lance_dir.exists() or lance.dataset(str(lance_dir)).count_rows() < ANN_THRESHOLD:
+        if not lance_dir.exists() or lance.dataset(str(lance_dir), session=self.session).count_rows() < ANN_THRESHOLD:
             return
         with self._writing(key):
             table = self._open_table(key)
@@ -298,12 +309,12 @@ class VectorStore:
             if force:
                 image.remove(folder)  # a half-built or other-format image holds texts too
                 return
-            dataset = lance.dataset(str(self._paths(key)[0]))
+            dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
             if dataset.count_rows() >= ANN_THRESHOLD:
                 self._build_image(key, previous=None)
             return
         if not force:
-            dataset = lance.dataset(str(self._paths(key)[0]))
+            dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
             if image.rows_since(current, dataset) <= max(ANN_THRESHOLD // 5, current.rows // 10):
                 return
         self._build_image(key, previous=current)
@@ -386,8 +397,7 @@ class VectorStore:
             schema=self._schema(),
         )
         with self._writing(key) as _:
-            lance_table = self._open_table(key, create=True)
-            lance_table.add(table)
+            lance_table = self._append(key, table)
             snap = self._snapshots.get(key)
             if snap is not None:
                 snap.append(batch)
@@ -413,7 +423,7 @@ class VectorStore:
             table = self._open_table(key)
             if table is None:
                 return
-            table.update(where=f"id = '{id_}'", values={"valid_until": valid_until})
+            table.update({"valid_until": str(int(valid_until))}, where=f"id = '{id_}'")
             snap = self._snapshots.get(key)
             if snap is not None:
                 snap.end(id_, valid_until)
@@ -468,20 +478,20 @@ class VectorStore:
     def _rewrite(self, key: str) -> None:
         import lance
 
-        dataset = lance.dataset(str(self._paths(key)[0]))
+        dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
         # Every fragment with a deletion is rewritten, whatever its size; small fragments are
         # merged only up to COMPACT_TARGET_ROWS, so a forget does not rewrite the whole table.
         dataset.optimize.compact_files(
             materialize_deletions_threshold=0.0, target_rows_per_fragment=COMPACT_TARGET_ROWS
         )
-        dataset = lance.dataset(str(self._paths(key)[0]))
+        dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
         dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
 
     def _compaction_due(self, key: str) -> bool:
         return self._writes[key] > 0 and self._writes[key] % COMPACT_EVERY == 0
 
     @staticmethod
-    def _compact(table) -> None:
+    def _compact(dataset) -> None:
         """Compact on a schedule (every ``COMPACT_EVERY`` writes): tiny writes otherwise pile up
         versions and files.
 
@@ -489,6 +499,5 @@ class VectorStore:
         writes, not the whole table (``table.optimize`` rewrote every fragment under 1M rows each
         time: a 1M-row import spent 180 s and 1.2 GB of RSS in it, growing with the table).
         """
-        dataset = table.to_lance()
         dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
         dataset.cleanup_old_versions(older_than=timedelta(minutes=10))

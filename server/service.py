@@ -363,7 +363,7 @@ class Esfis(OperatorVerbs):
         """Load the model and the vector engine now, so the first request does not pay for them."""
         try:
             self.embedder.load()
-            self.store.db  # imports lancedb and connects
+            self.store.session  # imports the vector engine
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
