@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from indexing import failpoints
-from indexing.ann import CALIBRATION_QUERIES, IvfLists, TopTen, list_count_for, nearest, train, training_sample
+from indexing.ann import CALIBRATION_QUERIES, IvfLists, calibration_queries, TopTen, list_count_for, nearest, train, training_sample
 
 IMAGE_FORMAT = 1
 _ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
@@ -180,9 +180,10 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     n = small.num_rows
     ids = small.column("id").to_pylist()
     rng = np.random.default_rng(0)
-    probes = np.sort(rng.choice(n, size=min(CALIBRATION_QUERIES, n - 11), replace=False))
-    probe_vectors = _vectors(dataset.take(probes, columns=["vector"]), dimension)
-    top = TopTen(probe_vectors, probes)
+    probes = np.sort(rng.choice(n, size=min(CALIBRATION_QUERIES, n), replace=False))
+    probe_vectors = calibration_queries(_vectors(dataset.take(probes, columns=["vector"]), dimension))
+    no_row = np.full(len(probes), -1)
+    top = TopTen(probe_vectors, no_row)
     reuse = previous is not None and n <= 2 * previous.trained_rows
     if reuse:
         centroids, trained = np.array(previous.lists.centroids), previous.trained_rows  # type: ignore[union-attr]
@@ -248,8 +249,7 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     for name, array in arrays.items():
         np.save(building / f"{name}.npy", array)
     with _RowReader(building / "vectors.npy", offset, dimension) as grouped:
-        lists.calibrate_with(grouped, probe_vectors, grouped_row[probes],
-                             [set(grouped_row[list(t)].tolist()) for t in top.sets()])
+        lists.calibrate_with(grouped, probe_vectors, no_row, [set(grouped_row[list(t)].tolist()) for t in top.sets()])
     meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
             "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
     (building / "meta.json").write_text(json.dumps(meta))
