@@ -93,6 +93,10 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Workers that spin while waiting for work starve everything else on a two-core machine
+        # that is busy (a server's other threads, another process): a query took twice as long
+        # with spinning on than on one thread; without it, never longer (benchmarks/test_embedding.py).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         model_file = ensure_export(self.path, self.cache)
         return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])

@@ -71,6 +71,30 @@ class IndexStats:
         self.scored.clear()
 
 
+_blas_limited = False
+
+
+def search_on_one_thread() -> None:
+    """Run numpy's OpenBLAS on one thread in this process, once.
+
+    OpenBLAS splits even a matrix-vector product over every core, and its waiting threads spin:
+    on a busy two-core machine that turned a 5 ms search of a large partition into 100 ms at
+    the 95th percentile. A search is bound by memory, not arithmetic, so one thread loses
+    nothing. Only numpy's own OpenBLAS is limited (a torch embedder's library is not), and an
+    image build runs in its own process, where k-means keeps every core.
+    """
+    global _blas_limited
+    if _blas_limited:
+        return
+    _blas_limited = True
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        ThreadpoolController().select(internal_api="openblas").limit(limits=1)
+    except Exception:  # a numpy on another BLAS: nothing to limit, nothing lost
+        pass
+
+
 class VectorStore:
     """Partitions by key; search, append, end validity, purge."""
 
@@ -347,6 +371,8 @@ class VectorStore:
     # -- reads ------------------------------------------------------------------------------
 
     def search(self, key: str, query: np.ndarray, k: int, now: int) -> PartitionResult:
+        if not _blas_limited:
+            search_on_one_thread()  # on the first search, not at start: most commands never search
         with self._lock:  # a write in another thread may be growing the image
             result = self.snapshot(key).search(query, k, now)
             self.stats.scored[key] += result.scored

@@ -114,3 +114,12 @@ def test_purge_rewrites_a_large_fragment_that_held_the_row(tmp_path):
     store.purge("space:big", ["r123"])
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert len(store.row_ids("space:big")) == n - 1
+
+
+def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
+    """OpenBLAS's spinning threads slow a search on a busy machine; the store limits them."""
+    from threadpoolctl import ThreadpoolController
+
+    store = VectorStore(tmp_path, model="m", dimension=DIM)
+    store.search("space:acme", unit(np.ones(DIM)), 5, 1)
+    assert [lib["num_threads"] for lib in ThreadpoolController().select(internal_api="openblas").info()] == [1]
