@@ -44,6 +44,10 @@ class Run:
     overrides: dict = field(default_factory=dict)
 
     @property
+    def mode_text(self) -> str:
+        return "mode not recorded" if self.mode == "not recorded" else f"{self.mode} mode"
+
+    @property
     def short(self) -> str:
         return (self.commit or "unknown")[:7]
 
@@ -118,6 +122,8 @@ class Checks:
 
 
 def outcome_line(rows: list[dict]) -> list[str]:
+    if all(r["outcome"] == "not recorded" for r in rows):
+        return ["Test outcomes: not recorded in this raw file.", ""]
     counts: dict[str, list[str]] = defaultdict(list)
     for r in rows:
         counts[r["outcome"]].append(r["name"])
@@ -175,8 +181,8 @@ def section_scope(rows: list[dict], checks: Checks) -> list[str]:
                      fmt(r.get("scored_per_query"), 0), scoped_out(r)])
     out += table(body, ["store", "scope", "partition rows", "valid in scope", "arm", "served by", "p50 ms", "p95 ms",
                         "recall@10", "answers < k", "scored / query", "out of scope / query"])
-    configs = sorted({(r["store_size"], r["arm"], r.get("config", "not recorded")) for r in grid
-                      if not r["arm"].startswith("scope-first")}, key=lambda c: (c[0], _arm_rank(c[1])))
+    configs = sorted({(r["store_size"], r["arm"], r["config"]) for r in grid
+                      if not r["arm"].startswith("scope-first") and "config" in r}, key=lambda c: (c[0], _arm_rank(c[1])))
     if configs:
         out += ["Configurations (the prefilter's index on `space` is chosen per store size, each candidate timed "
                 "when the table is built):", ""]
@@ -530,8 +536,7 @@ def header(run: Run) -> list[str]:
                + "): no cell here stands for a full run")
     else:
         how = "a run whose raw file predates run labels (whether it was complete is not recorded)"
-    mode = "mode not recorded" if run.mode == "not recorded" else f"{run.mode} mode"
-    out += [f"Run: {mode}, {how}, {run.when}; raw data `{run.path.name}`, the only source of every "
+    out += [f"Run: {run.mode_text}, {how}, {run.when}; raw data `{run.path.name}`, the only source of every "
             "figure below.", ""]
     if run.mode == "quick":
         out += ["> Quick mode: small stores and few queries. Targets stated for the full mode's sizes are marked "
@@ -589,7 +594,7 @@ def partial_section(run: Run) -> list[str]:
     state = "**dirty tree**" if run.dirty else "clean tree" if run.dirty is not None else "tree state not recorded"
     body = modules(run, checks, level="###", missing=None)
     out = [f"## Partial rerun, commit {run.short}, not part of the full run", "",
-           f"`{run.path.name}`: {run.mode} mode, {state}, {run.when}. Its figures replace none of the cells above.", ""]
+           f"`{run.path.name}`: {run.mode_text}, {state}, {run.when}. Its figures replace none of the cells above.", ""]
     if checks.items:
         out += table(checks.items, ["figure", "cell", "measured", "target", "met"])
     return out + body
