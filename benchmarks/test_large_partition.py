@@ -35,13 +35,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 READER = """
 import json, sys, time
+from pathlib import Path
 started = time.perf_counter()
 from server.service import open_service
 from server.settings import Settings
 from indexing.testing import HashingEmbedder
 import numpy as np
 name = json.load(open(sys.argv[1] + "/vectors/store.json"))["model"]
-svc = open_service(Settings(home=sys.argv[1], model=None), embedder=HashingEmbedder(dimension=384, name=name))
+svc = open_service(Settings(home=Path(sys.argv[1]), model=None), embedder=HashingEmbedder(dimension=384, name=name))
 opened = time.perf_counter()
 caller = svc.caller("bench", space=sys.argv[2])
 query = np.random.default_rng(int(sys.argv[3])).normal(size=384).astype(np.float32)
