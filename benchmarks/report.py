@@ -238,16 +238,17 @@ def decomposition(cell: dict) -> list[str]:
                         "post-filter ×16 → in-memory post-filter ×16 (ms)"])
     fixed = fixed_scope([{"store_size": s, "scope": sc} for s, sc, _ in cell])
     size, scope, total, engine, parts, share = max(sentences, key=lambda s: (s[0], s[1] == fixed))
-    words = (f"At {size:,} memories ({scope}), the index search is {_times(total)} LanceDB's prefilter: "
-             f"holding the vectors in memory and scanning with numpy instead of LanceDB's query engine makes "
-             f"{_times(engine)}, and searching the caller's partitions first instead of masking the whole "
-             f"store {_times(parts)}")
-    words += f" (partitions first: {share * 100:.0f}% of the speed-up on a log scale)." if share is not None else "."
+    words = (f"At {size:,} memories ({scope}), the index search is {_times(total)} than LanceDB's prefilter. "
+             f"Holding the vectors in memory and scanning with numpy instead of LanceDB's query engine accounts for "
+             f"a factor of {engine:.2g} (prefilter → in-memory scope mask); searching the caller's partitions first "
+             f"instead of masking the whole store for a factor of {parts:.2g} (in-memory scope mask → index; "
+             "a factor below 1 is a slow-down)")
+    words += f"; partitions first is {share * 100:.0f}% of the speed-up on a log scale." if share is not None else "."
     return out + [words, ""]
 
 
 def _times(factor: float) -> str:
-    return f"{factor:.1f}× faster than" if factor >= 1 else f"{1 / factor:.1f}× slower than"
+    return f"{factor:.1f}× faster" if factor >= 1 else f"{1 / factor:.1f}× slower"
 
 
 def fixed_scope(grid: list[dict]) -> str | None:
