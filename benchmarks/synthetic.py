@@ -104,12 +104,15 @@ def exact_top_k(vectors: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int
     return rows[top]
 
 
-def recall_at_k(vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray) -> float:
-    """Share of the true top k found, tie-aware: a returned row whose score equals the k-th true
-    score counts (the same text stored twice in one space gives equal scores, either is right)."""
+def recall_at_k(vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray,
+                allowed: np.ndarray | None = None) -> float:
+    """Tie-aware recall@k, the one definition every benchmark uses (``targets.RECALL_DEFINITION``):
+    the share of the k answers wanted (``truth``, the exact in-scope top k) whose exact score
+    reaches the exact k-th best score. A row counts once; a row outside ``allowed`` (the caller's
+    valid rows) never counts."""
     if len(truth) == 0:
         return 1.0
     bar = float(vectors[truth[-1]] @ query) - 1e-5
-    truth_set = set(truth.tolist())
-    good = sum(1 for r in set(rows) if r in truth_set or float(vectors[r] @ query) >= bar)
+    distinct = [r for r in dict.fromkeys(int(r) for r in rows) if allowed is None or allowed[r]]
+    good = sum(1 for r in distinct if float(vectors[r] @ query) >= bar)
     return min(good, len(truth)) / len(truth)

@@ -28,6 +28,7 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
     store = build_store(SIZE, scopes={label: spec})
     home = tmp_path / "home"
     built = ScopeFirst(store, home=home, embedder=load_embedder(None))
+    served_by = built.served_by(label)["served_by"]
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
     server = start_server(home, tmp_path)
@@ -51,6 +52,6 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
     benchmark.extra_info.update({
         "store_memories": store.size, "scope": label, "queries": len(questions),
         "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
-        "answers_from_other_spaces": outside,
+        "answers_from_other_spaces": outside, "served_by": served_by,
     })
     assert outside == 0

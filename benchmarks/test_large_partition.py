@@ -75,6 +75,7 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
     built = ScopeFirst(store, home=home, embedder=load_embedder(None))  # writes, then builds the index
     write_s = time.perf_counter() - started
     builds = sum(built.service.store.stats.built.values())
+    served_by = built.served_by("all")["served_by"]  # read from the store: its image, or an exact scan
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
     server = start_server(home, tmp_path)
@@ -113,11 +114,12 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
         "index_builds": builds, "first_http_recall_s": first_http_s,
         "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
         "server": server_memory, "readers": [{**r, **m} for r, m in zip(reports, reader_memory)],
-        "vectors_mib": vectors.nbytes / 2**20, "answers_from_other_spaces": outside,
+        "vectors_mib": vectors.nbytes / 2**20, "answers_from_other_spaces": outside, "served_by": served_by,
     }
     benchmark.extra_info.update(stats)
     print(json.dumps(stats, indent=1))
     assert outside == 0
+    assert served_by == "IVF image"
     assert builds == 1  # built once, when written
     assert all(r["built"] == 0 and r["answered"] == 10 for r in reports)  # readers map, never build
     # Mapped, not copied: each further process holds far less than the vectors alone.

@@ -58,6 +58,19 @@ def world() -> dict:
     return _world
 
 
+def served(w: dict, arm: str) -> dict:
+    """What served the arm's answers (for scope-first: each question's partition, read from the store)."""
+    if arm.startswith("scope-first"):
+        kinds = sorted({w["scope_first"].served_by(q.id)["served_by"] for q in w["questions"]})
+        return {"served_by": " / ".join(kinds), "config": "esfis, the question's partition"}
+    if arm.startswith("post-filter"):
+        return {"served_by": "LanceDB IVF_PQ" if w["single"].indexed else "LanceDB flat",
+                "config": w["single"].post_filter_config}
+    if arm == "prefilter":
+        return {"served_by": "LanceDB flat", "config": w["single"].prefilter_config}
+    return {"served_by": "numpy, scope gathered", "config": "the question's rows gathered beforehand"}
+
+
 def answer(w: dict, arm: str, qi: int) -> list[int]:
     q, vec = w["questions"][qi], w["q_vecs"][qi]
     if arm == "scope-first":
@@ -80,7 +93,7 @@ def test_longmemeval(benchmark, arm):
         started = time.perf_counter()
         rows = answer(w, arm, qi)
         latencies.append(time.perf_counter() - started)
-        recalls.append(recall_at_k(store.vectors, w["q_vecs"][qi], rows, w["truth"][q.id]))
+        recalls.append(recall_at_k(store.vectors, w["q_vecs"][qi], rows, w["truth"][q.id], store.in_scope(q.id)))
         if w["evidence"][q.id]:
             evidence_recalls.append(len(set(rows) & w["evidence"][q.id]) / len(w["evidence"][q.id]))
         other_space += sum(1 for r in rows if store.space_of[r] != store.scopes[q.id][0])
@@ -90,6 +103,7 @@ def test_longmemeval(benchmark, arm):
         "recall_at_10": float(np.mean(recalls)), "evidence_recall_at_10": float(np.mean(evidence_recalls)),
         "results_from_other_spaces": other_space, "underfilled_share": short / len(w["questions"]),
         "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
+        **served(w, arm),
     }
     benchmark.extra_info.update(stats)
     order = iter(list(range(len(w["questions"]))) * 3)

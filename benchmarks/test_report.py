@@ -1,0 +1,91 @@
+"""The report's own rules, checked without running a benchmark: one run per report, partial
+reruns apart, every benchmark file covered, targets judged, one recall definition, and
+LanceDB's plan figures read as printed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import report
+from benchmarks.arms import _plan_figure, plan_scored
+from benchmarks.synthetic import recall_at_k
+from benchmarks.targets import MODULES, TARGETS, Target
+
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+def test_every_benchmark_file_has_a_report_section():
+    uses_benchmark = re.compile(r"def test_\w+\([^)]*\bbenchmark\b")
+    files = {p.name for p in BENCH_DIR.glob("test_*.py") if uses_benchmark.search(p.read_text())}
+    assert files and files <= set(MODULES), files - set(MODULES)
+    assert set(MODULES) <= set(report.SECTIONS) | {"test_http_recall.py"}
+
+
+def raw_file(path: Path, *, commit: str, dirty: bool, p50_s: float, run: str = "complete") -> Path:
+    bench = {
+        "name": "test_recall_path_without_embedding", "fullname": "benchmarks/test_recall_overhead.py::"
+        "test_recall_path_without_embedding", "extra_info": {"spaces": 2, "memories": 4, "rounds": 3},
+        "stats": {"data": [p50_s] * 3, "median": p50_s},
+    }
+    path.write_text(json.dumps({
+        "machine_info": {}, "datetime": "2026-01-01T00:00:00", "benchmarks": [bench],
+        "commit_info": {"id": commit, "dirty": dirty, "porcelain_at_start": [" M server/x.py"] if dirty else []},
+        "esfis": {"mode": "full", "run": run, "outcomes": {bench["fullname"]: "passed"}},
+    }))
+    return path
+
+
+def test_a_report_is_one_run_and_a_partial_rerun_replaces_no_cell(tmp_path):
+    main = raw_file(tmp_path / "main.json", commit="a" * 40, dirty=False, p50_s=0.002)
+    rerun = raw_file(tmp_path / "rerun.json", commit="b" * 40, dirty=True, p50_s=0.009, run="partial")
+    text = report.build(main, [rerun], tmp_path / "out").read_text()
+    head, _, partial = text.partition("## Partial rerun, commit bbbbbbb, not part of the full run")
+    assert partial, "the rerun has its own, labelled section"
+    assert f"**Commit `{'a' * 40}`**, clean tree" in head and "dirty" not in head.lower()
+    assert "2.00 (≤ 2.5 ms ✅)" in head and "9.00" not in head  # the main run's cell, untouched
+    assert "9.00 (≤ 2.5 ms ❌)" in partial
+    for title in MODULES.values():
+        assert title in head  # every benchmark file appears, measured or "Not in this run."
+
+
+def test_a_dirty_run_says_so_first(tmp_path):
+    raw = raw_file(tmp_path / "dirty.json", commit="c" * 40, dirty=True, p50_s=0.001)
+    text = report.build(raw, [], tmp_path / "out").read_text()
+    assert "Measured from a dirty tree" in text.split("## Targets")[0]
+    assert "M server/x.py" in text
+
+
+def test_targets_judge_absolute_and_relative_bounds():
+    assert TARGETS["cli.other_s"].met(0.3) and not TARGETS["cli.other_s"].met(0.31)
+    relative = TARGETS["scope.index_vs_floor"]
+    assert relative.met(1.5, reference=1.0) and not relative.met(1.51, reference=1.0)
+    assert relative.met(1.0) is None  # no floor in the run: no verdict
+    assert Target("x", "==", 0).met(0) and not Target("x", "==", 0).met(1)
+
+
+def test_recall_is_tie_aware_counts_a_row_once_and_never_outside_the_scope():
+    vectors = np.eye(4, dtype=np.float32)[[0, 0, 1, 2]]  # rows 0 and 1 are the same vector
+    query = np.array([1, 0.5, 0.1, 0], dtype=np.float32)
+    allowed = np.array([True, True, True, False])
+    truth = np.array([0, 1])
+    assert recall_at_k(vectors, query, [1, 0], truth, allowed) == 1.0
+    assert recall_at_k(vectors, query, [0, 0], truth, allowed) == 0.5  # once
+    assert recall_at_k(vectors, query, [1], np.array([0]), allowed) == 1.0  # an equal copy is as right
+    assert recall_at_k(vectors, query, [3, 2], np.array([0, 2]), allowed) == 0.5  # row 3 is out of scope
+
+
+@pytest.mark.parametrize("text, value, err", [("400", 400, 0), ("60.00 K", 60_000, 5), ("1.00 M", 1e6, 5_000)])
+def test_lancedb_plan_figures_are_read_with_their_precision(text, value, err):
+    assert _plan_figure(text) == (value, err)
+
+
+def test_lancedb_plan_nodes_are_summed_per_kind():
+    plan = ("SortExec: metrics=[output_rows=40]\n"
+            "  KNNVectorDistance: elapsed=1ms, metric=cosine, metrics=[output_rows=400, elapsed_compute=30.56µs]\n"
+            "    ANNSubIndex: name=vector_idx, k=400, metrics=[output_rows=400, index_comparisons=6.10 K, iops=26]\n")
+    assert plan_scored(plan) == {"KNNVectorDistance": (400, 0), "ANNSubIndex": (6100, 5)}
