@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from indexing.ann import ANN_THRESHOLD, IvfIndex
+from indexing.fusion import fuse_lexical
+from indexing.lexical import LexicalIndex
 
 OPEN_END = np.iinfo(np.int64).max  # valid_until of a row with no end
 
@@ -78,6 +80,7 @@ class PartitionResult:
     candidates: int  # rows valid now (the candidates of relevance)
     ended: int  # rows excluded because valid_until <= now
     pending: int  # rows excluded because valid_from > now
+    postings: int = 0  # lexical postings read
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Snapshot:
     texts: list[str | None] = field(default_factory=list)
     row_of: dict[str, int] = field(default_factory=dict)
     ivf: IvfIndex | None = None
+    lexical: LexicalIndex | None = None  # built from the texts on the first search with a text
 
     def __post_init__(self) -> None:
         if self.vectors.shape[1:] != (self.dimension,):
@@ -149,6 +153,8 @@ class Snapshot:
         self.texts.extend(batch.texts)
         self.row_of.update(zip(batch.ids, range(start, need)))
         self.rows = need
+        if self.lexical is not None:
+            self.lexical.append(start, batch.texts)
         if self.ivf is None and self.rows >= ANN_THRESHOLD:
             self.reindex()
         elif self.ivf is not None and self.rows > 2 * self.ivf.built_rows:
@@ -160,11 +166,20 @@ class Snapshot:
             self.valid_until[i] = valid_until
 
     def remove(self, ids: list[str]) -> None:
+        gone = []
         for id_ in ids:
             i = self.row_of.pop(id_, None)
             if i is not None:
                 self.live[i] = False
                 self.texts[i] = None
+                gone.append(i)
+        if self.lexical is not None:
+            self.lexical.remove(gone)  # the forgotten text's terms leave the index too
+
+    def lexicon(self) -> LexicalIndex:
+        if self.lexical is None:
+            self.lexical = LexicalIndex.build(self.texts[: self.rows])
+        return self.lexical
 
     def text_of(self, id_: str) -> str | None:
         i = self.row_of.get(id_)
@@ -176,8 +191,9 @@ class Snapshot:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, now: int) -> PartitionResult:
-        """The ``k`` best rows valid at ``now``; validity decides before similarity does."""
+    def search(self, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+        """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
+        query ``text``, relevance is cosine fused with BM25 over the same valid rows."""
         n = self.rows
         if n == 0:
             return PartitionResult([], 0, 0, 0, 0)
@@ -202,6 +218,11 @@ class Snapshot:
             scored = len(rows)
             keep = valid[rows]
             rows, scores = rows[keep], scores[keep]
+        postings = 0
+        if text is not None:
+            fused = fuse_lexical(self, query, text, rows, scores, valid)
+            rows, scores, postings = fused.rows, fused.scores, fused.postings
+            scored += fused.extra_scored
         if len(rows) > k:
             top = np.argpartition(-scores, k - 1)[:k]
             rows, scores = rows[top], scores[top]
@@ -220,7 +241,7 @@ class Snapshot:
                     valid_until=None if until == OPEN_END else until,
                 )
             )
-        return PartitionResult(hits, scored, candidates, ended, pending)
+        return PartitionResult(hits, scored, candidates, ended, pending, postings)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

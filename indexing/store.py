@@ -11,8 +11,9 @@ Layout under the store's root::
                           in-memory image is stale (reading it costs ~10 µs, a Lance version
                           check ~0.5 ms)
 
-``stats`` counts, per partition, how often it was opened and how many vectors were scored: the
-instrumentation that lets a test prove an Acme recall never touched Globex.
+``stats`` counts, per partition, how often it was opened, how many vectors were scored and how
+many lexical postings were read: the instrumentation that lets a test prove an Acme recall never
+touched Globex.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ class IndexStats:
     opened: Counter[str] = field(default_factory=Counter)
     loaded: Counter[str] = field(default_factory=Counter)
     scored: Counter[str] = field(default_factory=Counter)
+    postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
 
     def reset(self) -> None:
         self.opened.clear()
         self.loaded.clear()
         self.scored.clear()
+        self.postings.clear()
 
 
 class VectorStore:
@@ -231,10 +234,12 @@ class VectorStore:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search(self, key: str, query: np.ndarray, k: int, now: int) -> PartitionResult:
+    def search(self, key: str, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+        """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given."""
         with self._lock:  # a write in another thread may be growing the image
-            result = self.snapshot(key).search(query, k, now)
+            result = self.snapshot(key).search(query, k, now, text)
             self.stats.scored[key] += result.scored
+            self.stats.postings[key] += result.postings
         return result
 
     def text(self, key: str, id_: str) -> str | None:
