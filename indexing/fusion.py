@@ -47,7 +47,8 @@ class Fusion:
         if self.method == "z":
             return _z(cos) + self.weight * _z(lex)
         if self.method == "rrf":
-            return 1 / (self.k + _ranks(cos)) + self.weight / (self.k + _ranks(lex))
+            # A row no query term matched is not in the lexical list: it gets no lexical share.
+            return 1 / (self.k + _ranks(cos)) + np.where(lex > 0, self.weight / (self.k + _ranks(lex)), 0.0)
         raise ValueError(f"unknown fusion {self.method!r}")
 
 

@@ -1,0 +1,90 @@
+"""The lexical index: BM25 that matches a plain reference, stays current under appends and
+removals, and takes its statistics from the valid rows only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from indexing.fusion import Fusion
+from indexing.lexical import B, K1, LexicalIndex, query_terms, tokenize
+from indexing.snapshot import OPEN_END, RowBatch, Snapshot
+
+TEXTS = [
+    "The deploy pipeline runs on GitHub Actions",
+    "Postgres backups run nightly; backups kept 30 days",
+    "Café naïve über: unicode terms index too",
+    "",
+    "the the the of and",  # stop words only: no postings
+    "GitHub tokens rotate monthly",
+]
+
+
+def reference(texts: list[str], query: str) -> np.ndarray:
+    docs = [tokenize([t])[1].to_pylist() for t in texts]
+    average = np.mean([len(d) for d in docs])
+    scores = np.zeros(len(docs))
+    for term in query_terms(query):
+        df = sum(term in d for d in docs)
+        if not df:
+            continue
+        idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+        for i, d in enumerate(docs):
+            f = d.count(term)
+            scores[i] += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * len(d) / average)) if f else 0
+    return scores
+
+
+@pytest.mark.parametrize("query", ["github backups", "unicode café", "the of", "nothing matches zzz"])
+def test_bm25_matches_the_reference(query):
+    index = LexicalIndex.build(TEXTS)
+    got = index.score(query_terms(query), np.ones(len(TEXTS), dtype=bool))
+    assert np.allclose(got.scores, reference(TEXTS, query), atol=1e-5)
+    assert (got.scores < got.ideal + 1e-9).all()
+
+
+def test_appends_and_removals_match_a_fresh_build():
+    index = LexicalIndex.build(TEXTS[:2])
+    for i in range(2, len(TEXTS)):
+        index.append(i, [TEXTS[i]])
+    index.remove([1])
+    fresh = LexicalIndex.build([t if i != 1 else None for i, t in enumerate(TEXTS)])
+    valid = np.ones(len(TEXTS), dtype=bool)
+    valid[1] = False
+    for query in ("github backups", "nightly unicode"):
+        assert np.allclose(index.score(query_terms(query), valid).scores, fresh.score(query_terms(query), valid).scores)
+    assert "nightly" not in index.term_id and sorted(index.terms) == sorted(fresh.terms)
+
+
+def batch(texts: list[str], vectors: np.ndarray, until: list[int]) -> RowBatch:
+    n = len(texts)
+    return RowBatch([f"r{i}" for i in range(n)], texts, vectors, np.zeros(n, dtype=np.int64),
+                    np.zeros(n, dtype=np.int64), np.array(until, dtype=np.int64))
+
+
+def test_an_ended_row_neither_scores_nor_shifts_the_others():
+    """Validity before relevance: a superseded row holding the query's term gets no lexical score,
+    and the remaining rows score exactly as in a partition that never held it."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(4, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = ["kiwi orchard notes", "kiwi harvest plan", "apple orchard", "pear tree"]
+    with_ended = Snapshot(dimension=8)
+    with_ended.append(batch(texts, vectors, [OPEN_END, 5, OPEN_END, OPEN_END]))  # r1 ended at 5
+    without = Snapshot(dimension=8)
+    keep = [0, 2, 3]
+    without.append(RowBatch([f"r{i}" for i in keep], [texts[i] for i in keep], vectors[keep],
+                            np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), np.full(3, OPEN_END)))
+    query = vectors[1]  # the ended row is the perfect vector match too
+    got = with_ended.search(query, 10, now=10, text="kiwi harvest")
+    assert "r1" not in [h.id for h in got.hits]
+    expected = without.search(query, 10, now=10, text="kiwi harvest")
+    assert [(h.id, round(h.score, 6)) for h in got.hits] == [(h.id, round(h.score, 6)) for h in expected.hits]
+
+
+def test_fusions_keep_cosine_order_when_no_term_matches():
+    cos = np.array([0.9, 0.1, 0.5])
+    for fusion in (Fusion("anchored", 0.3), Fusion("z", 0.3), Fusion("rrf", 1.0)):
+        assert list(np.argsort(-fusion(cos, np.zeros(3), 0.0))) == [0, 2, 1]
