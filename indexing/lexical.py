@@ -20,6 +20,7 @@ expired row neither scores nor shifts the idf of the others.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +40,17 @@ STOP_WORDS = frozenset(
 )
 _STOP = pa.array(sorted(STOP_WORDS))
 _SPLIT = r"[^\p{L}\p{N}]+"  # a term is a run of letters and digits, in any script
+_WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
+BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
 
 
 def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
     """Every indexed term of ``texts`` in order, and the text each came from (lower-cased, split
-    on anything but letters and digits, stop words dropped). Runs in Arrow's C++ kernels."""
+    on anything but letters and digits, stop words dropped). Many texts go through Arrow's C++
+    kernels, a few through ``re``; both give the same terms (tests/indexing/test_lexical_index.py)."""
+    if len(texts) < BULK:
+        rows = [i for i, text in enumerate(texts) for _ in _terms(text)]
+        return np.array(rows, dtype=np.int64), pa.array([t for text in texts for t in _terms(text)], pa.large_string())
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)
     flat = pc.list_flatten(split)
@@ -51,9 +58,15 @@ def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
     return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
 
 
+def _terms(text: str) -> list[str]:
+    # Arrow lower-cases each character alone; Python's full mapping differs for these two.
+    lowered = text.replace("İ", "i").replace("Σ", "σ").lower()
+    return [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
+
+
 def query_terms(text: str) -> list[str]:
     """The distinct indexed terms of a query, in order."""
-    return list(dict.fromkeys(tokenize([text])[1].to_pylist()))
+    return list(dict.fromkeys(_terms(text)))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from indexing.fusion import Fusion
-from indexing.lexical import B, K1, LexicalIndex, query_terms, tokenize
+from indexing.lexical import BULK, B, K1, LexicalIndex, query_terms, tokenize
 from indexing.snapshot import OPEN_END, RowBatch, Snapshot
 
 TEXTS = [
@@ -20,6 +20,15 @@ TEXTS = [
     "the the the of and",  # stop words only: no postings
     "GitHub tokens rotate monthly",
 ]
+
+
+def test_the_bulk_and_the_small_tokenizers_agree():
+    texts = TEXTS + ["İstanbul ² x_y naïve Ünïcödé—ТЕСТ 東京タワー d’Artagnan 3.14 e-mail ΟΔΟΣ Straße ǅ"] * 70
+    rows, tokens = tokenize(texts)  # Arrow's kernels (more than BULK texts)
+    assert len(texts) >= BULK
+    small = [tokenize([t]) for t in texts]
+    assert tokens.to_pylist() == [tok for _, toks in small for tok in toks.to_pylist()]
+    assert rows.tolist() == [i for i, (_, toks) in enumerate(small) for _ in range(len(toks))]
 
 
 def reference(texts: list[str], query: str) -> np.ndarray:
