@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.longmemeval import Question, Workload
 from indexing.fusion import DEFAULT, Fusion, fuse_lexical
-from indexing.lexical import query_terms
+from indexing.lexical import STEM, LexicalIndex
 from indexing.snapshot import OPEN_END, RowBatch, Snapshot
 from indexing.store import VectorStore
 
@@ -40,13 +40,14 @@ METRICS = ("any@5", "all@5", "all@10", "ndcg@10")
 NOW = 10**15  # microseconds: every row is valid
 FUSIONS: dict[str, Fusion] = {
     "cosine": Fusion("cosine"),
-    **{f"anchored w={w}": Fusion("anchored", w) for w in (0.1, 0.2, 0.3, 0.5)},
-    **{f"z w={w}": Fusion("z", w) for w in (0.3, 0.5)},
+    **{f"anchored w={w}": Fusion("anchored", w) for w in (0.3, 0.5, 1.0, 2.0)},
+    **{f"z w={w}": Fusion("z", w) for w in (0.2, 0.3, 0.5)},
+    **{f"scaled w={w}": Fusion("scaled", w) for w in (0.2, 0.3, 0.5)},
     "rrf k=60": Fusion("rrf", 1.0, 60),
 }
 DEFAULT_NAME = next(name for name, f in FUSIONS.items() if f == DEFAULT)
 NEIGHBOUR_SHARES = (0.2, 0.4)
-SPLIT = ("cosine", DEFAULT_NAME, "z w=0.3", "rrf k=60")
+SPLIT = ("cosine", "anchored w=1.0", "z w=0.3", "scaled w=0.3", "rrf k=60")
 
 
 def metrics(ranked: list[int], evidence: set[int]) -> np.ndarray:
@@ -124,7 +125,11 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         ranked: dict[str, np.ndarray] = {}
         for name, fusion in FUSIONS.items():
             ranked[name] = fuse_lexical(snap, qvec, q.text, everything, cos, valid, fusion).scores
-        ranked["bm25 alone"] = snap.lexicon().score(query_terms(q.text), valid).scores
+        index = snap.lexicon()
+        ranked["bm25 alone"] = index.score(index.query_terms(q.text), valid).scores
+        other = LexicalIndex.build(snap.texts[:n], stem=not STEM)  # the other analyser, same rows
+        lex = other.score(other.query_terms(q.text), valid)
+        ranked[f"{DEFAULT_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, lex.ideal)
         if w.previous is not None:
             prev = w.previous[rows]
             local_prev = np.where(prev >= 0, np.searchsorted(rows, prev), -1)
@@ -189,3 +194,20 @@ def overall(result: dict) -> str:
         m = types["all"]
         lines.append(f"| {method} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " |")
     return "\n".join(lines)
+
+
+def evidence_section(results: Path) -> list[str]:
+    """The report's section: the overall table of each level from ``evidence-recall.json``."""
+    path = results / "evidence-recall.json"
+    if not path.exists():
+        return []
+    import json
+
+    saved = json.loads(path.read_text())
+    out = ["## Evidence recall, LongMemEval_S (benchmarks/test_evidence_recall.py; per type: EVIDENCE.md)", ""]
+    for level, r in sorted(saved.items(), reverse=True):
+        questions = r["methods"]["cosine"]["all"]["questions"]
+        out += [f"{level} level, {questions} questions with evidence, commit {r['commit']}"
+                f"{' (dirty)' if r['dirty'] else ''}; the default is {r['default']}.", "",
+                overall(r["methods"]), ""]
+    return out

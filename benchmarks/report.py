@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.evidence import evidence_section
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -114,7 +116,8 @@ def main(paths: list[Path]) -> None:  # noqa: C901 - one page of report
     synthetic = [r for r in rows if "store_size" in r and "dataset" not in r]
     lme = [r for r in rows if r.get("dataset") == "longmemeval_s"]
     imports = sorted((r for r in rows if "rows_per_s" in r), key=lambda r: (r["rows"], r["batch_size"]))
-    other = [r for r in rows if r not in synthetic and r not in lme and r not in imports]
+    evidence = [r for r in rows if r.get("dataset") == "longmemeval_s_evidence"]  # see evidence_section
+    other = [r for r in rows if r not in synthetic and r not in lme and r not in imports and r not in evidence]
     cpu = machine.get("cpu", {})
     out = [
         "# esfis benchmark report",
@@ -145,6 +148,7 @@ def main(paths: list[Path]) -> None:  # noqa: C901 - one page of report
             ]),
             "",
         ]
+    out += evidence_section(RESULTS)
     if imports:
         out += [
             "## Bulk import, everything but the model",

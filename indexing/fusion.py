@@ -4,12 +4,16 @@ Both signals are computed inside the partition, over the rows valid now, after t
 reach and permissions have chosen it; nothing is compared across partitions but the fused
 score itself, so the fused score must mean the same thing in every partition. Methods:
 
+    scaled     cosine + w · σ(cosine) · BM25 / σ(BM25), the deviations taken over the
+               partition's valid rows (the default). Inside one partition it ranks exactly as
+               z does; its score is a cosine plus a lexical bonus in the partition's own units
+               of cosine spread, so a row no term matched keeps its plain cosine and scores
+               compare across partitions as cosines do
+    z          z(cosine) + w · z(BM25), standardised over the partition's candidates: the same
+               ranking inside a partition, but a 3-row partition and a 10k-row one do not
+               share a scale, and merged recalls lose evidence (benchmarks/evidence.py, split)
     anchored   cosine + w · BM25 / ideal: the ideal is the most a row could score for this
-               query here, so the bonus lies in [0, w) whatever the partition's size; the
-               score stays a cosine with a bounded lexical bonus (the default)
-    z          z(cosine) + w · z(BM25), standardised over the partition's candidates: ranks
-               well inside one partition, but a 3-row partition and a 10k-row one do not
-               share a scale
+               query here, so the bonus lies in [0, w) whatever the partition's size
     rrf        reciprocal-rank fusion, 1 / (k + rank): ranks only, no scale at all
     cosine     the vector signal alone (lexical weight 0)
 
@@ -24,26 +28,31 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from indexing.lexical import query_terms
-
 if TYPE_CHECKING:
     from indexing.snapshot import Snapshot
 
 LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and added
+SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold
 
 
 @dataclass(frozen=True)
 class Fusion:
-    method: str = "anchored"
+    method: str = "scaled"
     weight: float = 0.3
     k: int = 60  # rrf only
 
-    def __call__(self, cos: np.ndarray, lex: np.ndarray, ideal: float) -> np.ndarray:
-        """Fused scores of candidates whose cosine is ``cos`` and BM25 ``lex``."""
+    def __call__(self, cos: np.ndarray, lex: np.ndarray, ideal: float, spread: float | None = None) -> np.ndarray:
+        """Fused scores of candidates whose cosine is ``cos`` and BM25 ``lex``; ``spread`` is the
+        standard deviation of the cosine over the partition's valid rows (default: of ``cos``)."""
         if self.method == "cosine" or not len(cos):
             return cos
         if self.method == "anchored":
             return cos + self.weight * lex / ideal if ideal > 0 else cos
+        if self.method == "scaled":
+            sigma = lex.std()
+            if sigma <= 0:
+                return cos
+            return cos + self.weight * (cos.std() if spread is None else spread) * lex / sigma
         if self.method == "z":
             return _z(cos) + self.weight * _z(lex)
         if self.method == "rrf":
@@ -52,7 +61,7 @@ class Fusion:
         raise ValueError(f"unknown fusion {self.method!r}")
 
 
-DEFAULT = Fusion()
+DEFAULT = Fusion("scaled", 0.3)  # chosen on LongMemEval_S: README, "Hybrid recall"
 
 
 @dataclass(frozen=True)
@@ -70,9 +79,11 @@ def fuse_lexical(
     """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``."""
     if fusion.method == "cosine":
         return Fused(rows, cos, 0, 0)
-    lex = snap.lexicon().score(query_terms(text), valid)
-    extra = 0
+    index = snap.lexicon()
+    lex = index.score(index.query_terms(text), valid)
+    extra, spread = 0, None
     if len(rows) < int(valid.sum()):  # an IVF probe: add the best lexical rows it missed
+        spread = _cosine_spread(snap, query, valid)
         seen = np.zeros(len(valid), dtype=bool)
         seen[rows] = True
         missed = np.flatnonzero((lex.scores > 0) & ~seen)
@@ -82,7 +93,17 @@ def fuse_lexical(
             rows = np.concatenate([rows, missed])
             cos = np.concatenate([cos, snap.vectors[missed] @ query])
             extra = len(missed)
-    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal), extra, lex.postings)
+    if fusion.method == "scaled" and spread is None:
+        spread = float(cos.std())
+    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings)
+
+
+def _cosine_spread(snap: "Snapshot", query: np.ndarray, valid: np.ndarray) -> float:
+    """The cosine's standard deviation over the valid rows, from an even sample of them: the
+    probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
+    rows = np.flatnonzero(valid)
+    sample = rows[:: max(1, len(rows) // SPREAD_SAMPLE)]
+    return float((snap.vectors[sample] @ query).std())
 
 
 def _z(a: np.ndarray) -> np.ndarray:

@@ -44,29 +44,47 @@ _WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
 BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
 
 
-def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
+# Harman's S-stemmer, applied in order, the first that matches only: -ies → -y (not -eies,
+# -aies), -es → -e (not -aes, -ees, -oes), -s → (not -us, -ss). Each rewrites a word ending
+# as the rule before leaves none, so applying all three in turn is the same.
+_STEPS = [(r"^(.*[^ae])ies$", r"\1y"), (r"^(.*[^aeo])es$", r"\1e"), (r"^(.*[^us])s$", r"\1")]
+_PY_STEPS = [(re.compile(a), b) for a, b in _STEPS]
+STEM = True
+
+
+def tokenize(texts: list[str], stem: bool = STEM) -> tuple[np.ndarray, pa.Array]:
     """Every indexed term of ``texts`` in order, and the text each came from (lower-cased, split
-    on anything but letters and digits, stop words dropped). Many texts go through Arrow's C++
-    kernels, a few through ``re``; both give the same terms (tests/indexing/test_lexical_index.py)."""
+    on anything but letters and digits, stop words dropped, plurals folded when ``stem``). Many
+    texts go through Arrow's C++ kernels, a few through ``re``; both give the same terms
+    (tests/indexing/test_lexical_index.py)."""
     if len(texts) < BULK:
-        rows = [i for i, text in enumerate(texts) for _ in _terms(text)]
-        return np.array(rows, dtype=np.int64), pa.array([t for text in texts for t in _terms(text)], pa.large_string())
+        terms = [_terms(text, stem) for text in texts]
+        rows = [i for i, these in enumerate(terms) for _ in these]
+        return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)
     flat = pc.list_flatten(split)
     keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_STOP)))
-    return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
+    flat = pc.filter(flat, keep)
+    if stem:
+        for pattern, replacement in _STEPS:
+            flat = pc.replace_substring_regex(flat, pattern=pattern, replacement=replacement)
+    return pc.filter(parents, keep).to_numpy().astype(np.int64), flat
 
 
-def _terms(text: str) -> list[str]:
+def _terms(text: str, stem: bool) -> list[str]:
     # Arrow lower-cases each character alone; Python's full mapping differs for these two.
     lowered = text.replace("İ", "i").replace("Σ", "σ").lower()
-    return [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
+    terms = [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
+    if stem:
+        for pattern, replacement in _PY_STEPS:
+            terms = [pattern.sub(replacement, t) for t in terms]
+    return terms
 
 
-def query_terms(text: str) -> list[str]:
+def query_terms(text: str, stem: bool = STEM) -> list[str]:
     """The distinct indexed terms of a query, in order."""
-    return list(dict.fromkeys(_terms(text)))
+    return list(dict.fromkeys(_terms(text, stem)))
 
 
 @dataclass(frozen=True)
@@ -81,7 +99,8 @@ class LexicalScores:
 
 
 class LexicalIndex:
-    def __init__(self) -> None:
+    def __init__(self, stem: bool = STEM) -> None:
+        self.stem = stem
         self.terms: list[str] = []
         self.term_id: dict[str, int] = {}
         self.offsets = np.zeros(1, dtype=np.int64)
@@ -95,9 +114,9 @@ class LexicalIndex:
         self._tail_freqs = np.zeros(0, dtype=np.float32)
 
     @classmethod
-    def build(cls, texts: list[str | None]) -> "LexicalIndex":
+    def build(cls, texts: list[str | None], stem: bool = STEM) -> "LexicalIndex":
         """The index of rows ``0..len(texts)``; a ``None`` text (a removed row) has no postings."""
-        index = cls()
+        index = cls(stem)
         index.append(0, texts)
         index._fold()
         return index
@@ -113,7 +132,7 @@ class LexicalIndex:
         n = start + len(texts)
         if n > len(self.lengths):
             self.lengths = np.concatenate([self.lengths, np.zeros(n - len(self.lengths), dtype=np.float32)])
-        token_rows, tokens = tokenize([t or "" for t in texts])
+        token_rows, tokens = tokenize([t or "" for t in texts], self.stem)
         if not len(tokens):
             return
         encoded = pc.dictionary_encode(tokens)
@@ -175,6 +194,9 @@ class LexicalIndex:
         self._tail_freqs = np.zeros(0, dtype=np.float32)
 
     # -- reads ------------------------------------------------------------------------------
+
+    def query_terms(self, text: str) -> list[str]:
+        return query_terms(text, self.stem)
 
     def score(self, terms: list[str], valid: np.ndarray) -> LexicalScores:
         """BM25 of each row where ``valid`` (a mask over rows ``0..len(valid)``) for the query
