@@ -97,3 +97,23 @@ def test_fusions_keep_cosine_order_when_no_term_matches():
     cos = np.array([0.9, 0.1, 0.5])
     for fusion in (Fusion("anchored", 0.3), Fusion("z", 0.3), Fusion("rrf", 1.0)):
         assert list(np.argsort(-fusion(cos, np.zeros(3), 0.0))) == [0, 2, 1]
+
+
+def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch):
+    import indexing.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "ANN_THRESHOLD", 2000)
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(2500, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[0]
+    far = int(np.argmin(vectors @ query))  # the row least like the query: no probe reaches it
+    texts = [f"note {i} about the weather" for i in range(2500)]
+    texts[far] = "the vault combination is zanzibar"
+    snap = Snapshot(dimension=16)
+    snap.append(batch(texts, vectors, [OPEN_END] * 2500))
+    assert snap.ivf is not None
+    assert f"r{far}" not in [h.id for h in snap.search(query, 10, now=1).hits]
+    result = snap.search(query, 10, now=1, text="zanzibar")
+    assert result.hits[0].id == f"r{far}"  # scored exactly beside the probe, then fused
+    assert result.postings == 1 and result.scored < snap.rows
