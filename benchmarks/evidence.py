@@ -41,13 +41,14 @@ NOW = 10**15  # microseconds: every row is valid
 FUSIONS: dict[str, Fusion] = {
     "cosine": Fusion("cosine"),
     **{f"anchored w={w}": Fusion("anchored", w) for w in (0.3, 0.5, 1.0, 2.0)},
-    **{f"z w={w}": Fusion("z", w) for w in (0.2, 0.3, 0.5)},
-    **{f"scaled w={w}": Fusion("scaled", w) for w in (0.2, 0.3, 0.5)},
+    **{f"z w={w}": Fusion("z", w) for w in (0.3, 0.5)},
+    **{f"scaled w={w}": Fusion("scaled", w) for w in (0.3, 0.5, 0.7, 1.0)},
     "rrf k=60": Fusion("rrf", 1.0, 60),
 }
 DEFAULT_NAME = next(name for name, f in FUSIONS.items() if f == DEFAULT)
 NEIGHBOUR_SHARES = (0.2, 0.4)
-SPLIT = ("cosine", "anchored w=1.0", "z w=0.3", "scaled w=0.3", "rrf k=60")
+BM25_VARIANTS = ((0.9, 0.4), (1.2, 0.3), (1.5, 0.75))  # the product's: K1=1.2, B=0.75
+SPLIT = ("cosine", "anchored w=2.0", "z w=0.5", "scaled w=0.5", "rrf k=60")
 
 
 def metrics(ranked: list[int], evidence: set[int]) -> np.ndarray:
@@ -130,6 +131,9 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         other = LexicalIndex.build(snap.texts[:n], stem=not STEM)  # the other analyser, same rows
         lex = other.score(other.query_terms(q.text), valid)
         ranked[f"{DEFAULT_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, lex.ideal)
+        for k1, b in BM25_VARIANTS:
+            lex = index.score(index.query_terms(q.text), valid, k1, b)
+            ranked[f"{DEFAULT_NAME}, BM25 k1={k1} b={b}"] = DEFAULT(cos, lex.scores, lex.ideal)
         if w.previous is not None:
             prev = w.previous[rows]
             local_prev = np.where(prev >= 0, np.searchsorted(rows, prev), -1)

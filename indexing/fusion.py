@@ -38,7 +38,7 @@ SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF thresh
 @dataclass(frozen=True)
 class Fusion:
     method: str = "scaled"
-    weight: float = 0.3
+    weight: float = 0.5
     k: int = 60  # rrf only
 
     def __call__(self, cos: np.ndarray, lex: np.ndarray, ideal: float, spread: float | None = None) -> np.ndarray:
@@ -61,7 +61,7 @@ class Fusion:
         raise ValueError(f"unknown fusion {self.method!r}")
 
 
-DEFAULT = Fusion("scaled", 0.3)  # chosen on LongMemEval_S: README, "Hybrid recall"
+DEFAULT = Fusion("scaled", 0.5)  # chosen on LongMemEval_S: README, "Hybrid recall"
 
 
 @dataclass(frozen=True)

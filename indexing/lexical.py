@@ -198,7 +198,7 @@ class LexicalIndex:
     def query_terms(self, text: str) -> list[str]:
         return query_terms(text, self.stem)
 
-    def score(self, terms: list[str], valid: np.ndarray) -> LexicalScores:
+    def score(self, terms: list[str], valid: np.ndarray, k1: float = K1, b: float = B) -> LexicalScores:
         """BM25 of each row where ``valid`` (a mask over rows ``0..len(valid)``) for the query
         ``terms``; corpus statistics come from the valid rows alone."""
         n = len(valid)
@@ -209,7 +209,7 @@ class LexicalIndex:
             return LexicalScores(scores, 0.0, 0)
         lengths = self.lengths[:n]
         average = float(lengths[valid].mean()) or 1.0
-        norm = K1 * (1 - B + B * lengths / average)
+        norm = k1 * (1 - b + b * lengths / average)
         read, ideal = 0, 0.0
         for t in ids:
             rows = self.rows[self.offsets[t] : self.offsets[t + 1]]
@@ -226,8 +226,8 @@ class LexicalIndex:
             if not len(rows):
                 continue
             idf = np.log1p((count - len(rows) + 0.5) / (len(rows) + 0.5))
-            scores[rows] += idf * freqs * (K1 + 1) / (freqs + norm[rows])
-            ideal += idf * (K1 + 1)
+            scores[rows] += idf * freqs * (k1 + 1) / (freqs + norm[rows])
+            ideal += idf * (k1 + 1)
         return LexicalScores(scores, ideal, read)
 
 
