@@ -44,47 +44,44 @@ _WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
 BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
 
 
-# Harman's S-stemmer, applied in order, the first that matches only: -ies → -y (not -eies,
-# -aies), -es → -e (not -aes, -ees, -oes), -s → (not -us, -ss). Each rewrites a word ending
-# as the rule before leaves none, so applying all three in turn is the same.
-_STEPS = [(r"^(.*[^ae])ies$", r"\1y"), (r"^(.*[^aeo])es$", r"\1e"), (r"^(.*[^us])s$", r"\1")]
-_PY_STEPS = [(re.compile(a), b) for a, b in _STEPS]
+# Harman's S-stemmer, the first rule that matches only: -ies → -y (not -eies, -aies), -es → -e
+# (not -aes, -ees, -oes), -s → (not -us, -ss). No rule's output ends as a later rule needs, so
+# applying all three in turn is the same. Applied to each distinct term, never to each token.
+_STEPS = [(re.compile(r"^(.*[^ae])ies$"), r"\1y"), (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
+          (re.compile(r"^(.*[^us])s$"), r"\1")]
 STEM = True
 
 
-def tokenize(texts: list[str], stem: bool = STEM) -> tuple[np.ndarray, pa.Array]:
-    """Every indexed term of ``texts`` in order, and the text each came from (lower-cased, split
-    on anything but letters and digits, stop words dropped, plurals folded when ``stem``). Many
-    texts go through Arrow's C++ kernels, a few through ``re``; both give the same terms
-    (tests/indexing/test_lexical_index.py)."""
+def stem(term: str) -> str:
+    for pattern, replacement in _STEPS:
+        term = pattern.sub(replacement, term)
+    return term
+
+
+def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
+    """Every word of ``texts`` in order, and the text each came from (lower-cased, split on
+    anything but letters and digits, stop words dropped). Many texts go through Arrow's C++
+    kernels, a few through ``re``; both give the same words (tests/indexing/test_lexical_index.py)."""
     if len(texts) < BULK:
-        terms = [_terms(text, stem) for text in texts]
+        terms = [_terms(text) for text in texts]
         rows = [i for i, these in enumerate(terms) for _ in these]
         return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)
     flat = pc.list_flatten(split)
     keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_STOP)))
-    flat = pc.filter(flat, keep)
-    if stem:
-        for pattern, replacement in _STEPS:
-            flat = pc.replace_substring_regex(flat, pattern=pattern, replacement=replacement)
-    return pc.filter(parents, keep).to_numpy().astype(np.int64), flat
+    return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
 
 
-def _terms(text: str, stem: bool) -> list[str]:
+def _terms(text: str) -> list[str]:
     # Arrow lower-cases each character alone; Python's full mapping differs for these two.
     lowered = text.replace("İ", "i").replace("Σ", "σ").lower()
-    terms = [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
-    if stem:
-        for pattern, replacement in _PY_STEPS:
-            terms = [pattern.sub(replacement, t) for t in terms]
-    return terms
+    return [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
 
 
-def query_terms(text: str, stem: bool = STEM) -> list[str]:
+def query_terms(text: str, stemmed: bool = STEM) -> list[str]:
     """The distinct indexed terms of a query, in order."""
-    return list(dict.fromkeys(_terms(text, stem)))
+    return list(dict.fromkeys(stem(t) if stemmed else t for t in _terms(text)))
 
 
 @dataclass(frozen=True)
@@ -132,12 +129,13 @@ class LexicalIndex:
         n = start + len(texts)
         if n > len(self.lengths):
             self.lengths = np.concatenate([self.lengths, np.zeros(n - len(self.lengths), dtype=np.float32)])
-        token_rows, tokens = tokenize([t or "" for t in texts], self.stem)
+        token_rows, tokens = tokenize([t or "" for t in texts])
         if not len(tokens):
             return
         encoded = pc.dictionary_encode(tokens)
         local = encoded.indices.to_numpy()
-        mapping = np.array([self._id(term) for term in encoded.dictionary.to_pylist()], dtype=np.int64)
+        words = encoded.dictionary.to_pylist()
+        mapping = np.array([self._id(stem(w) if self.stem else w) for w in words], dtype=np.int64)
         triples = _count(mapping[local], token_rows + start)
         self.lengths[start:n] += np.bincount(token_rows, minlength=len(texts)).astype(np.float32)
         self._tail.append(triples)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from indexing.fusion import Fusion
-from indexing.lexical import BULK, B, K1, LexicalIndex, query_terms, tokenize
+from indexing.lexical import BULK, B, K1, LexicalIndex, query_terms, stem, tokenize
 from indexing.snapshot import OPEN_END, RowBatch, Snapshot
 
 TEXTS = [
@@ -31,8 +31,16 @@ def test_the_bulk_and_the_small_tokenizers_agree():
     assert rows.tolist() == [i for i, (_, toks) in enumerate(small) for _ in range(len(toks))]
 
 
+@pytest.mark.parametrize("word, term", [("flies", "fly"), ("cases", "case"), ("cars", "car"), ("bus", "bus"),
+                                        ("class", "class"), ("shoes", "shoe"), ("series", "sery")])
+def test_plurals_fold_to_one_term(word, term):
+    assert query_terms(word) == [term]
+    index = LexicalIndex.build([f"one {word} here"])
+    assert term in index.term_id
+
+
 def reference(texts: list[str], query: str) -> np.ndarray:
-    docs = [tokenize([t])[1].to_pylist() for t in texts]
+    docs = [[stem(w) for w in tokenize([t])[1].to_pylist()] for t in texts]
     average = np.mean([len(d) for d in docs])
     scores = np.zeros(len(docs))
     for term in query_terms(query):
