@@ -125,7 +125,7 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         cos = snap.vectors[:n] @ qvec
         ranked: dict[str, np.ndarray] = {}
         for name, fusion in FUSIONS.items():
-            ranked[name] = fuse_lexical(snap, qvec, q.text, everything, cos, valid, fusion).scores
+            ranked[name] = fuse_lexical(snap.lexicon(), snap.vectors, qvec, q.text, everything, cos, valid, fusion).scores
         index = snap.lexicon()
         ranked["bm25 alone"] = index.score(index.query_terms(q.text), valid).scores
         other = LexicalIndex.build(snap.texts[:n], stem=not STEM)  # the other analyser, same rows
@@ -141,7 +141,7 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
                 before = np.where(local_prev >= 0, cos[np.maximum(local_prev, 0)], 0.0)
                 smoothed = (cos + share * before).astype(np.float32)
                 ranked[f"neighbour {share} + {DEFAULT_NAME}"] = fuse_lexical(
-                    snap, qvec, q.text, everything, smoothed, valid, DEFAULT).scores
+                    snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT).scores
         for name, scores in ranked.items():
             table.add(name, q.type, metrics(top(scores), evidence))
         served = ev.store.search(ev.key(qi), qvec, 10, NOW, q.text)
@@ -172,7 +172,7 @@ def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows:
             valid_from=np.zeros(len(local), dtype=np.int64), valid_until=np.full(len(local), OPEN_END, dtype=np.int64),
         ))
         cos = sub.vectors[: sub.rows] @ qvec
-        fused = fuse_lexical(sub, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion)
+        fused = fuse_lexical(sub.lexicon(), sub.vectors, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion)
         pool.extend((float(fused.scores[j]), int(local[j])) for j in top(fused.scores))
     pool.sort(key=lambda pair: -pair[0])
     return [row for _, row in pool[:10]]

@@ -24,12 +24,9 @@ probe missed are scored exactly and join the candidates, so a rare term still fi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from indexing.snapshot import Snapshot
+from indexing.lexical import LexicalIndex
 
 LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and added
 SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold
@@ -73,17 +70,17 @@ class Fused:
 
 
 def fuse_lexical(
-    snap: "Snapshot", query: np.ndarray, text: str, rows: np.ndarray, cos: np.ndarray, valid: np.ndarray,
-    fusion: Fusion = DEFAULT,
+    index: LexicalIndex, vectors: np.ndarray, query: np.ndarray, text: str, rows: np.ndarray, cos: np.ndarray,
+    valid: np.ndarray, fusion: Fusion = DEFAULT,
 ) -> Fused:
-    """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``."""
+    """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``;
+    ``index`` and ``vectors`` are the partition's."""
     if fusion.method == "cosine":
         return Fused(rows, cos, 0, 0)
-    index = snap.lexicon()
     lex = index.score(index.query_terms(text), valid)
     extra, spread = 0, None
     if len(rows) < int(valid.sum()):  # an IVF probe: add the best lexical rows it missed
-        spread = _cosine_spread(snap, query, valid)
+        spread = _cosine_spread(vectors, query, valid)
         seen = np.zeros(len(valid), dtype=bool)
         seen[rows] = True
         missed = np.flatnonzero((lex.scores > 0) & ~seen)
@@ -91,19 +88,19 @@ def fuse_lexical(
             missed = missed[np.argpartition(-lex.scores[missed], LEXICAL_EXTRA - 1)[:LEXICAL_EXTRA]]
         if len(missed):
             rows = np.concatenate([rows, missed])
-            cos = np.concatenate([cos, snap.vectors[missed] @ query])
+            cos = np.concatenate([cos, vectors[missed] @ query])
             extra = len(missed)
-    if fusion.method == "scaled" and spread is None:
+    if fusion.method == "scaled" and spread is None and len(cos):
         spread = float(cos.std())
     return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings)
 
 
-def _cosine_spread(snap: "Snapshot", query: np.ndarray, valid: np.ndarray) -> float:
+def _cosine_spread(vectors: np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
     """The cosine's standard deviation over the valid rows, from an even sample of them: the
     probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
     rows = np.flatnonzero(valid)
     sample = rows[:: max(1, len(rows) // SPREAD_SAMPLE)]
-    return float((snap.vectors[sample] @ query).std())
+    return float((vectors[sample] @ query).std())
 
 
 def _z(a: np.ndarray) -> np.ndarray:

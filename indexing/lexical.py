@@ -210,8 +210,11 @@ class LexicalIndex:
         norm = k1 * (1 - b + b * lengths / average)
         read, ideal = 0, 0.0
         for t in ids:
-            rows = self.rows[self.offsets[t] : self.offsets[t + 1]]
-            freqs = self.freqs[self.offsets[t] : self.offsets[t + 1]]
+            if t + 1 < len(self.offsets):
+                rows = self.rows[self.offsets[t] : self.offsets[t + 1]]
+                freqs = self.freqs[self.offsets[t] : self.offsets[t + 1]]
+            else:  # a term first seen since the last fold: its postings are all in the tail
+                rows, freqs = self.rows[:0], self.freqs[:0]
             if self._tail_size:
                 extra = self._tail_terms == t
                 rows = np.concatenate([rows, self._tail_rows[extra]])

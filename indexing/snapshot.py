@@ -220,7 +220,7 @@ class Snapshot:
             rows, scores = rows[keep], scores[keep]
         postings = 0
         if text is not None:
-            fused = fuse_lexical(self, query, text, rows, scores, valid)
+            fused = fuse_lexical(self.lexicon(), self.vectors, query, text, rows, scores, valid)
             rows, scores, postings = fused.rows, fused.scores, fused.postings
             scored += fused.extra_scored
         if len(rows) > k:

@@ -75,6 +75,15 @@ def test_appends_and_removals_match_a_fresh_build():
     assert "nightly" not in index.term_id and sorted(index.terms) == sorted(fresh.terms)
 
 
+def test_a_term_first_seen_in_an_append_scores_before_any_fold():
+    index = LexicalIndex.build(TEXTS)
+    index.append(len(TEXTS), ["a brand new xylograph"])
+    got = index.score(query_terms("xylograph github"), np.ones(len(TEXTS) + 1, dtype=bool))
+    fresh = LexicalIndex.build(TEXTS + ["a brand new xylograph"])
+    assert got.scores[-1] > 0
+    assert np.allclose(got.scores, fresh.score(query_terms("xylograph github"), np.ones(len(TEXTS) + 1, dtype=bool)).scores)
+
+
 def batch(texts: list[str], vectors: np.ndarray, until: list[int]) -> RowBatch:
     n = len(texts)
     return RowBatch([f"r{i}" for i in range(n)], texts, vectors, np.zeros(n, dtype=np.int64),
