@@ -109,7 +109,7 @@ class ScopeFirst:
                 self.row_of[id_] = int(r)
                 ended = bool(store.expired[r])
                 memories.append(NewMemory(
-                    id=id_, space=space, text=f"memory {r}", vector=store.vectors[r], ai="bench",
+                    id=id_, space=space, text=f"row{r}", vector=store.vectors[r], ai="bench",
                     created_at=NOW - timedelta(days=2), valid_from=NOW - timedelta(days=2),
                     valid_until=NOW - timedelta(days=1) if ended else None,
                 ))

@@ -63,6 +63,7 @@ class Question:
     text: str
     space: str
     evidence: frozenset[int]  # memory rows holding the answer (in this question's space)
+    type: str = ""  # LongMemEval's question_type (multi-session, temporal-reasoning, …)
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,17 @@ class Workload:
     memory_space: np.ndarray  # memory row → space index
     spaces: list[str]
     questions: list[Question]
+    granularity: str = "turn"  # one memory per user turn, or per session (its user turns joined)
+    previous: np.ndarray | None = None  # turn level: memory row → the row before it in its session, or -1
 
 
-def load_workload(full: bool | None = None) -> Workload:
-    """The workload: the whole S split in full mode, else the shipped sample."""
+def load_workload(full: bool | None = None, granularity: str = "turn") -> Workload:
+    """The workload: the whole S split in full mode, else the shipped sample.
+
+    ``granularity="session"`` makes one memory of each session (its user turns joined by a
+    newline); a session is evidence when any of its turns is."""
+    if granularity not in ("turn", "session"):
+        raise ValueError(f"granularity must be turn or session, not {granularity!r}")
     full = FULL if full is None else full
     raw = json.load(gzip.open(full_data() if full else SAMPLE))
     sessions = raw["sessions"]
@@ -83,6 +91,7 @@ def load_workload(full: bool | None = None) -> Workload:
     texts: list[str] = []
     mem_text: list[int] = []
     mem_space: list[int] = []
+    previous: list[int] = []
     spaces: list[str] = []
     questions: list[Question] = []
     for q in raw["questions"]:
@@ -93,43 +102,56 @@ def load_workload(full: bool | None = None) -> Workload:
         for sid in q["haystack"]:
             session = sessions[sid]
             marked = set(session.get("evidence") or [])
-            for turn_no, text in enumerate(session["turns"]):
-                if not text.strip():
-                    continue
+            turns = [(no, t) for no, t in enumerate(session["turns"]) if t.strip()]
+            if granularity == "session":
+                turns = [(0, "\n".join(t for _, t in turns))] if turns else []
+                marked = {0} if marked else set()
+            before = -1
+            for turn_no, text in turns:
                 if text not in text_index:
                     text_index[text] = len(texts)
                     texts.append(text)
                 if turn_no in marked:
                     evidence.add(len(mem_text))
+                previous.append(before)
+                before = len(mem_text)
                 mem_text.append(text_index[text])
                 mem_space.append(space_idx)
-        questions.append(Question(q["question_id"], q["question"], space, frozenset(evidence)))
-    return Workload(texts, np.array(mem_text), np.array(mem_space), spaces, questions)
+        questions.append(Question(q["question_id"], q["question"], space, frozenset(evidence), q["question_type"]))
+    return Workload(texts, np.array(mem_text), np.array(mem_space), spaces, questions, granularity,
+                    np.array(previous) if granularity == "turn" else None)
 
 
 def text_vectors(workload: Workload, embedder=None) -> np.ndarray:
     """The vectors of every distinct text, from the cache, embedding what is missing."""
-    target = cache_dir() / f"lme-texts-{len(workload.texts)}.npy"
+    prefix = "lme" if workload.granularity == "turn" else f"lme-{workload.granularity}"
+    return embed_cached(workload.texts, prefix, embedder)
+
+
+def embed_cached(texts: list[str], prefix: str, embedder=None) -> np.ndarray:
+    """Vectors of ``texts`` cached under ``prefix`` in ``cache_dir()``, in chunks so an
+    interrupted run resumes."""
+    target = cache_dir() / f"{prefix}-texts-{len(texts)}.npy"
     if target.exists():
         return np.load(target, mmap_mode="r")
     if embedder is None:
         from indexing.embedder import load_embedder
 
         embedder = load_embedder(None)
-    chunks = cache_dir() / "lme-chunks"
+    chunks = cache_dir() / f"{prefix}-chunks-{len(texts)}"
     chunks.mkdir(exist_ok=True)
     started = time.time()
-    for start in range(0, len(workload.texts), CHUNK):
+    for start in range(0, len(texts), CHUNK):
         part = chunks / f"{start:07d}.npy"
         if part.exists():
             continue
-        vectors = embedder.embed_documents(workload.texts[start : start + CHUNK])
+        vectors = embedder.embed_documents(texts[start : start + CHUNK])
         np.save(part.with_suffix(".tmp.npy"), vectors)
         os.replace(part.with_suffix(".tmp.npy"), part)
         done = start + CHUNK
-        print(f"{min(done, len(workload.texts))}/{len(workload.texts)} texts, "
+        print(f"{prefix}: {min(done, len(texts))}/{len(texts)} texts, "
               f"{done / (time.time() - started):.0f}/s", file=sys.stderr, flush=True)
-    vectors = np.concatenate([np.load(chunks / f"{s:07d}.npy") for s in range(0, len(workload.texts), CHUNK)])
+    vectors = np.concatenate([np.load(chunks / f"{s:07d}.npy") for s in range(0, len(texts), CHUNK)])
     np.save(target, vectors)
     return vectors
 
@@ -166,5 +188,6 @@ if __name__ == "__main__":
     w = load_workload(full=True)
     print(f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "
           f"{sum(1 for q in w.questions if q.evidence)} questions with evidence", file=sys.stderr)
-    text_vectors(w)
     question_vectors(w)
+    text_vectors(w)
+    text_vectors(load_workload(full=True, granularity="session"))

@@ -414,7 +414,29 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
     return out
 
 
+def section_evidence(rows: list[dict], checks: Checks) -> list[str]:
+    """Evidence recall of each method, per level; the per-type tables are in EVIDENCE.md."""
+    body = []
+    for r in sorted(rows, key=lambda r: r.get("granularity", "")):
+        methods = sorted({key.split("/")[0] for key in r if "/" in key})
+        for m in methods:
+            body.append([r.get("granularity"), m + (" (default)" if m == r.get("default") else ""), r.get("questions"),
+                         r.get(f"{m}/any@5"), r.get(f"{m}/all@5"), r.get(f"{m}/all@10"),
+                         r.get(f"{m}/ndcg@10"), r["outcome"]])
+    return ["Each question's haystack is its own space; every signal is computed inside it.", ""] + table(
+        body, ["level", "method", "questions", "any@5", "all@5", "all@10", "NDCG@10", "test"])
+
+
+def section_lexical(rows: list[dict], checks: Checks) -> list[str]:
+    body = [[r.get("partition_rows"), r.get("cosine_p50_ms"), r.get("hybrid_p50_ms"), r.get("added_p50_ms"),
+             r.get("ratio_p50"), r.get("lexical_build_ms"), r["outcome"]]
+            for r in sorted(rows, key=lambda r: r.get("partition_rows", 0))]
+    return ["`VectorStore.search` with and without the query text, alternating in one run.", ""] + table(
+        body, ["partition rows", "cosine p50 ms", "hybrid p50 ms", "added ms", "ratio", "lexical build ms", "test"])
+
+
 SECTIONS: dict[str, Callable[..., list[str]]] = {
+    "test_evidence_recall.py": section_evidence, "test_lexical_latency.py": section_lexical,
     "test_scope_vs_filter.py": section_scope, "test_longmemeval.py": section_lme,
     "test_real_text_ivf.py": section_ivf_text, "test_large_partition.py": section_large,
     "test_recall_overhead.py": section_overhead, "test_run_bookkeeping.py": section_runs,

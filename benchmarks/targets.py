@@ -128,6 +128,8 @@ TARGETS: dict[str, Target] = {
 MODULES: dict[str, str] = {
     "test_scope_vs_filter.py": "Scope-first against filters, synthetic stores",
     "test_longmemeval.py": "LongMemEval_S, real text, one space per question",
+    "test_evidence_recall.py": "Evidence recall on LongMemEval_S: cosine against hybrid (BM25) recall",
+    "test_lexical_latency.py": "The lexical signal's cost per recall",
     "test_real_text_ivf.py": "IVF image on real text",
     "test_large_partition.py": "One large partition: cold start, shared memory, steady HTTP recall",
     "test_http_recall.py": "HTTP recall end to end",

@@ -122,5 +122,6 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
     assert served_by == "IVF image"
     assert builds == 1  # built once, when written
     assert all(r["built"] == 0 and r["answered"] == 10 for r in reports)  # readers map, never build
-    # Mapped, not copied: each further process holds far less than the vectors alone.
-    assert all(m["pss_mib"] < stats["vectors_mib"] for m in reader_memory), stats
+    # Mapped, not copied: each further process stays within the 300 MB of PSS (at 1M the
+    # vectors alone are 1.5 GB; in quick mode the interpreter and its libraries dominate).
+    assert all(m["pss_mib"] < 300 for m in reader_memory), stats

@@ -10,7 +10,8 @@ and a k-means.
     <table>.image/<version>/       one built version: meta.json, vectors.npy, ids.npy,
                                    sorted_ids.npy, sorted_rows.npy, fragment.npy, valid_from.npy,
                                    valid_until.npy, created_at.npy, centroids.npy, offsets.npy,
-                                   texts.arrow
+                                   texts.arrow, and the lexical index: lex_terms.arrow,
+                                   lex_offsets.npy, lex_rows.npy, lex_freqs.npy, lex_lengths.npy
 
 LanceDB stays the store of record; the image is a cache of one version of it. A version is
 built into a temporary folder, renamed, and published by replacing ``current`` (one atomic
@@ -36,9 +37,10 @@ import numpy as np
 import pyarrow as pa
 
 from indexing import failpoints
+from indexing.lexical import LexicalIndex
 from indexing.ann import CALIBRATION_QUERIES, IvfLists, calibration_queries, TopTen, list_count_for, nearest, train, training_sample
 
-IMAGE_FORMAT = 1
+IMAGE_FORMAT = 2  # 2: the lexical index is part of the image
 _ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
            "centroids", "offsets")
 
@@ -63,6 +65,7 @@ class Image:
     created_at: np.ndarray
     texts: pa.ChunkedArray  # mapped
     lists: IvfLists
+    lexical: LexicalIndex  # BM25 postings of the image's rows, mapped
 
     def rows_of(self, ids: list[str]) -> np.ndarray:
         """The row of each id, or -1 where the image does not hold it."""
@@ -103,6 +106,9 @@ def open_image(folder: Path) -> Image | None:
     arrays = {name: np.load(version / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     source = pa.memory_map(str(version / "texts.arrow"), "r")
     texts = pa.ipc.open_file(source).read_all().column(0)  # zero-copy: the chunks stay in the map
+    terms = pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0).to_pylist()
+    lexical = LexicalIndex.from_arrays(terms, *(np.load(version / f"lex_{name}.npy", mmap_mode="r")
+                                                for name in ("offsets", "rows", "freqs", "lengths")))
     return Image(
         folder=version,
         rows=int(meta["rows"]),
@@ -119,6 +125,7 @@ def open_image(folder: Path) -> Image | None:
         created_at=np.array(arrays["created_at"]),
         texts=texts,
         lists=IvfLists(np.asarray(arrays["centroids"]), np.asarray(arrays["offsets"]), int(meta["nprobe"])),
+        lexical=lexical,
     )
 
 
@@ -248,6 +255,7 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     }
     for name, array in arrays.items():
         np.save(building / f"{name}.npy", array)
+    _save_lexical(building)
     with _RowReader(building / "vectors.npy", offset, dimension) as grouped:
         lists.calibrate_with(grouped, probe_vectors, no_row, [set(grouped_row[list(t)].tolist()) for t in top.sets()])
     meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
@@ -260,6 +268,23 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     pointer.write_text(version.name)
     os.replace(pointer, folder / "current")
     sweep(folder)
+
+
+def _save_lexical(building: Path) -> None:
+    """Index the image's texts (in its row order) for BM25 and save the postings beside them."""
+    texts = pa.ipc.open_file(pa.memory_map(str(building / "texts.arrow"), "r")).read_all().column(0)
+    index = LexicalIndex()
+    start = 0
+    for chunk in texts.chunks:
+        index.append(start, chunk.to_pylist())
+        start += len(chunk)
+    terms, offsets, rows, freqs, lengths = index.arrays()
+    with pa.OSFile(str(building / "lex_terms.arrow"), "wb") as sink, pa.ipc.new_file(
+        sink, pa.schema([("term", pa.large_string())])
+    ) as writer:
+        writer.write_batch(pa.record_batch([pa.array(terms, pa.large_string())], names=["term"]))
+    for name, array in (("offsets", offsets), ("rows", rows), ("freqs", freqs), ("lengths", lengths)):
+        np.save(building / f"lex_{name}.npy", array)
 
 
 class _RowReader:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from indexing.fusion import fuse_lexical
 from indexing.image import Image
+from indexing.lexical import LexicalIndex
 
 OPEN_END = np.iinfo(np.int64).max  # valid_until of a row with no end
 
@@ -79,6 +81,7 @@ class PartitionResult:
     candidates: int  # rows valid now (the candidates of relevance)
     ended: int  # rows excluded because valid_until <= now
     pending: int  # rows excluded because valid_from > now
+    postings: int = 0  # lexical postings read
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Snapshot:
     base: Image | None = None
     base_live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     base_counts: "ValidityCounts | None" = None
+    lexical: LexicalIndex | None = None  # the image's (mapped) and the rest's, on the first search with a text
 
     def __post_init__(self) -> None:
         if self.vectors.shape[1:] != (self.dimension,):
@@ -162,6 +166,24 @@ class Snapshot:
         self.texts.extend(batch.texts)
         self.row_of.update(zip(batch.ids, range(start, need)))
         self.rows = need
+        if self.lexical is not None:
+            self.lexical.append(self._image_rows + start, batch.texts)
+
+    @property
+    def _image_rows(self) -> int:
+        """Rows numbered before the held ones in the lexical index: the image's."""
+        return self.base.rows if self.base is not None else 0
+
+    def lexicon(self) -> LexicalIndex:
+        """The partition's lexical index over one numbering: the image's rows, then the held ones."""
+        if self.lexical is None:
+            if self.base is not None:
+                index = self.base.lexical.copy()
+                index.append(self.base.rows, self.texts[: self.rows])
+            else:
+                index = LexicalIndex.build(self.texts[: self.rows])
+            self.lexical = index
+        return self.lexical
 
     def _base_row(self, id_: str) -> int:
         if self.base is None:
@@ -185,6 +207,8 @@ class Snapshot:
             if i is not None:
                 self.live[i] = False
                 self.texts[i] = None
+                if self.lexical is not None:
+                    self.lexical.remove([self._image_rows + i])  # the forgotten text's terms leave it too
             elif (row := self._base_row(id_)) >= 0:
                 assert self.base is not None and self.base_counts is not None
                 self.base_counts.change(int(self.base.valid_from[row]), int(self.base.valid_until[row]), None)
@@ -212,9 +236,16 @@ class Snapshot:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, now: int) -> PartitionResult:
-        """The ``k`` best rows valid at ``now``; validity decides before similarity does."""
-        found: list[tuple[np.ndarray, np.ndarray, bool]] = []  # (rows, scores, from the image)
+    def search(self, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+        """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
+        query ``text``, relevance is cosine fused with BM25 over the same valid rows.
+
+        Rows are numbered the image's first, then the held ones (the lexical index's numbering).
+        """
+        offset = self._image_rows
+        found_rows: list[np.ndarray] = []
+        found_scores: list[np.ndarray] = []
+        valid_parts: list[np.ndarray] = []
         scored = candidates = ended = pending = 0
         if self.base is not None and self.base.rows:
             b = self.base
@@ -224,7 +255,10 @@ class Snapshot:
             rows, scores = b.lists.candidates(b.vectors, query)
             scored += len(rows)
             keep = self.base_live[rows] & (b.valid_until[rows] > now) & (b.valid_from[rows] <= now)
-            found.append((rows[keep], scores[keep], True))
+            found_rows.append(rows[keep])
+            found_scores.append(scores[keep])
+            if text is not None:
+                valid_parts.append(self.base_live & (b.valid_until > now) & (b.valid_from <= now))
         n = self.rows
         if n:
             live = self.live[:n]
@@ -234,26 +268,33 @@ class Snapshot:
             scores = self.vectors[:n] @ query
             scored += n
             rows = np.flatnonzero(valid)
-            found.append((rows, scores[rows], False))
-        if not found:
+            found_rows.append(rows + offset)
+            found_scores.append(scores[rows])
+            valid_parts.append(valid)
+        if not found_rows:
             return PartitionResult([], 0, 0, 0, 0)
-        rows = np.concatenate([r for r, _, _ in found])
-        scores = np.concatenate([s for _, s, _ in found])
-        in_image = np.concatenate([np.full(len(r), f) for r, _, f in found])
+        rows = np.concatenate(found_rows)
+        scores = np.concatenate(found_scores)
+        postings = 0
+        if text is not None:
+            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))
+            rows, scores, postings = fused.rows, fused.scores, fused.postings
+            scored += fused.extra_scored
         if len(rows) > k:
             top = np.argpartition(-scores, k - 1)[:k]
-            rows, scores, in_image = rows[top], scores[top], in_image[top]
+            rows, scores = rows[top], scores[top]
         best = np.argsort(-scores, kind="stable")
-        hits = [self._hit(int(rows[j]), float(scores[j]), bool(in_image[j])) for j in best]
-        return PartitionResult(hits, scored, candidates, ended, pending)
+        hits = [self._hit(int(rows[j]), float(scores[j])) for j in best]
+        return PartitionResult(hits, scored, candidates, ended, pending, postings)
 
-    def _hit(self, i: int, score: float, in_image: bool) -> Hit:
-        if in_image:
+    def _hit(self, i: int, score: float) -> Hit:
+        if i < self._image_rows:
             b = self.base
             assert b is not None
             id_, text = b.id(i), b.text(i)
             created, start, until = int(b.created_at[i]), int(b.valid_from[i]), int(b.valid_until[i])
         else:
+            i -= self._image_rows
             id_, text = self.ids[i], self.texts[i] or ""
             created, start, until = int(self.created_at[i]), int(self.valid_from[i]), int(self.valid_until[i])
         return Hit(id=id_, score=score, text=text, created_at=created, valid_from=start,
@@ -266,6 +307,24 @@ def _validity_counts(live: np.ndarray, valid_from: np.ndarray, valid_until: np.n
     pending_mask = live & (valid_from > now) & ~ended_mask
     ended, pending = int(ended_mask.sum()), int(pending_mask.sum())
     return ended, pending, int(live.sum()) - ended - pending
+
+
+class _Vectors:
+    """A snapshot's vectors in its one numbering (the image's rows, then the held ones), for the
+    few rows the lexical signal adds to an IVF probe's candidates."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        offset = self.snap._image_rows
+        rows = np.asarray(rows)
+        out = np.empty((len(rows), self.snap.dimension), dtype=np.float32)
+        inside = rows < offset
+        if inside.any():
+            out[inside] = self.snap.base.vectors[rows[inside]]  # type: ignore[union-attr]
+        out[~inside] = self.snap.vectors[rows[~inside] - offset]
+        return out
 
 
 class ValidityCounts:

@@ -14,8 +14,9 @@ Layout under the store's root::
                           built when data is written: at the end of an import, when the rows
                           written since the last build pile up, and after every forget
 
-``stats`` counts, per partition, how often it was opened and how many vectors were scored: the
-instrumentation that lets a test prove an Acme recall never touched Globex.
+``stats`` counts, per partition, how often it was opened, how many vectors were scored and how
+many lexical postings were read: the instrumentation that lets a test prove an Acme recall never
+touched Globex.
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ class IndexStats:
     loaded: Counter[str] = field(default_factory=Counter)
     scored: Counter[str] = field(default_factory=Counter)
     built: Counter[str] = field(default_factory=Counter)  # images built
+    postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
 
     def reset(self) -> None:
         self.built.clear()
         self.opened.clear()
         self.loaded.clear()
         self.scored.clear()
+        self.postings.clear()
 
 
 _blas_limited = False
@@ -370,12 +373,14 @@ class VectorStore:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search(self, key: str, query: np.ndarray, k: int, now: int) -> PartitionResult:
+    def search(self, key: str, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+        """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given."""
         if not _blas_limited:
             search_on_one_thread()  # on the first search, not at start: most commands never search
         with self._lock:  # a write in another thread may be growing the image
-            result = self.snapshot(key).search(query, k, now)
+            result = self.snapshot(key).search(query, k, now, text)
             self.stats.scored[key] += result.scored
+            self.stats.postings[key] += result.postings
         return result
 
     def text(self, key: str, id_: str) -> str | None:

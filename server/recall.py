@@ -4,7 +4,8 @@
 2. permissions: partitions a policy denies are dropped before anything is scored.
 3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
    and the catalog has the last word on each hit.
-4. relevance: cosine similarity inside each partition, then one merge.
+4. relevance: cosine similarity fused with BM25 of the query text inside each partition
+   (``indexing.fusion``), then one merge by the fused score.
 5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
 """
 
@@ -40,6 +41,7 @@ def run_recall(
     now: datetime,
     store: VectorStore,
     book: MemoryBook,
+    query_text: str | None = None,
 ) -> RecallOutcome:
     reached_keys = [partition_key(s) for s in scope.reached]
     counts, total = book.counts(reached_keys)
@@ -57,7 +59,7 @@ def run_recall(
         micros = to_micros(now)
         for space in scope.allowed:
             key = partition_key(space)
-            result = store.search(key, query_vector, limit + RUNNERS_UP, micros)
+            result = store.search(key, query_vector, limit + RUNNERS_UP, micros, query_text)
             superseded = counts.get(key, (0, 0))[1]
             cut["superseded"] += min(superseded, result.ended)
             cut["expired"] += max(result.ended - superseded, 0)

@@ -204,7 +204,7 @@ class Esfis(OperatorVerbs):
         vector = None
         if scope.allowed:
             vector = self._embed_query(query) if query_vector is None else self._given_vector(query_vector)
-        outcome = run_recall(scope, vector, limit, now, self.store, self.book)
+        outcome = run_recall(scope, vector, limit, now, self.store, self.book, query)
         marks = _marks(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
         with self.catalog.transaction() as tx:

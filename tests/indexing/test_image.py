@@ -100,11 +100,13 @@ def test_rows_written_replaced_and_forgotten_elsewhere_are_seen_exactly(tmp_path
 
 
 def test_forget_rebuilds_the_image_so_no_file_keeps_the_text(tmp_path):
-    secret = "zebra-secret-4471"
+    secret = "zebrasecret4471"  # one word: its lexical term is the whole text
     vectors = clustered(3000)
     store = imported(tmp_path, vectors, text=lambda i: secret if i == 123 else f"filler {i}")
     reader = VectorStore(tmp_path, model="m", dimension=DIM)
     assert reader.search(KEY, vectors[123], 1, now=1).hits[0].text == secret
+    assert reader.search(KEY, vectors[0], 1, now=1, text=secret).hits[0].id == "r123"  # the image's postings
+    assert [p for p in tmp_path.rglob("lex_terms.arrow") if secret.encode() in p.read_bytes()]
     store.purge(KEY, ["r123"])
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert reader.text(KEY, "r123") is None
@@ -190,7 +192,7 @@ def test_an_image_of_another_format_is_rebuilt_not_misread(tmp_path):
     imported(tmp_path, vectors)
     folder = image_folder(tmp_path)
     meta = folder / (folder / "current").read_text() / "meta.json"
-    meta.write_text(meta.read_text().replace('"format": 1', '"format": 99'))
+    meta.write_text(meta.read_text().replace(f'"format": {image.IMAGE_FORMAT}', '"format": 99'))
     assert image.open_image(folder) is None
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     assert store.search(KEY, vectors[4], 1, now=1).hits[0].id == "r4"
@@ -231,3 +233,17 @@ def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
             new_end = int(rng.integers(0, 120))
             counts.change(int(starts[row]), int(ends[row]), (int(starts[row]), new_end))
             ends[row] = new_end
+
+
+def test_bm25_over_the_image_and_the_rows_written_since_finds_a_rare_word_no_probe_reached(tmp_path):
+    vectors = clustered(3000)
+    imported(tmp_path, vectors, text=lambda i: "quokka habitat notes" if i == 2222 else f"filler {i}")
+    writer = VectorStore(tmp_path, model="m", dimension=DIM)
+    extra = unit(np.random.default_rng(4).normal(size=DIM))
+    writer.add(KEY, [Row("late", "wombat burrow notes", extra, 0, 0, None)])
+    reader = VectorStore(tmp_path, model="m", dimension=DIM)
+    far = -vectors[2222]  # a query vector pointing away from the row: only its words can find it
+    assert reader.search(KEY, far, 3, now=1, text="quokka").hits[0].id == "r2222"
+    assert reader.search(KEY, far, 3, now=1, text="wombat").hits[0].id == "late"  # a held row, same index
+    assert reader.stats.postings[KEY] > 0
+    assert reader.snapshot(KEY).base is not None

@@ -122,4 +122,6 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
 
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     store.search("space:acme", unit(np.ones(DIM)), 5, 1)
-    assert [lib["num_threads"] for lib in ThreadpoolController().select(internal_api="openblas").info()] == [1]
+    libraries = ThreadpoolController().select(internal_api="openblas").info()
+    numpys = [lib["num_threads"] for lib in libraries if "numpy" in lib["filepath"]]  # another library may bring its own
+    assert numpys == [1]

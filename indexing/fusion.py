@@ -1,0 +1,113 @@
+"""Hybrid relevance inside one partition: the cosine of each valid row fused with its BM25.
+
+Both signals are computed inside the partition, over the rows valid now, after the caller's
+reach and permissions have chosen it; nothing is compared across partitions but the fused
+score itself, so the fused score must mean the same thing in every partition. Methods:
+
+    scaled     cosine + w · σ(cosine) · BM25 / σ(BM25), the deviations taken over the
+               partition's valid rows (the default). Inside one partition it ranks exactly as
+               z does; its score is a cosine plus a lexical bonus in the partition's own units
+               of cosine spread, so a row no term matched keeps its plain cosine and scores
+               compare across partitions as cosines do
+    z          z(cosine) + w · z(BM25), standardised over the partition's candidates: the same
+               ranking inside a partition, but a 3-row partition and a 10k-row one do not
+               share a scale, and merged recalls lose evidence (benchmarks/evidence.py, split)
+    anchored   cosine + w · BM25 / ideal: the ideal is the most a row could score for this
+               query here, so the bonus lies in [0, w) whatever the partition's size
+    rrf        reciprocal-rank fusion, 1 / (k + rank): ranks only, no scale at all
+    cosine     the vector signal alone (lexical weight 0)
+
+Past the IVF threshold the cosine is known only for the probed rows; the best lexical rows the
+probe missed are scored exactly and join the candidates, so a rare term still finds its row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numpy as np
+
+from indexing.lexical import LexicalIndex
+
+LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and added
+SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold
+
+
+@dataclass(frozen=True)
+class Fusion:
+    method: str = "scaled"
+    weight: float = 0.5
+    k: int = 60  # rrf only
+
+    def __call__(self, cos: np.ndarray, lex: np.ndarray, ideal: float, spread: float | None = None) -> np.ndarray:
+        """Fused scores of candidates whose cosine is ``cos`` and BM25 ``lex``; ``spread`` is the
+        standard deviation of the cosine over the partition's valid rows (default: of ``cos``)."""
+        if self.method == "cosine" or not len(cos):
+            return cos
+        if self.method == "anchored":
+            return cos + self.weight * lex / ideal if ideal > 0 else cos
+        if self.method == "scaled":
+            sigma = lex.std()
+            if sigma <= 0:
+                return cos
+            return cos + self.weight * (cos.std() if spread is None else spread) * lex / sigma
+        if self.method == "z":
+            return _z(cos) + self.weight * _z(lex)
+        if self.method == "rrf":
+            # A row no query term matched is not in the lexical list: it gets no lexical share.
+            return 1 / (self.k + _ranks(cos)) + np.where(lex > 0, self.weight / (self.k + _ranks(lex)), 0.0)
+        raise ValueError(f"unknown fusion {self.method!r}")
+
+
+DEFAULT = Fusion("scaled", 0.5)  # chosen on LongMemEval_S: README, "Hybrid recall"
+
+
+@dataclass(frozen=True)
+class Fused:
+    rows: np.ndarray
+    scores: np.ndarray
+    extra_scored: int  # cosines computed for lexical rows the probe missed
+    postings: int  # lexical postings read
+
+
+def fuse_lexical(
+    index: LexicalIndex, vectors: np.ndarray, query: np.ndarray, text: str, rows: np.ndarray, cos: np.ndarray,
+    valid: np.ndarray, fusion: Fusion = DEFAULT,
+) -> Fused:
+    """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``;
+    ``index`` and ``vectors`` are the partition's."""
+    if fusion.method == "cosine":
+        return Fused(rows, cos, 0, 0)
+    lex = index.score(index.query_terms(text), valid)
+    extra, spread = 0, None
+    if len(rows) < int(valid.sum()):  # an IVF probe: add the best lexical rows it missed
+        spread = _cosine_spread(vectors, query, valid)
+        seen = np.zeros(len(valid), dtype=bool)
+        seen[rows] = True
+        missed = np.flatnonzero((lex.scores > 0) & ~seen)
+        if len(missed) > LEXICAL_EXTRA:
+            missed = missed[np.argpartition(-lex.scores[missed], LEXICAL_EXTRA - 1)[:LEXICAL_EXTRA]]
+        if len(missed):
+            rows = np.concatenate([rows, missed])
+            cos = np.concatenate([cos, vectors[missed] @ query])
+            extra = len(missed)
+    if fusion.method == "scaled" and spread is None and len(cos):
+        spread = float(cos.std())
+    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings)
+
+
+def _cosine_spread(vectors: np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
+    """The cosine's standard deviation over the valid rows, from an even sample of them: the
+    probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
+    rows = np.flatnonzero(valid)
+    sample = rows[:: max(1, len(rows) // SPREAD_SAMPLE)]
+    return float((vectors[sample] @ query).std())
+
+
+def _z(a: np.ndarray) -> np.ndarray:
+    return (a - a.mean()) / (a.std() + 1e-9)
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    ranks = np.empty(len(a), dtype=np.float64)
+    ranks[np.argsort(-a, kind="stable")] = np.arange(len(a))
+    return ranks
