@@ -202,17 +202,19 @@ class Snapshot:
             self.base_counts.change(None, None, (int(self.base.valid_from[row]), valid_until))
 
     def remove(self, ids: list[str]) -> None:
+        gone = []
         for id_ in ids:
             i = self.row_of.pop(id_, None)
             if i is not None:
                 self.live[i] = False
                 self.texts[i] = None
-                if self.lexical is not None:
-                    self.lexical.remove([self._image_rows + i])  # the forgotten text's terms leave it too
+                gone.append(self._image_rows + i)
             elif (row := self._base_row(id_)) >= 0:
                 assert self.base is not None and self.base_counts is not None
                 self.base_counts.change(int(self.base.valid_from[row]), int(self.base.valid_until[row]), None)
                 self.base_live[row] = False
+        if self.lexical is not None and gone:
+            self.lexical.remove(gone)  # the forgotten texts' terms leave it too, in one rebuild
 
     def text_of(self, id_: str) -> str | None:
         i = self.row_of.get(id_)
