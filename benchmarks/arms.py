@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.synthetic import DIM, Store
+from indexing.snapshot import merge_best
 from indexing.testing import HashingEmbedder
 from server.memory_input import NewMemory, new_id
 from server.service import Esfis, open_service
@@ -129,11 +130,8 @@ class ScopeFirst:
 
     def search(self, label: str, query: np.ndarray, k: int, now: int) -> list:
         """The index alone: search each reached partition, merge."""
-        hits = []
-        for key in self.keys[label]:
-            hits.extend(self.service.store.search(key, query, k, now).hits)
-        hits.sort(key=lambda h: h.score, reverse=True)
-        return hits[:k]
+        results = [self.service.store.search(key, query, k, now) for key in self.keys[label]]
+        return [hit for _, hit in merge_best(results, k)]
 
     def search_counted(self, label: str, query: np.ndarray, k: int, now: int) -> Answer:
         self.service.store.stats.reset()
