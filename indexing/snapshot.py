@@ -89,6 +89,12 @@ class PartitionResult:
     pending: int  # rows excluded because valid_from > now
     postings: int = 0  # lexical postings read
     snapshot: "Snapshot | None" = field(default=None, repr=False, compare=False)
+    cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
+
+    def vectors(self) -> np.ndarray:
+        """The rows' vectors, in their order."""
+        assert self.snapshot is not None
+        return _Vectors(self.snapshot)[self.rows]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -325,15 +331,18 @@ class Snapshot:
         rows = np.concatenate(found_rows) if len(found_rows) > 1 else found_rows[0]
         scores = np.concatenate(found_scores) if len(found_scores) > 1 else found_scores[0]
         postings = 0
+        cosines = scores
         if text is not None:
             fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))
             rows, scores, postings = fused.rows, fused.scores, fused.postings
+            cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
         if len(rows) > k:
             top = np.argpartition(-scores, k - 1)[:k]
-            rows, scores = rows[top], scores[top]
+            rows, scores, cosines = rows[top], scores[top], cosines[top]
         best = np.argsort(-scores, kind="stable")
-        return PartitionResult(rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self)
+        return PartitionResult(rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self,
+                               cosines=cosines[best])
 
     def _validity_at(self, now: int) -> _Validity:
         """Which held rows are valid at ``now`` and the cut counts, computed once for as long as

@@ -5,7 +5,8 @@
 3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
    and the catalog has the last word on each hit.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
-   (``indexing.fusion``), then one merge by the fused score.
+   (``indexing.fusion``); the candidates scored again against the query moved towards the best
+   two of them (``indexing.feedback``); then one merge by score.
 5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
 """
 
@@ -16,6 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
+from indexing.feedback import with_feedback
 from indexing.snapshot import Hit, PartitionResult, merge_best
 from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
@@ -67,6 +69,8 @@ def run_recall(
             cut["not_yet_valid"] += result.pending
             candidates += result.candidates
             results.append(result)
+        if query_text is not None:
+            results = with_feedback(results, query_vector)
         # One merge by score; only the rows that made it are read out of their partitions.
         pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
     current = book.current_labels([hit.id for hit, _ in pool], now)
