@@ -34,10 +34,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.synthetic import DIM, Store
+from benchmarks.synthetic import DIM, Store, Truth, recall_truth
+from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
 from indexing.snapshot import merge_best
 from indexing.testing import HashingEmbedder
 from server.memory_input import NewMemory, new_id
+from server.recall import RUNNERS_UP
 from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key
@@ -121,6 +123,11 @@ class ScopeFirst:
         scored = self.service.store.stats.scored
         outside = sum(n for key, n in scored.items() if key not in self.keys[label])
         return Answer(rows, outside, sum(scored.values()))
+
+    def truth(self, store: Store, label: str, query: np.ndarray, k: int) -> "Truth":
+        """The exact answer of ``recall`` for this query (synthetic texts match no query term)."""
+        return recall_truth(store.vectors, store.space_of, store.in_scope(label), query, k,
+                            k + RUNNERS_UP, FEEDBACK_ROWS, FEEDBACK_WEIGHT)
 
     def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
         """esfis recall; with ``query`` None the service embeds ``text`` itself."""
