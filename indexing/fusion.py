@@ -99,6 +99,11 @@ def fuse_lexical(
 def _cosine_spread(vectors: np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
     """The cosine's standard deviation over the valid rows, from an even sample of them: the
     probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
+    sampler = getattr(vectors, "spread_sample", None)
+    if sampler is not None:  # a snapshot's vectors: its image keeps a contiguous sample
+        sample = sampler(valid)
+        if len(sample) >= 2:
+            return float((sample @ query).std())
     rows = np.flatnonzero(valid)
     sample = rows[:: max(1, len(rows) // SPREAD_SAMPLE)]
     return float((vectors[sample] @ query).std())

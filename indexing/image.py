@@ -37,12 +37,14 @@ import numpy as np
 import pyarrow as pa
 
 from indexing import failpoints
+from indexing.fusion import SPREAD_SAMPLE
 from indexing.lexical import LexicalIndex
 from indexing.ann import CALIBRATION_QUERIES, IvfLists, calibration_queries, TopTen, list_count_for, nearest, train, training_sample
 
-IMAGE_FORMAT = 3  # 2: the lexical index is part of the image; 3: its terms sorted, found by binary search
+IMAGE_FORMAT = 4  # 2: the lexical index is part of the image; 3: its terms sorted, found by binary search;
+#                  4: a contiguous sample of vectors for the cosine's spread
 _ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
-           "centroids", "offsets")
+           "centroids", "offsets", "spread_rows", "spread_vectors")
 
 
 @dataclass
@@ -66,6 +68,8 @@ class Image:
     texts: pa.ChunkedArray  # mapped
     lists: IvfLists
     lexical: LexicalIndex  # BM25 postings of the image's rows, mapped
+    spread_rows: np.ndarray  # an even sample of rows (the cosine's spread for BM25's fusion), mapped
+    spread_vectors: np.ndarray  # their vectors, contiguous, mapped
 
     def rows_of(self, ids: list[str]) -> np.ndarray:
         """The row of each id, or -1 where the image does not hold it."""
@@ -126,6 +130,8 @@ def open_image(folder: Path) -> Image | None:
         texts=texts,
         lists=IvfLists(np.asarray(arrays["centroids"]), np.asarray(arrays["offsets"]), int(meta["nprobe"])),
         lexical=lexical,
+        spread_rows=arrays["spread_rows"],
+        spread_vectors=arrays["spread_vectors"],
     )
 
 
@@ -258,6 +264,13 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     _save_lexical(building)
     with _RowReader(building / "vectors.npy", offset, dimension) as grouped:
         lists.calibrate_with(grouped, probe_vectors, no_row, [set(grouped_row[list(t)].tolist()) for t in top.sets()])
+        # An even sample, kept contiguous: BM25's fusion takes the cosine's spread from it. Read
+        # from vectors.npy at every stride, it mapped most of the file into each process.
+        spread_rows = np.arange(0, n, max(1, n // SPREAD_SAMPLE), dtype=np.int64)
+        spread_vectors = np.concatenate([grouped[slice(int(r), int(r) + 1)] for r in spread_rows]) if n else \
+            np.zeros((0, dimension), dtype=np.float32)
+    np.save(building / "spread_rows.npy", spread_rows)
+    np.save(building / "spread_vectors.npy", spread_vectors)
     meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
             "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
     (building / "meta.json").write_text(json.dumps(meta))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from indexing.fusion import fuse_lexical
+from indexing.fusion import SPREAD_SAMPLE, fuse_lexical
 from indexing.image import Image
 from indexing.lexical import LexicalIndex
 
@@ -419,6 +419,19 @@ class _Vectors:
             out[inside] = self.snap.base.vectors[rows[inside]]  # type: ignore[union-attr]
         out[~inside] = self.snap.vectors[rows[~inside] - offset]
         return out
+
+    def spread_sample(self, valid: np.ndarray) -> np.ndarray:
+        """Vectors of an even sample of the valid rows: the image's own contiguous sample (a
+        stride through its mapped vectors would page most of the file in), then the held rows'."""
+        snap, offset = self.snap, self.snap._image_rows
+        parts = []
+        if snap.base is not None:
+            keep = valid[snap.base.spread_rows]
+            parts.append(np.asarray(snap.base.spread_vectors)[keep])
+        held = np.flatnonzero(valid[offset:])
+        if len(held):
+            parts.append(snap.vectors[held[:: max(1, len(held) // SPREAD_SAMPLE)]])
+        return np.concatenate(parts) if parts else np.zeros((0, snap.dimension), dtype=np.float32)
 
 
 class ValidityCounts:
