@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 K1 = 1.2
 B = 0.75
@@ -66,6 +65,8 @@ def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
         terms = [_terms(text) for text in texts]
         rows = [i for i, these in enumerate(terms) for _ in these]
         return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
+    import pyarrow.compute as pc  # here, not at import: ~60 ms a command that never searches would pay
+
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)
     flat = pc.list_flatten(split)
@@ -264,6 +265,8 @@ class LexicalIndex:
         token_rows, tokens = tokenize([t or "" for t in texts])
         if not len(tokens):
             return
+        import pyarrow.compute as pc
+
         encoded = pc.dictionary_encode(tokens)
         local = encoded.indices.to_numpy()
         words = encoded.dictionary.to_pylist()
