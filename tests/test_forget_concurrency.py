@@ -18,6 +18,7 @@ from pathlib import Path
 
 from server.importer import import_stream
 from tests.conftest import cli_env
+from tests.catalogs import settings_for
 
 SECONDS = 3.0
 LOADERS = 3  # threads of the reading process that load the image afresh each round
@@ -29,11 +30,10 @@ _WORKER = textwrap.dedent(
     from indexing.store import VectorStore
     from indexing.testing import HashingEmbedder
     from server.service import open_service
-    from server.settings import Settings
     from server.spaces import partition_key
 
     role, home, seconds, loaders = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-    settings = Settings(home=home, model=None)
+    settings = settings_for(home)
     embedder = HashingEmbedder()
     service = open_service(settings, embedder=embedder)
     caller = service.caller("worker-" + role, space="acme")
