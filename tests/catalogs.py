@@ -11,7 +11,7 @@ The cluster: PostgreSQL's ``initdb`` and ``pg_ctl`` (on PATH, else Debian's
 ``/usr/lib/postgresql/N/bin``; ``ESFIS_TEST_PG_BIN`` names another folder), in a temporary
 folder, listening on 127.0.0.1 at a free port, without durability (fsync off: a test cluster
 is thrown away), run as the ``postgres`` user when the tests run as root (``initdb`` refuses
-root). ``scripts/setup`` installs PostgreSQL when the machine lacks it.
+root). ``.ci/run`` installs PostgreSQL when the machine lacks it, as does a run as root here.
 """
 
 from __future__ import annotations
@@ -123,16 +123,27 @@ def catalog_rows(home: Path, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def _binaries() -> Path:
+    """Where initdb and pg_ctl lie; as root on Debian, PostgreSQL is installed when missing
+    (as .ci/run does), so the run fails only where it cannot be had."""
     named = os.environ.get("ESFIS_TEST_PG_BIN")
     if named:
         return Path(named)
+    found = _installed()
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], check=False, capture_output=True, timeout=1200)
+        found = _installed()
+    if found is None:
+        raise RuntimeError("ESFIS_TEST_CATALOG=postgresql needs PostgreSQL: apt-get install postgresql (as root)")
+    return found
+
+
+def _installed() -> Path | None:
     found = shutil.which("initdb")
     if found:
         return Path(found).parent
     versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
-    if not versions:
-        raise RuntimeError("ESFIS_TEST_CATALOG=postgresql needs PostgreSQL (scripts/setup installs it)")
-    return versions[-1].parent
+    return versions[-1].parent if versions else None
 
 
 def _free_port() -> int:

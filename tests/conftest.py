@@ -33,6 +33,21 @@ class MovableClock:
         self.now += timedelta(**kwargs)
 
 
+# On PostgreSQL the suite runs what touches a catalog. These never open one (vectors, the model)
+# or measure SQLite's (the benchmarks): the SQLite run covers them.
+NO_CATALOG = ("tests/indexing/", "benchmarks/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if catalogs.BACKEND == "sqlite":
+        return
+    root = Path(config.rootpath)
+    aside = [i for i in items if Path(i.path).relative_to(root).as_posix().startswith(NO_CATALOG)]
+    if aside:
+        config.hook.pytest_deselected(items=aside)
+        items[:] = [i for i in items if i not in aside]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def catalog_backend():
     """The backend every catalog of this session lives on; PostgreSQL's cluster is started
