@@ -9,7 +9,8 @@ The schema is this module's own, versioned in ``meta`` like SQLite's:
 - every text column sorts by bytes (``COLLATE "C"``), as SQLite's do: ``Registry.subtree``
   finds ``acme/…`` by the range ``acme/`` to ``acme0``, which a locale's collation breaks;
 - memories have a ``rowid`` of their own (an identity column: PostgreSQL has no rowid),
-  assigned under the write lock and so in the order of commits;
+  assigned under the write lock and so in the order of commits (its sequence caches one value,
+  the default: with more, each connection would take values from a range of its own);
 - the ``totals`` row is kept by a plpgsql trigger, as SQLite's triggers keep it.
 
 Writes take turns. SQLite's ``BEGIN IMMEDIATE`` takes the database's write lock before the
