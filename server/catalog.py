@@ -120,6 +120,13 @@ def open_catalog(settings: Settings) -> Catalog:
     return PostgresCatalog(url)
 
 
+def refuse_newer(version: int) -> None:
+    """A catalog whose schema is newer than this esfis is never opened (nor marked older)."""
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailable(f"the catalog has schema version {version}, newer than this esfis's "
+                               f"({SCHEMA_VERSION}): upgrade esfis")
+
+
 def redacted(url: str) -> str:
     """A connection URL fit for an error message: without its user and password."""
     return re.sub(r"//[^@/]*@", "//", url)

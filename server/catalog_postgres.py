@@ -32,11 +32,11 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import psycopg
 
-from server.catalog import SCHEMA_VERSION, Dialect, redacted
+from server.catalog import SCHEMA_VERSION, Dialect, redacted, refuse_newer
 from server.errors import StoreUnavailable
 
 POSTGRES = Dialect(
@@ -189,10 +189,15 @@ class PostgresCatalog:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.RLock()
+        self._writing = 0  # transactions open on this connection (this thread's, under the lock)
         self._conn = self._connect()
-        if _version(self) != SCHEMA_VERSION:  # read without the lock: the usual open writes nothing
-            with self.transaction() as tx:  # the write lock: two first opens take turns
-                _migrate(tx)
+        try:
+            if _version(self) != SCHEMA_VERSION:  # read without the lock: the usual open writes nothing
+                with self.transaction() as tx:  # the write lock: two first opens take turns
+                    _migrate(tx)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -204,8 +209,8 @@ class PostgresCatalog:
         return conn
 
     def _connection(self) -> psycopg.Connection:
-        """The connection, made again if the server dropped it (a restart, a failover): the
-        next request works again without restarting esfis."""
+        """The connection, made again if the server dropped it (a restart, a failover), so
+        esfis need not be restarted."""
         if self._conn.closed or self._conn.broken:
             self._conn = self._connect()
         return self._conn
@@ -225,9 +230,13 @@ class PostgresCatalog:
         """A write transaction that takes the write lock (``WRITE_LOCK``) first."""
         with self._lock, self._guard():
             conn = self._connection()
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                yield Tx(conn)
+            self._writing += 1
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    yield Tx(conn)
+            finally:
+                self._writing -= 1
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
@@ -243,12 +252,21 @@ class PostgresCatalog:
         return True
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock, self._guard():
-            return self._connection().execute(_pg(sql), params).fetchall()
+        return self._read(sql, params, lambda cursor: cursor.fetchall())
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._read(sql, params, lambda cursor: cursor.fetchone())
+
+    def _read(self, sql: str, params: Sequence[Any], fetch: Callable[[psycopg.Cursor], Any]) -> Any:
+        """A read, tried once more on a new connection when the old one turns out dropped
+        (a read can be repeated; a transaction's statements cannot, and are never retried)."""
         with self._lock, self._guard():
-            return self._connection().execute(_pg(sql), params).fetchone()
+            try:
+                return fetch(self._connection().execute(_pg(sql), params))
+            except psycopg.OperationalError:
+                if self._writing or not self._conn.broken:
+                    raise
+            return fetch(self._connection().execute(_pg(sql), params))
 
     def reopen(self) -> "PostgresCatalog":
         return PostgresCatalog(self.url)
@@ -285,8 +303,7 @@ class Tx:
 def _migrate(tx: Tx) -> None:
     """Run the schema steps this catalog has not had yet; refuse one made by a newer esfis."""
     version = _version(tx)
-    if version > SCHEMA_VERSION:
-        raise StoreUnavailable(f"the catalog has schema {version}, newer than this esfis ({SCHEMA_VERSION}): upgrade esfis")
+    refuse_newer(version)
     for step in sorted(v for v in MIGRATIONS if v > version):
         tx._conn.execute(MIGRATIONS[step])  # no parameters: the script's statements run as one
         tx.execute("INSERT INTO meta (key, value) VALUES ('schema', ?) "

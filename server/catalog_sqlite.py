@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from server.catalog import SCHEMA_VERSION, Dialect
+from server.catalog import SCHEMA_VERSION, Dialect, refuse_newer
 from server.home import make_private
 
 SQLITE = Dialect(
@@ -205,17 +205,25 @@ class SqliteCatalog:
             self._conn.execute("PRAGMA secure_delete=ON")
             # Up to 64 MiB of pages (taken as used): a bulk import's index inserts stay in memory.
             self._conn.execute("PRAGMA cache_size=-65536")
-            with self.transaction() as tx:
-                _migrate(tx)
-                tx.executescript_safe(SCHEMA)
-                # Once, when the table is new (a new store, or one made before version 4): from
-                # then on the triggers keep it, in every process, old versions' writes included.
-                tx.execute("INSERT OR IGNORE INTO totals (one, live) SELECT 1, coalesce(sum(live), 0) FROM partitions")
-                tx.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(SCHEMA_VERSION),),
-                )
+            try:
+                self._open()
+            except BaseException:
+                self._conn.close()
+                raise
+
+    def _open(self) -> None:
+        """Bring the schema up to this version, in one write transaction."""
+        with self.transaction() as tx:
+            _migrate(tx)
+            tx.executescript_safe(SCHEMA)
+            # Once, when the table is new (a new store, or one made before version 4): from
+            # then on the triggers keep it, in every process, old versions' writes included.
+            tx.execute("INSERT OR IGNORE INTO totals (one, live) SELECT 1, coalesce(sum(live), 0) FROM partitions")
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
 
     @contextmanager
     def transaction(self) -> Iterator["Tx"]:
@@ -274,6 +282,9 @@ class SqliteCatalog:
 
 def _migrate(tx: "Tx") -> None:
     """Bring a store made by an earlier version up to this schema, before the script runs."""
+    if tx.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'") is not None:
+        row = tx.one("SELECT value FROM meta WHERE key = 'schema'")
+        refuse_newer(int(row["value"]) if row else 0)
     columns = {r["name"] for r in tx.all("PRAGMA table_info(memories)")}
     if columns and "from_spaces" not in columns:  # version 1
         tx.execute("ALTER TABLE memories ADD COLUMN from_spaces TEXT NOT NULL DEFAULT '[]'")

@@ -80,6 +80,12 @@ class Cluster:
         self._admin.execute(f"CREATE SCHEMA {schema}")
         return self.url(schema=schema)
 
+    def database(self, name: str, icu_locale: str) -> str:
+        """A database of its own whose default collation is a locale's (ICU), not byte order."""
+        self._admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu "
+                            f"ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'")
+        return self.url(name)
+
     def stop(self) -> None:
         if self._admin is not None:
             self._admin.close()
