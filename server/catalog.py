@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import re
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
+from server.catalog_shared import SCHEMA_VERSION, Dialect
 from server.errors import StoreUnavailable
 from server.settings import Settings
 
-SCHEMA_VERSION = 4  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
-#                    4: the store's live total (totals), kept by triggers
+__all__ = ["SCHEMA_VERSION", "Catalog", "Cursor", "Dialect", "Row", "Tx", "open_catalog"]
+
 POSTGRES_URL = re.compile(r"postgres(ql)?://", re.IGNORECASE)
 
 
@@ -56,7 +56,7 @@ class Cursor(Protocol):
 class Tx(Protocol):
     """The catalog inside one write transaction."""
 
-    sql: "Dialect"
+    sql: Dialect
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
 
@@ -70,7 +70,7 @@ class Tx(Protocol):
 class Catalog(Protocol):
     """A thread-safe handle on the catalog (one connection, taken in turns)."""
 
-    sql: "Dialect"
+    sql: Dialect
 
     def transaction(self) -> AbstractContextManager[Tx]: ...
 
@@ -87,24 +87,6 @@ class Catalog(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """The fragments of SQL the backends write differently. Each takes one ``?``.
-
-    ``values``: a FROM item giving one column ``value`` (text) for each element of a JSON array
-    of scalars. ``rows`` with ``item(i, type)``: a FROM item giving one ``value`` per element of
-    a JSON array of arrays, and the ``i``-th field of one, as ``type``. ``find``: the function
-    giving where a string lies in another (0: nowhere)."""
-
-    values: str
-    rows: str
-    item_template: str  # formatted with i and type
-    find: str
-
-    def item(self, i: int, type_: str = "TEXT") -> str:
-        return self.item_template.format(i=i, type=type_)
-
-
 def open_catalog(settings: Settings) -> Catalog:
     """The catalog the settings name: PostgreSQL for a ``postgresql://`` URL, else SQLite in
     ``ESFIS_HOME``. The PostgreSQL driver is imported only then."""
@@ -118,15 +100,3 @@ def open_catalog(settings: Settings) -> Catalog:
     from server.catalog_postgres import PostgresCatalog
 
     return PostgresCatalog(url)
-
-
-def refuse_newer(version: int) -> None:
-    """A catalog whose schema is newer than this esfis is never opened (nor marked older)."""
-    if version > SCHEMA_VERSION:
-        raise StoreUnavailable(f"the catalog has schema version {version}, newer than this esfis's "
-                               f"({SCHEMA_VERSION}): upgrade esfis")
-
-
-def redacted(url: str) -> str:
-    """A connection URL fit for an error message: without its user and password."""
-    return re.sub(r"//[^@/]*@", "//", url)

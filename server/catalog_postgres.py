@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import psycopg
 
-from server.catalog import SCHEMA_VERSION, Dialect, redacted, refuse_newer
+from server.catalog_shared import SCHEMA_VERSION, Dialect, redacted, refuse_newer
 from server.errors import StoreUnavailable
 
 POSTGRES = Dialect(

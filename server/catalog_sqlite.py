@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from server.catalog import SCHEMA_VERSION, Dialect, refuse_newer
+from server.catalog_shared import SCHEMA_VERSION, Dialect, refuse_newer
 from server.home import make_private
 
 SQLITE = Dialect(

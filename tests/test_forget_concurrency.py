@@ -18,22 +18,22 @@ from pathlib import Path
 
 from server.importer import import_stream
 from tests.conftest import cli_env
-from tests.catalogs import settings_for
 
 SECONDS = 3.0
 LOADERS = 3  # threads of the reading process that load the image afresh each round
 
 _WORKER = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, os, sys, threading, time
     from pathlib import Path
     from indexing.store import VectorStore
     from indexing.testing import HashingEmbedder
     from server.service import open_service
+    from server.settings import Settings
     from server.spaces import partition_key
 
     role, home, seconds, loaders = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-    settings = settings_for(home)
+    settings = Settings(home=home, model=None, catalog=os.environ.get("ESFIS_CATALOG"))
     embedder = HashingEmbedder()
     service = open_service(settings, embedder=embedder)
     caller = service.caller("worker-" + role, space="acme")

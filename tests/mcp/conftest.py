@@ -143,10 +143,13 @@ def error_text(result: CallToolResult) -> str:
 
 def server_params(world: World, spec: Spec) -> StdioServerParameters:
     # The stdio client passes only HOME, PATH, … and this env: like an agent's config.
+    # Besides: the catalog under test, and PYTHONPATH when the tests run from a checkout that
+    # another checkout's environment runs (else `esfis mcp` would import that one's code).
     url = catalog_for(world.home)
-    catalog = {} if url is None else {"ESFIS_CATALOG": url}
+    given = {"ESFIS_CATALOG": url, "PYTHONPATH": os.environ.get("PYTHONPATH")}
     return StdioServerParameters(
-        command=ESFIS, args=["mcp"], env={"ESFIS_HOME": str(world.home), **catalog, **spec.env},
+        command=ESFIS, args=["mcp"],
+        env={"ESFIS_HOME": str(world.home), **{k: v for k, v in given.items() if v}, **spec.env},
         cwd=world.folder(spec.folder)
     )
 
