@@ -324,44 +324,53 @@ class MemoryBook:
         key or, for a row without a key, the text. With ``since``, only memories written after that
         rowid count.
 
-        Two queries a batch, whatever its size: the batch's keys and digests travel as one JSON
-        array each (``Dialect.values``), not as thousands of parameters.
+        Two queries a batch at most, whatever its size: the batch's keys and digests travel as one
+        JSON array each (``Dialect.values``), not as thousands of parameters.
         """
-        partition = partition_key(space)
-        wanted_keys = [k for k in keys if k is not None]
-        wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
-        present_keys: set[str] = set()
-        present_digests: set[str] = set()
-        values = self.catalog.sql.values
         if since:
-            # Rowids only grow (memories are never deleted): this reads the rows written since
-            # the first check, a batch or two, by rowid ("partition || ''" keeps the planner off
-            # the partition's indexes, which would read all of it).
-            where = "rowid > ? AND partition || '' = ? AND forgotten_at IS NULL"
-            params: tuple = (since, partition)
+            present_keys, present_digests = self._written_since(space, since)
         else:
-            where = "partition = ? AND forgotten_at IS NULL"
-            params = (partition,)
-        if wanted_keys:
-            # A key stays in import_keys until its memory is forgotten, and in the memory's row.
-            sql = (
-                f"SELECT key FROM memories WHERE {where} AND key IN (SELECT value FROM {values})"
-                if since
-                else f"SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM {values})"
-            )
-            present_keys = {r["key"] for r in self.catalog.all(sql, (*params, json.dumps(wanted_keys)))}
-        if wanted_digests:
-            found = self.catalog.all(
-                f"SELECT digest FROM memories WHERE {where} "
-                f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM {values})",
-                (*params, json.dumps(wanted_digests)),
-            )
-            present_digests = {r["digest"] for r in found}
+            present_keys, present_digests = self._present(space, keys, digests)
         return [
             (k not in present_keys) if k is not None else (d not in present_digests)
             for k, d in zip(keys, digests, strict=True)
         ]
 
+    def _present(self, space: str | None, keys: list[str | None], digests: list[str]) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories among those asked for."""
+        partition = partition_key(space)
+        values = self.catalog.sql.values
+        wanted_keys = [k for k in keys if k is not None]
+        wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
+        present_keys: set[str] = set()
+        present_digests: set[str] = set()
+        if wanted_keys:
+            # A key stays in import_keys until its memory is forgotten, and in the memory's row.
+            found = self.catalog.all(
+                f"SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_keys)),
+            )
+            present_keys = {r["key"] for r in found}
+        if wanted_digests:
+            found = self.catalog.all(
+                "SELECT digest FROM memories WHERE partition = ? AND forgotten_at IS NULL "
+                f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_digests)),
+            )
+            present_digests = {r["digest"] for r in found}
+        return present_keys, present_digests
+
+    def _written_since(self, space: str | None, since: int) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories written after rowid ``since``. Rowids only
+        grow (memories are never deleted): these are the rows written since the first check, a
+        batch or two, read whole by rowid and compared here ("partition || ''" keeps the planner
+        off the partition's indexes, which would read all of it; matching them in SQL had
+        PostgreSQL probe the whole range once per key asked for)."""
+        rows = self.catalog.all(
+            "SELECT key, digest FROM memories WHERE rowid > ? AND partition || '' = ? AND forgotten_at IS NULL",
+            (since, partition_key(space)),
+        )
+        return {r["key"] for r in rows if r["key"] is not None}, {r["digest"] for r in rows if r["digest"] is not None}
 
     def last_rowid(self) -> int:
         """The newest memory's rowid: rowids follow the order of commits (rows are never
