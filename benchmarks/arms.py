@@ -34,9 +34,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.synthetic import DIM, Store
+from benchmarks.synthetic import DIM, Store, Truth, recall_truth
+from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
+from indexing.snapshot import merge_best
 from indexing.testing import HashingEmbedder
 from server.memory_input import NewMemory, new_id
+from server.recall import RUNNERS_UP
 from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key
@@ -121,6 +124,11 @@ class ScopeFirst:
         outside = sum(n for key, n in scored.items() if key not in self.keys[label])
         return Answer(rows, outside, sum(scored.values()))
 
+    def truth(self, store: Store, label: str, query: np.ndarray, k: int) -> "Truth":
+        """The exact answer of ``recall`` for this query (synthetic texts match no query term)."""
+        return recall_truth(store.vectors, store.space_of, store.in_scope(label), query, k,
+                            k + RUNNERS_UP, FEEDBACK_ROWS, FEEDBACK_WEIGHT)
+
     def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
         """esfis recall; with ``query`` None the service embeds ``text`` itself."""
         self.service.store.stats.reset()
@@ -129,11 +137,8 @@ class ScopeFirst:
 
     def search(self, label: str, query: np.ndarray, k: int, now: int) -> list:
         """The index alone: search each reached partition, merge."""
-        hits = []
-        for key in self.keys[label]:
-            hits.extend(self.service.store.search(key, query, k, now).hits)
-        hits.sort(key=lambda h: h.score, reverse=True)
-        return hits[:k]
+        results = [self.service.store.search(key, query, k, now) for key in self.keys[label]]
+        return [hit for _, hit in merge_best(results, k)]
 
     def search_counted(self, label: str, query: np.ndarray, k: int, now: int) -> Answer:
         self.service.store.stats.reset()

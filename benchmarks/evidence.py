@@ -31,10 +31,12 @@ from typing import Callable
 import numpy as np
 
 from benchmarks.longmemeval import Question, Workload
+from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT, with_feedback
 from indexing.fusion import DEFAULT, Fusion, fuse_lexical
 from indexing.lexical import STEM, LexicalIndex
-from indexing.snapshot import OPEN_END, RowBatch, Snapshot
+from indexing.snapshot import OPEN_END, RowBatch, Snapshot, merge_best
 from indexing.store import VectorStore
+from server.recall import RUNNERS_UP
 
 METRICS = ("any@5", "all@5", "all@10", "ndcg@10")
 NOW = 10**15  # microseconds: every row is valid
@@ -45,10 +47,12 @@ FUSIONS: dict[str, Fusion] = {
     **{f"scaled w={w}": Fusion("scaled", w) for w in (0.3, 0.5, 0.7, 1.0)},
     "rrf k=60": Fusion("rrf", 1.0, 60),
 }
-DEFAULT_NAME = next(name for name, f in FUSIONS.items() if f == DEFAULT)
+FUSED_NAME = next(name for name, f in FUSIONS.items() if f == DEFAULT)
+DEFAULT_NAME = f"{FUSED_NAME} + feedback"  # what esfis's recall does: the fusion, then feedback
+POOL = 10 + RUNNERS_UP  # the candidates a recall of 10 takes from each partition
 NEIGHBOUR_SHARES = (0.2, 0.4)
 BM25_VARIANTS = ((0.9, 0.4), (1.2, 0.3), (1.5, 0.75))  # the product's: K1=1.2, B=0.75
-SPLIT = ("cosine", "anchored w=2.0", "z w=0.5", "scaled w=0.5", "rrf k=60")
+SPLIT = ("cosine", "anchored w=2.0", "z w=0.5", "scaled w=0.5", "rrf k=60", "scaled w=0.5 + feedback")
 
 
 def metrics(ranked: list[int], evidence: set[int]) -> np.ndarray:
@@ -126,41 +130,62 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         ranked: dict[str, np.ndarray] = {}
         for name, fusion in FUSIONS.items():
             ranked[name] = fuse_lexical(snap.lexicon(), snap.vectors, qvec, q.text, everything, cos, valid, fusion).scores
+        ranked[DEFAULT_NAME] = feedback_scores(snap.vectors[:n], qvec, cos, ranked[FUSED_NAME])
         index = snap.lexicon()
         ranked["bm25 alone"] = index.score(index.query_terms(q.text), valid).scores
         other = LexicalIndex.build(snap.texts[:n], stem=not STEM)  # the other analyser, same rows
         lex = other.score(other.query_terms(q.text), valid)
-        ranked[f"{DEFAULT_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, lex.ideal)
+        ranked[f"{FUSED_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, lex.ideal)
         for k1, b in BM25_VARIANTS:
             lex = index.score(index.query_terms(q.text), valid, k1, b)
-            ranked[f"{DEFAULT_NAME}, BM25 k1={k1} b={b}"] = DEFAULT(cos, lex.scores, lex.ideal)
+            ranked[f"{FUSED_NAME}, BM25 k1={k1} b={b}"] = DEFAULT(cos, lex.scores, lex.ideal)
         if w.previous is not None:
             prev = w.previous[rows]
             local_prev = np.where(prev >= 0, np.searchsorted(rows, prev), -1)
             for share in NEIGHBOUR_SHARES:
                 before = np.where(local_prev >= 0, cos[np.maximum(local_prev, 0)], 0.0)
                 smoothed = (cos + share * before).astype(np.float32)
-                ranked[f"neighbour {share} + {DEFAULT_NAME}"] = fuse_lexical(
+                ranked[f"neighbour {share} + {FUSED_NAME}"] = fuse_lexical(
                     snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT).scores
         for name, scores in ranked.items():
             table.add(name, q.type, metrics(top(scores), evidence))
-        served = ev.store.search(ev.key(qi), qvec, 10, NOW, q.text)
+        served = served_default(ev.store, ev.key(qi), qvec, q.text)
         # Compared by text: a text repeated in a haystack ties with itself, in either order.
-        mismatches += [h.text for h in served.hits] != [snap.texts[i] for i in top(ranked[DEFAULT_NAME])]
+        mismatches += [h.text for h in served] != [snap.texts[i] for i in top(ranked[DEFAULT_NAME])]
         if split:
             for name in SPLIT:
-                split_table.add(name, q.type, metrics(split_recall(snap, qvec, q.text, w, rows, FUSIONS[name]), evidence))
+                split_table.add(name, q.type, metrics(split_recall(snap, qvec, q.text, w, rows, FUSIONS.get(name)), evidence))
     return {"methods": table.summary(), "split": split_table.summary(), "default": DEFAULT_NAME,
             "default_mismatches": mismatches}
 
 
-def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion) -> list[int]:
+def feedback_scores(vectors: np.ndarray, qvec: np.ndarray, cos: np.ndarray, fused: np.ndarray) -> np.ndarray:
+    """The harness's own pseudo-relevance feedback, written from its definition: the query moved
+    towards the best ``FEEDBACK_ROWS`` fused rows, the best ``POOL`` rescored by their cosine to
+    it plus their lexical bonus; the rest out of the running."""
+    order = np.argsort(-fused, kind="stable")
+    moved = qvec + FEEDBACK_WEIGHT * vectors[order[:FEEDBACK_ROWS]].mean(axis=0)
+    moved /= np.linalg.norm(moved)
+    pool = order[:POOL]
+    scores = np.full(len(fused), -np.inf, dtype=np.float32)
+    scores[pool] = vectors[pool] @ moved + (fused[pool] - cos[pool])
+    return scores
+
+
+def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) -> list:
+    """The ten hits esfis's recall makes of one partition: ``search`` then feedback."""
+    result = with_feedback([store.search(key, qvec, POOL, NOW, text)], qvec)[0]
+    return [result.hit(j) for j in range(min(10, len(result)))]
+
+
+def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion | None) -> list[int]:
     """The haystack as two partitions (every fifth session, and the rest), merged by score."""
     if w.previous is not None:
         session = np.cumsum(w.previous[rows] < 0)
     else:
         session = np.arange(len(rows))
     pool: list[tuple[float, int]] = []
+    results = []
     for part in (session % 5 == 0, session % 5 != 0):
         local = np.flatnonzero(part)
         if not len(local):
@@ -171,9 +196,15 @@ def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows:
             vectors=snap.vectors[local], created_at=np.zeros(len(local), dtype=np.int64),
             valid_from=np.zeros(len(local), dtype=np.int64), valid_until=np.full(len(local), OPEN_END, dtype=np.int64),
         ))
+        if fusion is None:  # the product's path: each partition searched, then feedback over both
+            results.append(sub.search(qvec, POOL, NOW, text))
+            continue
         cos = sub.vectors[: sub.rows] @ qvec
         fused = fuse_lexical(sub.lexicon(), sub.vectors, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion)
         pool.extend((float(fused.scores[j]), int(local[j])) for j in top(fused.scores))
+    if fusion is None:
+        merged = merge_best(with_feedback(results, qvec), 10)
+        return [int(hit.id) for _, hit in merged]
     pool.sort(key=lambda pair: -pair[0])
     return [row for _, row in pool[:10]]
 

@@ -104,6 +104,37 @@ def exact_top_k(vectors: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int
     return rows[top]
 
 
+@dataclass(frozen=True)
+class Truth:
+    """The exact answer a recall should give, and how to judge another answer against it."""
+
+    rows: np.ndarray  # the exact top k, best first
+    query: np.ndarray  # the query the answer's scores are taken against
+    candidates: np.ndarray  # bool: the rows that may count
+
+
+def recall_truth(vectors: np.ndarray, space_of: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int,
+                 pool: int, feedback_rows: int, feedback_weight: float) -> Truth:
+    """What esfis's whole recall answers when no query term matches a stored text (so relevance is
+    the cosine), computed exactly: each partition's best ``pool`` valid rows, the query moved
+    towards the best ``feedback_rows`` of them all (``indexing.feedback``), those candidates
+    rescored against it, the best ``k``. Partitions are the spaces of ``space_of``."""
+    rows = np.flatnonzero(mask)
+    cos = vectors[rows] @ query
+    pools = []
+    for space in np.unique(space_of[rows]):
+        mine = np.flatnonzero(space_of[rows] == space)
+        pools.append(mine[np.argsort(-cos[mine], kind="stable")[:pool]])
+    picked = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
+    best = picked[np.argsort(-cos[picked], kind="stable")[:feedback_rows]]
+    moved = query + feedback_weight * vectors[rows[best]].mean(axis=0)
+    moved = (moved / np.linalg.norm(moved)).astype(np.float32)
+    candidates = np.zeros(len(vectors), dtype=bool)
+    candidates[rows[picked]] = True
+    scores = vectors[rows[picked]] @ moved
+    return Truth(rows[picked][np.argsort(-scores)[:k]], moved, candidates)
+
+
 def recall_at_k(vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray,
                 allowed: np.ndarray | None = None) -> float:
     """Tie-aware recall@k, the one definition every benchmark uses (``targets.RECALL_DEFINITION``):

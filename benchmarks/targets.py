@@ -14,7 +14,10 @@ RECALL_DEFINITION = (
     "tie-aware recall@10: the share of the ten answers wanted (fewer when the scope holds fewer "
     "valid rows) whose exact score reaches the exact tenth-best score among the caller's valid rows; "
     "a row counts once, a row outside the scope never (stored texts repeat, so an equal copy is as "
-    "right as the row the exact scan happened to rank tenth)"
+    "right as the row the exact scan happened to rank tenth). esfis's whole recall (the scope-first arm) is "
+    "judged against its own exact answer: the same relevance computed by an exact scan, feedback included "
+    "(each partition's best 20 valid rows, the query moved towards the best two, those rescored), the scores "
+    "taken against the moved query; its index search alone (scope-first-index) against the plain cosine"
 )
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}

@@ -21,7 +21,7 @@ import pytest
 from benchmarks.arms import NOW as SERVICE_NOW
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
-from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, top
+from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from indexing.embedder import load_embedder
 from server.memory_input import NewMemory, new_id
@@ -105,12 +105,13 @@ def test_esfis_recall_answers_what_the_benchmark_measures(real_embedder_or_defau
         ])
         caller = service.caller("bench", space=question.space)
         answer = service.recall(caller, question.text, limit=10, query_vector=w["q_vecs"][qi])
-        served = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, 10**15, question.text)
-        assert [m.text for m in answer.memories] == [h.text for h in served.hits]
-        assert [round(m.score, 6) for m in answer.memories] == [round(h.score, 6) for h in served.hits]
+        served = served_default(ev.store, ev.key(qi), w["q_vecs"][qi], question.text)
+        assert [m.text for m in answer.memories] == [h.text for h in served]
+        assert [round(m.score, 6) for m in answer.memories] == [round(h.score, 6) for h in served]
+        hybrid = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, 10**15, question.text)
         cosine_only = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, 10**15)
-        assert served.postings > 0 and cosine_only.postings == 0  # the lexical signal was read
-        assert top(np.array([h.score for h in served.hits])) == list(range(len(served.hits)))
+        assert hybrid.postings > 0 and cosine_only.postings == 0  # the lexical signal was read
+        assert top(np.array([h.score for h in served])) == list(range(len(served)))
     finally:
         service.close()
 

@@ -7,12 +7,9 @@ Correctness asserted: every answer comes from the caller's scope.
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
 from benchmarks.arms import ScopeFirst
 from benchmarks.conftest import FULL
+from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
 from indexing.embedder import load_embedder
@@ -37,13 +34,7 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
         space = f"probe-{label}"
         with server.client(token) as client:
             client.post("/v1/recall", json={"query": "warm up", "space": space}).raise_for_status()
-            latencies, outside = [], 0
-            for q in questions:
-                started = time.perf_counter()
-                answer = client.post("/v1/recall", json={"query": q, "space": space})
-                latencies.append(time.perf_counter() - started)
-                answer.raise_for_status()
-                outside += sum(1 for m in answer.json()["memories"] if m["space"] != space)
+            latencies, outside = timed_recalls(client, questions, space)
             cycle = iter(questions * 3)
             benchmark.pedantic(lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
                                rounds=len(questions), iterations=1)
@@ -51,7 +42,6 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
         stop_server(server)
     benchmark.extra_info.update({
         "store_memories": store.size, "scope": label, "queries": len(questions),
-        "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
-        "answers_from_other_spaces": outside, "served_by": served_by,
+        **percentiles_ms(latencies), "answers_from_other_spaces": outside, "served_by": served_by,
     })
     assert outside == 0

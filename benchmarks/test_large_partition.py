@@ -23,6 +23,7 @@ import numpy as np
 
 from benchmarks.arms import ScopeFirst
 from benchmarks.conftest import FULL
+from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import Store, _memories, _unit
 from indexing.embedder import load_embedder
@@ -87,13 +88,7 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
             first = client.post("/v1/recall", json={"query": questions[0], "space": SPACE})
             first_http_s = time.perf_counter() - started
             first.raise_for_status()
-            latencies, outside = [], 0
-            for q in questions:
-                started = time.perf_counter()
-                answer = client.post("/v1/recall", json={"query": q, "space": SPACE})
-                latencies.append(time.perf_counter() - started)
-                answer.raise_for_status()
-                outside += sum(1 for m in answer.json()["memories"] if m["space"] != SPACE)
+            latencies, outside = timed_recalls(client, questions, SPACE)
             server_memory = memory_of(server.process.pid)
             reports = []
             for seed in (1, 2):
@@ -112,8 +107,7 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
     stats = {
         "rows": SIZE, "write_with_index_s": write_s, "write_rate_rows_per_s": SIZE / write_s,
         "index_builds": builds, "first_http_recall_s": first_http_s,
-        "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
-        "server": server_memory, "readers": [{**r, **m} for r, m in zip(reports, reader_memory)],
+        **percentiles_ms(latencies), "server": server_memory, "readers": [{**r, **m} for r, m in zip(reports, reader_memory)],
         "vectors_mib": vectors.nbytes / 2**20, "answers_from_other_spaces": outside, "served_by": served_by,
     }
     benchmark.extra_info.update(stats)

@@ -50,7 +50,7 @@ def before(service, caller, query):
     """The recall path as it was before runs: scope, search, one transaction for the delivery."""
     scope = service.scope(caller)
     now = service.clock()
-    outcome = run_recall(scope, query, 10, now, service.store, service.book)
+    outcome = run_recall(scope, query, 10, now, service.store, service.book, "q")  # the same relevance as recall
     with service.catalog.transaction() as tx:
         service.log.record(caller, "q", 10, now, list(scope.allowed), outcome.items, outcome.cut, tx)
     return [m.id for m in outcome.memories]

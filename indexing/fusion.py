@@ -67,6 +67,7 @@ class Fused:
     scores: np.ndarray
     extra_scored: int  # cosines computed for lexical rows the probe missed
     postings: int  # lexical postings read
+    cosines: np.ndarray | None = None  # each row's plain cosine (None: the scores are cosines)
 
 
 def fuse_lexical(
@@ -76,7 +77,7 @@ def fuse_lexical(
     """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``;
     ``index`` and ``vectors`` are the partition's."""
     if fusion.method == "cosine":
-        return Fused(rows, cos, 0, 0)
+        return Fused(rows, cos, 0, 0, cos)
     lex = index.score(index.query_terms(text), valid)
     extra, spread = 0, None
     if len(rows) < int(valid.sum()):  # an IVF probe: add the best lexical rows it missed
@@ -92,7 +93,7 @@ def fuse_lexical(
             extra = len(missed)
     if fusion.method == "scaled" and spread is None and len(cos):
         spread = float(cos.std())
-    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings)
+    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings, cos)
 
 
 def _cosine_spread(vectors: np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:

@@ -10,7 +10,7 @@ and a k-means.
     <table>.image/<version>/       one built version: meta.json, vectors.npy, ids.npy,
                                    sorted_ids.npy, sorted_rows.npy, fragment.npy, valid_from.npy,
                                    valid_until.npy, created_at.npy, centroids.npy, offsets.npy,
-                                   texts.arrow, and the lexical index: lex_terms.arrow,
+                                   texts.arrow, and the lexical index: lex_terms.arrow (sorted),
                                    lex_offsets.npy, lex_rows.npy, lex_freqs.npy, lex_lengths.npy
 
 LanceDB stays the store of record; the image is a cache of one version of it. A version is
@@ -40,7 +40,7 @@ from indexing import failpoints
 from indexing.lexical import LexicalIndex
 from indexing.ann import CALIBRATION_QUERIES, IvfLists, calibration_queries, TopTen, list_count_for, nearest, train, training_sample
 
-IMAGE_FORMAT = 2  # 2: the lexical index is part of the image
+IMAGE_FORMAT = 3  # 2: the lexical index is part of the image; 3: its terms sorted, found by binary search
 _ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
            "centroids", "offsets")
 
@@ -106,7 +106,7 @@ def open_image(folder: Path) -> Image | None:
     arrays = {name: np.load(version / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     source = pa.memory_map(str(version / "texts.arrow"), "r")
     texts = pa.ipc.open_file(source).read_all().column(0)  # zero-copy: the chunks stay in the map
-    terms = pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0).to_pylist()
+    terms = pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0)  # mapped, sorted
     lexical = LexicalIndex.from_arrays(terms, *(np.load(version / f"lex_{name}.npy", mmap_mode="r")
                                                 for name in ("offsets", "rows", "freqs", "lengths")))
     return Image(
@@ -278,7 +278,7 @@ def _save_lexical(building: Path) -> None:
     for chunk in texts.chunks:
         index.append(start, chunk.to_pylist())
         start += len(chunk)
-    terms, offsets, rows, freqs, lengths = index.arrays()
+    terms, offsets, rows, freqs, lengths = index.sorted_arrays()
     with pa.OSFile(str(building / "lex_terms.arrow"), "wb") as sink, pa.ipc.new_file(
         sink, pa.schema([("term", pa.large_string())])
     ) as writer:

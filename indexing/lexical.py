@@ -95,11 +95,94 @@ class LexicalScores:
     postings: int  # postings read
 
 
+class SortedTerms:
+    """Terms sorted by code point in one Arrow string array (a large partition's image maps it
+    from its file), found by binary search over the raw UTF-8 bytes, whose order is the code
+    points'. A million-term vocabulary stays in the page cache, shared by every process, instead
+    of becoming a Python dict in each."""
+
+    def __init__(self, array: pa.Array) -> None:
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        array = array.cast(pa.large_string())
+        self._array = array
+        _, offsets, data = array.buffers()
+        self._offsets = np.frombuffer(offsets, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
+        self._data = memoryview(data) if data is not None else memoryview(b"")
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def _bytes(self, i: int) -> bytes:
+        return bytes(self._data[self._offsets[i] : self._offsets[i + 1]])
+
+    def find(self, term: str) -> int:
+        """The term's position, or -1."""
+        key, lo, hi = term.encode(), 0, len(self._array)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._bytes(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(self._array) and self._bytes(lo) == key else -1
+
+    def to_list(self) -> list[str]:
+        return self._array.to_pylist()
+
+
+class Vocabulary:
+    """Term ids: those of a mapped image (``SortedTerms``, ids in sorted order), then the terms
+    first seen since, in a dict of their own."""
+
+    def __init__(self, base: SortedTerms | None = None) -> None:
+        self.base = base
+        self._base_len = len(base) if base is not None else 0
+        self.extra: list[str] = []
+        self.extra_id: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._base_len + len(self.extra)
+
+    def __contains__(self, term: str) -> bool:
+        return self.get(term) is not None
+
+    def get(self, term: str) -> int | None:
+        i = self.extra_id.get(term)
+        if i is not None:
+            return i
+        if self.base is not None:
+            j = self.base.find(term)
+            if j >= 0:
+                return j
+        return None
+
+    def add(self, term: str) -> int:
+        i = self.get(term)
+        if i is None:
+            i = self.extra_id[term] = len(self)
+            self.extra.append(term)
+        return i
+
+    def copy(self) -> "Vocabulary":
+        other = Vocabulary(self.base)
+        other.extra, other.extra_id = list(self.extra), dict(self.extra_id)
+        return other
+
+    def to_list(self) -> list[str]:
+        return (self.base.to_list() if self.base is not None else []) + self.extra
+
+    @classmethod
+    def of(cls, terms: list[str]) -> "Vocabulary":
+        vocabulary = cls()
+        vocabulary.extra, vocabulary.extra_id = list(terms), {t: i for i, t in enumerate(terms)}
+        return vocabulary
+
+
 class LexicalIndex:
     def __init__(self, stem: bool = STEM) -> None:
         self.stem = stem
-        self.terms: list[str] = []
-        self.term_id: dict[str, int] = {}
+        self.vocabulary = Vocabulary()
         self.offsets = np.zeros(1, dtype=np.int64)
         self.rows = np.zeros(0, dtype=np.int32)
         self.freqs = np.zeros(0, dtype=np.float32)
@@ -118,12 +201,21 @@ class LexicalIndex:
         index._fold()
         return index
 
+    @property
+    def terms(self) -> list[str]:
+        return self.vocabulary.to_list()
+
+    @property
+    def term_id(self) -> Vocabulary:
+        return self.vocabulary
+
     @classmethod
-    def from_arrays(cls, terms: list[str], offsets: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
+    def from_arrays(cls, terms: list[str] | pa.Array, offsets: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
                     lengths: np.ndarray, stem: bool = STEM) -> "LexicalIndex":
-        """An index over arrays saved by ``arrays`` (a large partition's image maps them)."""
+        """An index over arrays saved by ``sorted_arrays`` (a large partition's image maps them:
+        ``terms`` is then its sorted Arrow array), or by ``arrays`` (``terms`` a list)."""
         index = cls(stem)
-        index.terms, index.term_id = terms, {t: i for i, t in enumerate(terms)}
+        index.vocabulary = Vocabulary.of(terms) if isinstance(terms, list) else Vocabulary(SortedTerms(terms))
         index.offsets, index.rows, index.freqs, index.lengths = offsets, rows, freqs, lengths
         return index
 
@@ -132,11 +224,26 @@ class LexicalIndex:
         self._fold()
         return self.terms, self.offsets, self.rows, self.freqs, self.lengths
 
+    def sorted_arrays(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``arrays`` with the terms in code point order (term ids renumbered to match), as an
+        image saves them, so a reader finds a term by binary search over the mapped file."""
+        terms, offsets, rows, freqs, lengths = self.arrays()
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        counts = np.diff(offsets)[order]
+        new_offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_offsets[1:])
+        if len(order):
+            starts = offsets[:-1][order]
+            take = np.repeat(starts - new_offsets[:-1], counts) + np.arange(int(new_offsets[-1]))
+        else:
+            take = np.zeros(0, dtype=np.int64)
+        return [terms[i] for i in order], new_offsets, rows[take], freqs[take], lengths
+
     def copy(self) -> "LexicalIndex":
         """An index that can take writes without changing this one (arrays are replaced, never
         written in place, so they are shared)."""
         other = LexicalIndex(self.stem)
-        other.terms, other.term_id = list(self.terms), dict(self.term_id)
+        other.vocabulary = self.vocabulary.copy()  # an image's mapped terms stay shared
         other.offsets, other.rows, other.freqs = self.offsets, self.rows, self.freqs
         other.lengths = np.array(self.lengths)  # written in place by remove
         other._tail, other._tail_size = list(self._tail), self._tail_size
@@ -178,22 +285,18 @@ class LexicalIndex:
         self._fold()
         gone = np.zeros(len(self.lengths), dtype=bool)
         gone[rows] = True
-        terms = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.offsets))
+        terms = np.repeat(np.arange(len(self.vocabulary), dtype=np.int64), np.diff(self.offsets))
         keep = ~gone[self.rows]
         terms, post_rows, freqs = terms[keep], self.rows[keep], self.freqs[keep]
-        used = np.bincount(terms, minlength=len(self.terms)) > 0
+        vocabulary = self.vocabulary.to_list()
+        used = np.bincount(terms, minlength=len(vocabulary)) > 0
         renumber = np.cumsum(used) - 1
-        self.terms = [t for t, u in zip(self.terms, used) if u]
-        self.term_id = {t: i for i, t in enumerate(self.terms)}
+        self.vocabulary = Vocabulary.of([t for t, u in zip(vocabulary, used) if u])
         self._set_csr(renumber[terms], post_rows, freqs)
         self.lengths[rows] = 0
 
     def _id(self, term: str) -> int:
-        i = self.term_id.get(term)
-        if i is None:
-            i = self.term_id[term] = len(self.terms)
-            self.terms.append(term)
-        return i
+        return self.vocabulary.add(term)
 
     def _fold(self) -> None:
         if not self._tail:
@@ -208,8 +311,8 @@ class LexicalIndex:
 
     def _set_csr(self, terms: np.ndarray, rows: np.ndarray, freqs: np.ndarray) -> None:
         """Postings sorted by (term, row)."""
-        self.offsets = np.zeros(len(self.terms) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=len(self.terms)), out=self.offsets[1:])
+        self.offsets = np.zeros(len(self.vocabulary) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(self.vocabulary)), out=self.offsets[1:])
         self.rows = np.ascontiguousarray(rows, dtype=np.int32)
         self.freqs = np.ascontiguousarray(freqs, dtype=np.float32)
         self._tail, self._tail_size = [], 0
@@ -226,7 +329,8 @@ class LexicalIndex:
         ``terms``; corpus statistics come from the valid rows alone."""
         n = len(valid)
         scores = np.zeros(n, dtype=np.float32)
-        ids = [self.term_id[t] for t in terms if t in self.term_id]
+        found = [self.vocabulary.get(t) for t in terms]
+        ids = [i for i in found if i is not None]
         count = int(valid.sum())
         if not ids or not count:
             return LexicalScores(scores, 0.0, 0)

@@ -74,14 +74,67 @@ class Hit:
 
 @dataclass(frozen=True)
 class PartitionResult:
-    """The best hits of one partition, and what the search touched."""
+    """The best rows of one partition, best first, and what the search touched.
 
-    hits: list[Hit]
+    The rows are numbers in the snapshot that answered; a ``Hit`` (id, text, times) is made only
+    for a row that is asked for: a merge over several partitions keeps the best of all and drops
+    the rest unread.
+    """
+
+    rows: np.ndarray  # int64, best first
+    scores: np.ndarray  # float, the same order
     scored: int  # vectors whose similarity was computed
     candidates: int  # rows valid now (the candidates of relevance)
     ended: int  # rows excluded because valid_until <= now
     pending: int  # rows excluded because valid_from > now
     postings: int = 0  # lexical postings read
+    snapshot: "Snapshot | None" = field(default=None, repr=False, compare=False)
+    cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
+
+    def vectors(self) -> np.ndarray:
+        """The rows' vectors, in their order."""
+        assert self.snapshot is not None
+        return _Vectors(self.snapshot)[self.rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def hit(self, j: int) -> Hit:
+        assert self.snapshot is not None
+        return self.snapshot.hit(int(self.rows[j]), float(self.scores[j]))
+
+    @property
+    def hits(self) -> list[Hit]:
+        return [self.hit(j) for j in range(len(self.rows))]
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def merge_best(results: list[PartitionResult], k: int) -> list[tuple[int, Hit]]:
+    """The ``k`` best hits over several partitions' results, as (index of the result, hit), best
+    first; equal scores keep the results' order, then each result's own order."""
+    if not results:
+        return []
+    scores = np.concatenate([r.scores for r in results])
+    source = np.repeat(np.arange(len(results)), [len(r) for r in results])
+    rank = np.concatenate([np.arange(len(r)) for r in results])
+    best = np.argsort(-scores, kind="stable")[:k]
+    return [(int(source[b]), results[source[b]].hit(int(rank[b]))) for b in best]
+
+
+@dataclass(frozen=True)
+class _Validity:
+    """Which rows are valid, and the cut counts, for every ``now`` in [lo, hi): no start or end
+    of a row falls inside, so the masks stand until the clock passes ``hi`` or a row changes."""
+
+    changes: int  # the snapshot's change count they were computed at
+    lo: int
+    hi: int
+    held_valid: np.ndarray  # bool, one per held row
+    held_rows: np.ndarray  # its true positions
+    held_counts: tuple[int, int, int]  # (ended, pending, valid)
+    base_counts: tuple[int, int, int]
 
 
 @dataclass
@@ -106,6 +159,9 @@ class Snapshot:
     base_live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     base_counts: "ValidityCounts | None" = None
     lexical: LexicalIndex | None = None  # the image's (mapped) and the rest's, on the first search with a text
+    changes: int = 0  # bumped by every change to the rows: what a cached validity is checked against
+    _validity: _Validity | None = field(default=None, repr=False)
+    _base_valid: tuple[int, int, np.ndarray] | None = field(default=None, repr=False)  # (changes, lo, mask), for BM25
 
     def __post_init__(self) -> None:
         if self.vectors.shape[1:] != (self.dimension,):
@@ -166,6 +222,7 @@ class Snapshot:
         self.texts.extend(batch.texts)
         self.row_of.update(zip(batch.ids, range(start, need)))
         self.rows = need
+        self.changes += 1
         if self.lexical is not None:
             self.lexical.append(self._image_rows + start, batch.texts)
 
@@ -192,6 +249,7 @@ class Snapshot:
         return row if row >= 0 and self.base_live[row] else -1
 
     def end(self, id_: str, valid_until: int) -> None:
+        self.changes += 1
         i = self.row_of.get(id_)
         if i is not None:
             self.valid_until[i] = valid_until
@@ -202,6 +260,7 @@ class Snapshot:
             self.base_counts.change(None, None, (int(self.base.valid_from[row]), valid_until))
 
     def remove(self, ids: list[str]) -> None:
+        self.changes += 1
         gone = []
         for id_ in ids:
             i = self.row_of.pop(id_, None)
@@ -245,51 +304,84 @@ class Snapshot:
         Rows are numbered the image's first, then the held ones (the lexical index's numbering).
         """
         offset = self._image_rows
+        validity = self._validity_at(now)
         found_rows: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
         valid_parts: list[np.ndarray] = []
-        scored = candidates = ended = pending = 0
+        scored = 0
+        ended, pending, candidates = (a + b for a, b in zip(validity.base_counts, validity.held_counts))
         if self.base is not None and self.base.rows:
             b = self.base
-            assert self.base_counts is not None
-            e, p, c = self.base_counts.at(now)
-            ended, pending, candidates = ended + e, pending + p, candidates + c
             rows, scores = b.lists.candidates(b.vectors, query)
             scored += len(rows)
             keep = self.base_live[rows] & (b.valid_until[rows] > now) & (b.valid_from[rows] <= now)
             found_rows.append(rows[keep])
             found_scores.append(scores[keep])
             if text is not None:
-                valid_parts.append(self.base_live & (b.valid_until > now) & (b.valid_from <= now))
+                valid_parts.append(self._base_valid_at(now))
         n = self.rows
         if n:
-            live = self.live[:n]
-            e, p, c = _validity_counts(live, self.valid_from[:n], self.valid_until[:n], now)
-            ended, pending, candidates = ended + e, pending + p, candidates + c
-            valid = live & (self.valid_until[:n] > now) & (self.valid_from[:n] <= now)
             scores = self.vectors[:n] @ query
             scored += n
-            rows = np.flatnonzero(valid)
-            found_rows.append(rows + offset)
-            found_scores.append(scores[rows])
-            valid_parts.append(valid)
+            found_rows.append(validity.held_rows + offset)
+            found_scores.append(scores[validity.held_rows])
+            valid_parts.append(validity.held_valid)
         if not found_rows:
-            return PartitionResult([], 0, 0, 0, 0)
-        rows = np.concatenate(found_rows)
-        scores = np.concatenate(found_scores)
+            return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, 0, 0, snapshot=self)
+        rows = np.concatenate(found_rows) if len(found_rows) > 1 else found_rows[0]
+        scores = np.concatenate(found_scores) if len(found_scores) > 1 else found_scores[0]
         postings = 0
+        cosines = scores
         if text is not None:
             fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))
             rows, scores, postings = fused.rows, fused.scores, fused.postings
+            cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
         if len(rows) > k:
             top = np.argpartition(-scores, k - 1)[:k]
-            rows, scores = rows[top], scores[top]
+            rows, scores, cosines = rows[top], scores[top], cosines[top]
         best = np.argsort(-scores, kind="stable")
-        hits = [self._hit(int(rows[j]), float(scores[j])) for j in best]
-        return PartitionResult(hits, scored, candidates, ended, pending, postings)
+        return PartitionResult(rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self,
+                               cosines=cosines[best])
 
-    def _hit(self, i: int, score: float) -> Hit:
+    def _validity_at(self, now: int) -> _Validity:
+        """Which held rows are valid at ``now`` and the cut counts, computed once for as long as
+        they hold: a recall's clock moves every call, but rarely past a row's start or end."""
+        cached = self._validity
+        if cached is not None and cached.changes == self.changes and cached.lo <= now < cached.hi:
+            return cached
+        lo, hi = np.iinfo(np.int64).min, int(OPEN_END)
+        n = self.rows
+        live, start, end = self.live[:n], self.valid_from[:n], self.valid_until[:n]
+        held_valid = live & (end > now) & (start <= now)
+        held_counts = _validity_counts(live, start, end, now)
+        if n:
+            bounds = np.concatenate([start[live], end[live]])
+            past, future = bounds[bounds <= now], bounds[bounds > now]
+            lo = int(past.max()) if len(past) else lo
+            hi = int(future.min()) if len(future) else hi
+        base_counts = (0, 0, 0)
+        if self.base is not None and self.base_counts is not None:
+            base_counts = self.base_counts.at(now)
+            base_lo, base_hi = self.base_counts.window(now)
+            lo, hi = max(lo, base_lo), min(hi, base_hi)
+        self._validity = _Validity(self.changes, lo, hi, held_valid, np.flatnonzero(held_valid), held_counts, base_counts)
+        return self._validity
+
+    def _base_valid_at(self, now: int) -> np.ndarray:
+        """The image's rows valid at ``now`` (BM25 scores them all), kept with the held rows' mask."""
+        validity = self._validity_at(now)
+        cached = self._base_valid
+        if cached is not None and cached[0] == validity.changes and cached[1] == validity.lo:
+            return cached[2]
+        b = self.base
+        assert b is not None
+        mask = self.base_live & (b.valid_until > now) & (b.valid_from <= now)
+        self._base_valid = (validity.changes, validity.lo, mask)
+        return mask
+
+    def hit(self, i: int, score: float) -> Hit:
+        """Row ``i`` (in the one numbering) as a hit."""
         if i < self._image_rows:
             b = self.base
             assert b is not None
@@ -347,6 +439,17 @@ class ValidityCounts:
         both = sum(1 for start, end in self.odd if start > now and end <= now)  # ended, not pending
         pending = later - both
         return ended, pending, len(self.ends) - ended - pending
+
+    def window(self, now: int) -> tuple[int, int]:
+        """[lo, hi): the span around ``now`` in which no live row starts or ends."""
+        lo, hi = np.iinfo(np.int64).min, int(OPEN_END)
+        for bounds in (self.starts, self.ends):
+            i = int(np.searchsorted(bounds, now, side="right"))
+            if i:
+                lo = max(lo, int(bounds[i - 1]))
+            if i < len(bounds):
+                hi = min(hi, int(bounds[i]))
+        return lo, hi
 
     def change(self, start: int | None, end: int | None, new: tuple[int, int] | None) -> None:
         """Remove a row's (start, end) when given, add ``new`` when given: O(rows) memmoves of

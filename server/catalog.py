@@ -21,6 +21,7 @@ The contract both keep:
 - Rows are read by column name (``row["id"]``) or position.
 - ``checkpoint()`` is what a forget asks for once it has cleared a row: no old version of the
   row kept by the backend. SQLite can promise it, PostgreSQL only approaches it (see there).
+  ``checkpoint_in_background()`` is a long-lived server's: no request's commit does that upkeep.
 - ``reopen()`` is a second connection to the same catalog, for an import's reader and writer.
 """
 
@@ -77,6 +78,8 @@ class Catalog(Protocol):
     def bulk(self) -> AbstractContextManager[None]: ...
 
     def checkpoint(self) -> bool: ...
+
+    def checkpoint_in_background(self) -> None: ...
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 

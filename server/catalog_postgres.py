@@ -244,6 +244,9 @@ class PostgresCatalog:
         """Nothing to tune: PostgreSQL checkpoints its WAL itself, whatever the writer."""
         yield
 
+    def checkpoint_in_background(self) -> None:
+        """Nothing to move off the requests: a commit never copies PostgreSQL's WAL back."""
+
     def checkpoint(self) -> bool:
         """VACUUM the tables a forget rewrites, so no dead version of a cleared row waits for
         autovacuum (see the module's docstring for what PostgreSQL still keeps). A table that

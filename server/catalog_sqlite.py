@@ -28,6 +28,7 @@ SQLITE = Dialect(
     find="instr",
 )
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
+BACKGROUND_CHECKPOINT_S = 1.0  # a server's checkpoint thread: how often it copies the WAL back
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -197,6 +198,9 @@ class SqliteCatalog:
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
         self._bulk = 0  # imports under way through this connection
+        self._autocheckpoint = 1000  # pages; 0 once checkpoints run in the background
+        self._checkpointer: threading.Thread | None = None
+        self._stopping = threading.Event()
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -253,8 +257,36 @@ class SqliteCatalog:
             with self._lock:
                 self._bulk -= 1
                 if self._bulk == 0:
-                    self._conn.execute("PRAGMA wal_autocheckpoint=1000")
+                    self._conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def checkpoint_in_background(self, every_s: float = BACKGROUND_CHECKPOINT_S) -> None:
+        """For a long-lived server: copy the WAL back into the database from a thread of its own,
+        on its own connection, instead of in whichever commit crosses the WAL's size limit. That
+        commit was a request (a recall's delivery record) that then waited for the copy and its
+        fsync: the slowest recall of every few hundred. A PASSIVE checkpoint blocks no reader
+        or writer; other processes keep their own automatic checkpoints."""
+        if self._checkpointer is not None:
+            return
+        with self._lock:
+            self._autocheckpoint = 0
+            if self._bulk == 0:
+                self._conn.execute("PRAGMA wal_autocheckpoint=0")
+
+        def run() -> None:
+            conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA busy_timeout=30000")
+                while not self._stopping.wait(every_s):
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    except sqlite3.Error:  # busy or closing: the next round tries again
+                        pass
+            finally:
+                conn.close()
+
+        self._checkpointer = threading.Thread(target=run, name="esfis-checkpoint", daemon=True)
+        self._checkpointer.start()
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database and truncate it to nothing. False when another
@@ -276,6 +308,9 @@ class SqliteCatalog:
         return SqliteCatalog(self.path)
 
     def close(self) -> None:
+        self._stopping.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join()
         with self._lock:
             self._conn.close()
 

@@ -5,7 +5,8 @@
 3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
    and the catalog has the last word on each hit.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
-   (``indexing.fusion``), then one merge by the fused score.
+   (``indexing.fusion``); the candidates scored again against the query moved towards the best
+   two of them (``indexing.feedback``); then one merge by score.
 5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
 """
 
@@ -16,7 +17,8 @@ from datetime import datetime
 
 import numpy as np
 
-from indexing.snapshot import Hit
+from indexing.feedback import with_feedback
+from indexing.snapshot import Hit, PartitionResult, merge_best
 from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
@@ -57,6 +59,7 @@ def run_recall(
     candidates = 0
     if query_vector is not None:
         micros = to_micros(now)
+        results: list[PartitionResult] = []
         for space in scope.allowed:
             key = partition_key(space)
             result = store.search(key, query_vector, limit + RUNNERS_UP, micros, query_text)
@@ -65,10 +68,13 @@ def run_recall(
             cut["expired"] += max(result.ended - superseded, 0)
             cut["not_yet_valid"] += result.pending
             candidates += result.candidates
-            pool.extend((hit, space) for hit in result.hits)
-    pool.sort(key=lambda pair: pair[0].score, reverse=True)
-    current = book.current_labels([hit.id for hit, _ in pool[: limit + RUNNERS_UP]], now)
-    ranked = [pair for pair in pool[: limit + RUNNERS_UP] if pair[0].id in current]
+            results.append(result)
+        if query_text is not None:
+            results = with_feedback(results, query_vector)
+        # One merge by score; only the rows that made it are read out of their partitions.
+        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
+    current = book.current_labels([hit.id for hit, _ in pool], now)
+    ranked = [pair for pair in pool if pair[0].id in current]
     memories = [
         RecalledMemory(
             id=hit.id,

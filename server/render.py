@@ -56,6 +56,11 @@ def recall_json(memories: list[RecalledMemory]) -> dict[str, Any]:
     return _shapes().RecallOut.of(memories).dump()
 
 
+def recall_json_bytes(memories: list[RecalledMemory]) -> bytes:
+    """``recall_json`` already encoded, by pydantic's own serializer: what HTTP sends."""
+    return _shapes().RecallOut.of(memories).model_dump_json(by_alias=True).encode()
+
+
 def memory_json(m: Memory) -> dict[str, Any]:
     return _shapes().MemoryOut.of(m).dump()
 

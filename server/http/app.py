@@ -52,6 +52,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await anyio.to_thread.run_sync(service_factory)
+        service.catalog.checkpoint_in_background()  # no request waits for the WAL's copy-back
         app.state.service = service
         app.state.warmup = Warmup(service)
         try:

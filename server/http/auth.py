@@ -140,18 +140,19 @@ def service_of(request: Request) -> Esfis:
 def _token(request: Request) -> Token:
     token = request.scope.get(TOKEN_KEY)
     if not isinstance(token, Token):  # the gate guards every /v1 route; this is a safety net
-        return request.app.state.service.authenticate(None)
+        return request.app.state.service.authenticate(None)  # refuses a missing token without a lookup
     return token
 
 
-def agent_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+# async, though they do no I/O: a plain def dependency costs a trip to the thread pool per request.
+async def agent_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
     token = _token(request)
     if token.operator or token.ai is None:
         raise Forbidden("this endpoint acts as an AI: use an AI token (esfis token create --ai NAME)")
     return token
 
 
-def operator_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+async def operator_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
     token = _token(request)
     if not token.operator:
         raise Forbidden("this endpoint is for operators: use an operator token (esfis token create --operator)")

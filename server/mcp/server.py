@@ -381,7 +381,9 @@ def run_stdio() -> None:
     def open_() -> "Esfis":
         from server.service import open_service  # the vector stack: after the handshake
 
-        return open_service(settings)
+        service = open_service(settings)
+        service.catalog.checkpoint_in_background()  # as `esfis serve`: no call waits for the WAL's copy-back
+        return service
 
     opening = Opening(open_)
     build_server(opening.get, standing, warm=opening.start).run("stdio")

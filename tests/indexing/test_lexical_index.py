@@ -136,3 +136,30 @@ def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monke
     result = store.search("space:p", query, 10, now=1, text="zanzibar")
     assert result.hits[0].id == f"r{far}"  # scored exactly beside the probe, then fused
     assert result.postings == 1 and result.scored < 2500
+
+
+def test_an_index_saved_with_sorted_terms_scores_exactly_as_the_one_it_was_saved_from():
+    # An image saves its vocabulary sorted and a reader finds terms by binary search over the
+    # mapped bytes, never building a dict of them: same terms, same postings, same scores.
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    words = ["zeta", "alpha", "Ünïcödé", "東京", "ǅemal", "a1", "b", "straße", "naïve", "ΟΔΟΣ", "x_y", "42"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 8)))) for _ in range(300)]
+    original = LexicalIndex.build(texts)
+    terms, offsets, rows, freqs, lengths = original.sorted_arrays()
+    assert terms == sorted(terms) and len(set(terms)) == len(terms)
+    mapped = LexicalIndex.from_arrays(pa.array(terms, pa.large_string()), offsets, rows, freqs, lengths)
+    assert mapped.vocabulary.base is not None and not mapped.vocabulary.extra  # nothing in a dict
+    valid = np.ones(len(texts), dtype=bool)
+    valid[::7] = False
+    for word in words + ["absent", "zz", ""]:
+        expect = original.score(original.query_terms(word), valid)
+        got = mapped.score(mapped.query_terms(word), valid)
+        assert np.allclose(got.scores, expect.scores) and got.postings == expect.postings, word
+    # It takes writes as the list-based one does: a new term, then a forget of its row.
+    both = mapped.copy()
+    both.append(len(texts), ["quokka alpha"])
+    assert "quokka" in both.term_id and "quokka" not in mapped.term_id
+    both.remove([len(texts)])
+    assert "quokka" not in both.term_id

@@ -125,3 +125,60 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
     libraries = ThreadpoolController().select(internal_api="openblas").info()
     numpys = [lib["num_threads"] for lib in libraries if "numpy" in lib["filepath"]]  # another library may bring its own
     assert numpys == [1]
+
+
+def _uncached(snap: Snapshot, query: np.ndarray, k: int, now: int):
+    kept = snap._validity, snap._base_valid
+    snap._validity = snap._base_valid = None
+    result = snap.search(query, k, now)
+    snap._validity, snap._base_valid = kept  # the next search meets the cache as it was
+    return [h.id for h in result.hits], (result.candidates, result.ended, result.pending)
+
+
+def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes():
+    # Searches remember which rows are valid until the clock passes a row's start or end, or a
+    # row changes; any clock (backwards too) and any change must give what a fresh pass gives.
+    rng = np.random.default_rng(5)
+    snap = Snapshot(dimension=DIM)
+    n = 300
+    starts = rng.integers(0, 1000, size=n)
+    ends = [None if rng.random() < 0.5 else int(s + rng.integers(1, 400)) for s in starts]
+    snap.append(RowBatch.of([Row(f"r{i}", "t", v, 0, int(starts[i]), ends[i])
+                             for i, v in enumerate(unit(rng.normal(size=(n, DIM))))]))
+    query = unit(rng.normal(size=DIM))
+    for step in range(600):
+        now = int(rng.integers(-10, 1500))
+        got = snap.search(query, 8, now)  # fills the cache, or meets it
+        assert ([h.id for h in got.hits], (got.candidates, got.ended, got.pending)) == _uncached(snap, query, 8, now)
+        change = step % 4
+        if change == 1:
+            snap.end(f"r{rng.integers(n)}", now + int(rng.integers(-2, 3)))
+        elif change == 2:
+            snap.remove([f"r{rng.integers(n)}"])
+        elif change == 3:
+            snap.append(RowBatch.of([Row(f"new{step}", "t", unit(rng.normal(size=DIM)), 0, now + int(rng.integers(-2, 3)))]))
+        later = now + int(rng.integers(0, 3))  # inside the cached window, mostly
+        again = snap.search(query, 8, later)
+        assert ([h.id for h in again.hits], (again.candidates, again.ended, again.pending)) == _uncached(snap, query, 8, later)
+
+
+def test_a_row_becomes_valid_when_the_clock_reaches_its_start_though_nothing_changed():
+    snap = Snapshot(dimension=DIM)
+    v = unit(np.ones(DIM))
+    snap.append(RowBatch.of([Row("soon", "t", v, 0, 100), Row("now", "t", v, 0, 0, 200)]))
+    assert [h.id for h in snap.search(v, 5, now=99).hits] == ["now"]
+    assert {h.id for h in snap.search(v, 5, now=100).hits} == {"soon", "now"}
+    assert [h.id for h in snap.search(v, 5, now=200).hits] == ["soon"]
+    assert {h.id for h in snap.search(v, 5, now=150).hits} == {"soon", "now"}  # the clock set back
+
+
+def test_merge_reads_only_the_rows_it_keeps_and_keeps_ties_in_partition_order():
+    from indexing.snapshot import merge_best
+
+    v = unit(np.ones(DIM))
+    first, second = Snapshot(dimension=DIM), Snapshot(dimension=DIM)
+    first.append(RowBatch.of([Row(f"a{i}", "t", v, 0, 0) for i in range(3)]))
+    second.append(RowBatch.of([Row(f"b{i}", "t", v, 0, 0) for i in range(3)]))
+    results = [first.search(v, 3, 1), second.search(v, 3, 1)]
+    merged = merge_best(results, 4)
+    assert [(i, h.id) for i, h in merged] == [(0, "a0"), (0, "a1"), (0, "a2"), (1, "b0")]
