@@ -45,7 +45,7 @@ class ContextBook:
     def scrub(self, tx: Tx, memory_id: str) -> None:
         """A forgotten memory keeps its place in the references that name it, but not its digest:
         with no text left to check, a digest could only confirm a guess of it."""
-        rows = tx.all("SELECT ref, items FROM contexts WHERE instr(items, ?) > 0", (f'"{memory_id}"',))
+        rows = tx.all(f"SELECT ref, items FROM contexts WHERE {tx.sql.find}(items, ?) > 0", (f'"{memory_id}"',))
         for row in rows:
             items = json.loads(row["items"])
             for item in items:

@@ -37,9 +37,10 @@ class DeliveryLog:
         tx: Tx,
     ) -> int:
         """Record one recall inside ``tx`` (the run's step goes in the same transaction)."""
-        cursor = tx.execute(
+        # all(), not one(): SQLite finishes an INSERT … RETURNING only once its rows are read.
+        returned = tx.all(
             "INSERT INTO deliveries (at, ai, space, transport, run_id, query, limit_, reached, cut, token_scope) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 to_micros(at),
                 caller.ai,
@@ -53,10 +54,10 @@ class DeliveryLog:
                 caller.scope,
             ),
         )
-        delivery_id = int(cursor.lastrowid or 0)
+        delivery_id = int(returned[0]["id"])
         tx.executemany(
             "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) VALUES (?, ?, ?, ?, ?)",
-            [(delivery_id, i.memory_id, i.rank, i.score, i.outcome) for i in items],
+            [(delivery_id, i.memory_id, int(i.rank), float(i.score), i.outcome) for i in items],
         )
         return delivery_id
 

@@ -75,7 +75,7 @@ class GrantBook:
     def trust(self, source: str) -> TrustedSource:
         source = check_source(source, field="source")
         with self.catalog.transaction() as tx:
-            tx.execute("INSERT OR IGNORE INTO trusted_sources (source, created_at) VALUES (?, ?)",
+            tx.execute("INSERT INTO trusted_sources (source, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                        (source, to_micros(self.clock())))
         return next(t for t in self.trusted() if t.source == source)
 

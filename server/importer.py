@@ -56,6 +56,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from indexing.embedder import Embedder
@@ -101,6 +102,7 @@ class ImportReport:
 class Stores(Protocol):
     """What an import writes into: the façade (``Esfis``) is one."""
 
+    home: Path
     catalog: Catalog
     store: VectorStore
     embedder: Embedder
@@ -162,7 +164,7 @@ class _Importer:
         self.ai = ai
         self.batch_size = batch_size
         self.progress = progress
-        self.home = service.catalog.path.parent
+        self.home = service.home
 
     def run(self, parsed: Iterator[Row | RowError | None]) -> ImportReport:
         started = time.monotonic()
@@ -171,13 +173,13 @@ class _Importer:
         in_flight: deque[tuple[Future, Future, int]] = deque()  # (prepared, written, lines)
         stop = threading.Event()  # set by a step that fails, or here on the way out
         with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
-            # The preparer and the writer each have a connection of their own: WAL lets readers
-            # run while the writer's transaction is open (it stays open until the batch's
-            # vectors are on disk), where one shared connection would make everyone take turns,
-            # a server's requests included.
-            reader = Catalog(service.catalog.path)
+            # The preparer and the writer each have a connection of their own: readers run
+            # while the writer's transaction is open (it stays open until the batch's vectors
+            # are on disk), where one shared connection would make everyone take turns, a
+            # server's requests included.
+            reader = service.catalog.reopen()
             cleanup.callback(reader.close)
-            writes = Catalog(service.catalog.path)
+            writes = service.catalog.reopen()
             cleanup.callback(writes.close)
             journal = Journal.open(self.home, service.catalog, service.store)
             cleanup.callback(journal.close, service.catalog, service.store)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from server.catalog import Catalog
+from server.catalog import open_catalog
 from server.clock import system_clock
 from server.policies import validate_ai
 from server.registry import Registry
@@ -23,7 +23,7 @@ def locate(settings: Settings, *, space: str | None, cwd: str | os.PathLike[str]
     name, when given, is checked by the same rule as the façade's."""
     if ai is not None:
         validate_ai(ai, field=ai_field)
-    catalog = Catalog(settings.catalog_path)
+    catalog = open_catalog(settings)
     try:
         registry = Registry(catalog, system_clock)
         return registry.require(space) if space else registry.space_at(cwd)

@@ -170,8 +170,8 @@ class MemoryBook:
         )
 
     def _insert(self, tx: Tx, key: str, batch: MemoryBatch, supersedes: str | None) -> None:
-        # The rows travel as one JSON array and are inserted by one statement (json_extract,
-        # not ->>, which needs SQLite 3.38: Ubuntu 22.04's is 3.37). executemany
+        # The rows travel as one JSON array and are inserted by one statement (json_extract on
+        # SQLite, not ->>, which needs 3.38: Ubuntu 22.04's is 3.37). executemany
         # would step once per row, giving up the GIL each time and waiting to get it back:
         # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
         until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
@@ -179,24 +179,25 @@ class MemoryBook:
         columns = (batch.ids, batch.valid_from.tolist(), until, batch.digests, batch.labels, batch.keys, batch.run_ids,
                    from_spaces)
         rows = json.dumps(list(zip(*columns, strict=True)))
+        item = tx.sql.item
         tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
             "supersedes, digest, labels, key, run_id, from_spaces) "
-            "SELECT json_extract(value, '$[0]'), ?, ?, ?, ?, json_extract(value, '$[1]'), "
-            "json_extract(value, '$[2]'), ?, json_extract(value, '$[3]'), json_extract(value, '$[4]'), "
-            "json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]') FROM json_each(?)",
-            (key, batch.space, batch.ai, batch.created_at, supersedes, rows),
+            f"SELECT {item(0)}, ?, ?, ?, ?, {item(1, 'BIGINT')}, {item(2, 'BIGINT')}, ?, {item(3)}, {item(4)}, "
+            f"{item(5)}, {item(6)}, {item(7)} FROM {tx.sql.rows}",
+            (key, batch.space, batch.ai, int(batch.created_at), supersedes, rows),
         )
         keyed = [(k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
         if keyed:
+            # WHERE true: SQLite would read the ON of the upsert as a join's.
             tx.execute(
-                "INSERT OR IGNORE INTO import_keys (partition, key, memory_id) "
-                "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
+                f"INSERT INTO import_keys (partition, key, memory_id) SELECT ?, {item(0)}, {item(1)} "
+                f"FROM {tx.sql.rows} WHERE true ON CONFLICT DO NOTHING",
                 (key, json.dumps(keyed)),
             )
         tx.execute(
             "INSERT INTO partitions (key, live) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET live = live + excluded.live",
+            "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
             (key, len(batch)),
         )
 
@@ -231,7 +232,7 @@ class MemoryBook:
                     (1 if row["superseded_by"] is not None else 0, key),
                 )
                 tx.execute(
-                    "INSERT OR IGNORE INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?)",
+                    "INSERT INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                     (memory.id, key, time.time_ns() // 1000),
                 )
             elif tx.one("SELECT 1 FROM forgetting WHERE memory_id = ?", (memory.id,)) is None:
@@ -266,7 +267,8 @@ class MemoryBook:
         failpoints.hit("forget:after-checkpoint")
         ids = [r["memory_id"] for r in rows]
         with self.catalog.transaction() as tx:
-            tx.execute("DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+            tx.execute(f"DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM {tx.sql.values})",
+                       (json.dumps(ids),))
         return len(ids)
 
     def current_ids(self, ids: list[str], now: datetime) -> set[str]:
@@ -294,7 +296,7 @@ class MemoryBook:
         """For ``keys``: (live memories, of which superseded); and the live total of all, in one
         read whatever the number of partitions (the total is kept by triggers, ``server.catalog``)."""
         rows = self.catalog.all(
-            "SELECT key, live, superseded FROM partitions WHERE key IN (SELECT value FROM json_each(?)) "
+            f"SELECT key, live, superseded FROM partitions WHERE key IN (SELECT value FROM {self.catalog.sql.values}) "
             "UNION ALL SELECT NULL, live, 0 FROM totals",
             (json.dumps(keys),),
         )
@@ -322,46 +324,57 @@ class MemoryBook:
         key or, for a row without a key, the text. With ``since``, only memories written after that
         rowid count.
 
-        Two queries a batch, whatever its size: the batch's keys and digests travel as one JSON
-        array each (``json_each``), not as thousands of parameters.
+        Two queries a batch at most, whatever its size: the batch's keys and digests travel as one
+        JSON array each (``Dialect.values``), not as thousands of parameters.
         """
-        partition = partition_key(space)
-        wanted_keys = [k for k in keys if k is not None]
-        wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
-        present_keys: set[str] = set()
-        present_digests: set[str] = set()
         if since:
-            # Rowids only grow (memories are never deleted): this reads the rows written since
-            # the first check, a batch or two, by rowid ("+partition" keeps the planner off the
-            # partition's indexes, which would read all of it).
-            where = "rowid > ? AND +partition = ? AND forgotten_at IS NULL"
-            params: tuple = (since, partition)
+            present_keys, present_digests = self._written_since(space, since)
         else:
-            where = "partition = ? AND forgotten_at IS NULL"
-            params = (partition,)
-        if wanted_keys:
-            # A key stays in import_keys until its memory is forgotten, and in the memory's row.
-            sql = (
-                f"SELECT key FROM memories WHERE {where} AND key IN (SELECT value FROM json_each(?))"
-                if since
-                else "SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM json_each(?))"
-            )
-            present_keys = {r["key"] for r in self.catalog.all(sql, (*params, json.dumps(wanted_keys)))}
-        if wanted_digests:
-            found = self.catalog.all(
-                f"SELECT digest FROM memories WHERE {where} "
-                f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM json_each(?))",
-                (*params, json.dumps(wanted_digests)),
-            )
-            present_digests = {r["digest"] for r in found}
+            present_keys, present_digests = self._present(space, keys, digests)
         return [
             (k not in present_keys) if k is not None else (d not in present_digests)
             for k, d in zip(keys, digests, strict=True)
         ]
 
+    def _present(self, space: str | None, keys: list[str | None], digests: list[str]) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories among those asked for."""
+        partition = partition_key(space)
+        values = self.catalog.sql.values
+        wanted_keys = [k for k in keys if k is not None]
+        wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
+        present_keys: set[str] = set()
+        present_digests: set[str] = set()
+        if wanted_keys:
+            # A key stays in import_keys until its memory is forgotten, and in the memory's row.
+            found = self.catalog.all(
+                f"SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_keys)),
+            )
+            present_keys = {r["key"] for r in found}
+        if wanted_digests:
+            found = self.catalog.all(
+                "SELECT digest FROM memories WHERE partition = ? AND forgotten_at IS NULL "
+                f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_digests)),
+            )
+            present_digests = {r["digest"] for r in found}
+        return present_keys, present_digests
+
+    def _written_since(self, space: str | None, since: int) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories written after rowid ``since``. Rowids only
+        grow (memories are never deleted): these are the rows written since the first check, a
+        batch or two, read whole by rowid and compared here ("partition || ''" keeps the planner
+        off the partition's indexes, which would read all of it; matching them in SQL had
+        PostgreSQL probe the whole range once per key asked for)."""
+        rows = self.catalog.all(
+            "SELECT key, digest FROM memories WHERE rowid > ? AND partition || '' = ? AND forgotten_at IS NULL",
+            (since, partition_key(space)),
+        )
+        return {r["key"] for r in rows if r["key"] is not None}, {r["digest"] for r in rows if r["digest"] is not None}
 
     def last_rowid(self) -> int:
-        """The newest memory's rowid: rowids follow the order of writes (rows are never deleted)."""
+        """The newest memory's rowid: rowids follow the order of commits (rows are never
+        deleted; on PostgreSQL an identity column, assigned under the write lock)."""
         row = self.catalog.one("SELECT coalesce(max(rowid), 0) AS last FROM memories")
         return int(row["last"]) if row is not None else 0
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 class OperatorVerbs:
     """Mixed into ``Esfis``; uses its books (registry, book, log, runs, grant_book, tokens)."""
 
+    home: Path
+
     # -- spaces and policies (operator) -----------------------------------------------------
 
     def add_space(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
@@ -237,7 +239,7 @@ class OperatorVerbs:
         web sessions are signed with one. Deleting the file ends every session signed with it."""
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", name):
             raise InvalidInput(f"invalid key name {name[:40]!r}", field="name")
-        path = self.catalog.path.parent / f"{name}.key"
+        path = self.home / f"{name}.key"
         if not path.exists():
             # Written whole under a temporary name, then linked: a process racing this one
             # either wins the link or reads the winner's complete key.

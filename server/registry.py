@@ -62,7 +62,7 @@ class Registry:
         with self.catalog.transaction() as tx:
             _claim_folder(tx, path, name)
             _insert_space(tx, name, self.clock())
-            tx.execute("INSERT OR IGNORE INTO folders (path, space) VALUES (?, ?)", (str(path), name))
+            tx.execute("INSERT INTO folders (path, space) VALUES (?, ?) ON CONFLICT DO NOTHING", (str(path), name))
         return self.get(name)
 
     def add_named(self, name: str, folders: list[str] | None = None) -> Space:
@@ -172,7 +172,8 @@ def _insert_space(tx, name: str, at: datetime) -> bool:
     """Register ``name`` unless it is; whether it is new. A new space inherits no token: one
     still active for that name (left from a removal made before removals revoked them) is
     revoked here."""
-    cursor = tx.execute("INSERT OR IGNORE INTO spaces (name, created_at) VALUES (?, ?)", (name, to_micros(at)))
+    cursor = tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                        (name, to_micros(at)))
     if cursor.rowcount == 0:
         return False
     tx.execute("UPDATE tokens SET revoked_at = ? WHERE space = ? AND revoked_at IS NULL", (to_micros(at), name))

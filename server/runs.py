@@ -102,8 +102,8 @@ class RunBook:
         now = to_micros(self.clock())
         if not run.opened:
             opened = tx.execute(
-                "INSERT OR IGNORE INTO runs (id, name, ai, transport, space, token_scope, opened_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (id, name, ai, transport, space, token_scope, opened_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (run.id, run.name, caller.ai, caller.transport, caller.space, caller.scope, now),
             ).rowcount
             if not opened:  # another first step won the race: its seal holds for this one
@@ -112,8 +112,9 @@ class RunBook:
                     raise self.sealed_refusal(self._run(row), caller)
         marks = sorted(set(carry))
         if marks:
-            tx.execute("INSERT OR IGNORE INTO run_labels (run, label) SELECT ?, value FROM json_each(?)",
-                       (run.id, json.dumps(marks)))
+            # WHERE true: SQLite would read the ON of the upsert as a join's.
+            tx.execute(f"INSERT INTO run_labels (run, label) SELECT ?, value FROM {tx.sql.values} "
+                       "WHERE true ON CONFLICT DO NOTHING", (run.id, json.dumps(marks)))
         tx.executemany(
             "INSERT INTO run_steps (run, at, kind, labels, decision, rule, grant_id, target, memory_ids) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

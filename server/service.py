@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from indexing import failpoints
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
-from server.catalog import Catalog
+from server.catalog import Catalog, open_catalog
 from server.clock import Clock, parse_time, system_clock
 from server.deliveries import DeliveryLog
 from server.errors import (
@@ -69,13 +70,14 @@ RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 class Esfis(OperatorVerbs):
     """The one door: agents' verbs here, the operator's in ``OperatorVerbs``."""
 
-    def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock) -> None:
+    def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock, *, home: Path) -> None:
+        self.home = home  # ESFIS_HOME: the vectors, the write journals, the keys (the catalog may lie elsewhere)
         self.catalog = catalog
         self.store = store
         self.embedder = embedder
         self.clock = clock
         self.registry = Registry(catalog, clock)
-        self.journal = WriteJournal(catalog.path.parent / JOURNALS)
+        self.journal = WriteJournal(home / JOURNALS)
         self.book = MemoryBook(catalog, store, self.journal)
         self.log = DeliveryLog(catalog)
         self.runs = RunBook(catalog, clock)
@@ -390,7 +392,7 @@ class Esfis(OperatorVerbs):
     def recover(self) -> None:
         """Finish what killed processes left: orphan rows of their writes purged, their forgets
         finished. A step that fails is logged and left for the next open."""
-        for step in (lambda: sweep(self.catalog.path.parent / JOURNALS, self.catalog, self.store),
+        for step in (lambda: sweep(self.home / JOURNALS, self.catalog, self.store),
                      self.book.finish_forgets):
             try:
                 step()
@@ -433,8 +435,8 @@ def open_service(
         store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
     except IndexingError as exc:
         raise StoreUnavailable(str(exc)) from exc
-    catalog = Catalog(settings.catalog_path)
-    service = Esfis(catalog, store, embedder, clock)
+    catalog = open_catalog(settings)
+    service = Esfis(catalog, store, embedder, clock, home=settings.home)
     service.recover()
     return service
 

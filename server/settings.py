@@ -16,6 +16,7 @@ class Settings:
     device: str = "cpu"  # ESFIS_DEVICE: cpu, cuda or cuda:N
     cache: Path | None = None  # ESFIS_CACHE, else $XDG_CACHE_HOME/esfis, else ~/.cache/esfis: the ONNX export
     failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
+    catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -29,10 +30,12 @@ class Settings:
             device=env.get("ESFIS_DEVICE") or "cpu",
             cache=Path(cache).expanduser(),
             failpoints=tuple(f for f in (env.get("ESFIS_FAILPOINT") or "").split(",") if f.strip()),
+            catalog=env.get("ESFIS_CATALOG") or None,
         )
 
     @property
     def catalog_path(self) -> Path:
+        """The SQLite catalog's file (unused when ``catalog`` names a PostgreSQL one)."""
         return self.home / "esfis.db"
 
     @property

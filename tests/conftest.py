@@ -1,5 +1,6 @@
 """Shared fixtures: a temporary ESFIS_HOME, the real model (loaded once per session), and
-services built the one way the product builds them (``open_service``)."""
+services built the one way the product builds them (``open_service``), on the catalog backend
+under test (``tests.catalogs``: SQLite, or PostgreSQL with ESFIS_TEST_CATALOG=postgresql)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from indexing.embedder import load_embedder
 from indexing.testing import HashingEmbedder
 from server.service import Esfis, open_service
-from server.settings import Settings
+from tests import catalogs
+from tests.catalogs import catalog_for, settings_for
 
 ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
 
@@ -31,6 +33,36 @@ class MovableClock:
         self.now += timedelta(**kwargs)
 
 
+# On PostgreSQL the suite runs what touches a catalog. These never open one (vectors, the model)
+# or measure SQLite's (the benchmarks): the SQLite run covers them. Tests marked ``postgresql``
+# are that backend's own (a dropped connection, collation), run by its pass only.
+NO_CATALOG = ("tests/indexing/", "benchmarks/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(config.rootpath)
+    if catalogs.BACKEND == "sqlite":
+        aside = [i for i in items if i.get_closest_marker("postgresql")]
+    else:
+        aside = [i for i in items if Path(i.path).relative_to(root).as_posix().startswith(NO_CATALOG)]
+    if aside:
+        config.hook.pytest_deselected(items=aside)
+        items[:] = [i for i in items if i not in aside]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def catalog_backend():
+    """The backend every catalog of this session lives on; PostgreSQL's cluster is started
+    here, once, and torn down after the last test."""
+    if catalogs.BACKEND == "postgresql":
+        catalogs.CLUSTER = catalogs.Cluster().start()
+        yield catalogs.BACKEND
+        catalogs.CLUSTER.stop()
+        catalogs.CLUSTER = None
+    else:
+        yield catalogs.BACKEND
+
+
 @pytest.fixture(scope="session")
 def real_embedder():
     """The product's default embedder for the packaged model (ONNX Runtime), loaded once."""
@@ -43,8 +75,11 @@ def real_embedder():
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "esfis-home"
     monkeypatch.setenv("ESFIS_HOME", str(path))
-    for var in ("ESFIS_AI", "ESFIS_SPACE", "ESFIS_MODEL"):
+    for var in ("ESFIS_AI", "ESFIS_SPACE", "ESFIS_MODEL", "ESFIS_CATALOG"):
         monkeypatch.delenv(var, raising=False)
+    url = catalog_for(path)
+    if url is not None:  # in-process CLI runs read it, as subprocesses do from cli_env
+        monkeypatch.setenv("ESFIS_CATALOG", url)
     return path
 
 
@@ -56,7 +91,7 @@ def clock() -> MovableClock:
 @pytest.fixture
 def service(home: Path, real_embedder, clock: MovableClock) -> Esfis:
     """A service on the real model and real LanceDB, with a clock the test controls."""
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder, clock=clock)
+    svc = open_service(settings_for(home), embedder=real_embedder, clock=clock)
     yield svc
     svc.close()
 
@@ -64,7 +99,7 @@ def service(home: Path, real_embedder, clock: MovableClock) -> Esfis:
 @pytest.fixture
 def fake_service(home: Path, clock: MovableClock) -> Esfis:
     """A service on the deterministic hashing embedder, for fast tests of logic."""
-    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
+    svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
     yield svc
     svc.close()
 
@@ -82,7 +117,11 @@ def folders(tmp_path: Path) -> dict[str, Path]:
 
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """A subprocess's environment for ``home``: its catalog (ESFIS_CATALOG) travels with it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ESFIS_")}
     env["ESFIS_HOME"] = str(home)
+    url = catalog_for(home)
+    if url is not None:
+        env["ESFIS_CATALOG"] = url
     env.update(extra)
     return env

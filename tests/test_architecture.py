@@ -15,8 +15,8 @@ from indexing.errors import StoreMismatch
 from indexing.store import VectorStore
 from server.errors import StoreUnavailable
 from server.service import open_service
-from server.settings import Settings
 from indexing.testing import HashingEmbedder
+from tests.catalogs import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,9 +174,9 @@ def test_store_refuses_another_model(tmp_path):
 
 
 def test_service_reports_model_mismatch_clearly(home):
-    open_service(Settings(home=home, model=None), embedder=HashingEmbedder(dimension=64)).close()
+    open_service(settings_for(home), embedder=HashingEmbedder(dimension=64)).close()
     with pytest.raises(StoreUnavailable, match="64-d"):
-        open_service(Settings(home=home, model=None), embedder=HashingEmbedder(dimension=32))
+        open_service(settings_for(home), embedder=HashingEmbedder(dimension=32))
 
 
 def test_cli_reports_model_mismatch_in_one_line(home, tmp_path):

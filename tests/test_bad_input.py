@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from tests.conftest import ESFIS_BIN, cli_env
+from tests.catalogs import catalog_rows, settings_for
 
 
 def esfis(home, cwd, *argv, env=None):
@@ -21,9 +22,8 @@ def esfis(home, cwd, *argv, env=None):
 def stocked(home, folders, real_embedder):
     """A store with one memory in acme, written through the library (fast)."""
     from server.service import open_service
-    from server.settings import Settings
 
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     svc.add_space(folders["acme"])
     svc.remember(svc.caller("cli", cwd=folders["acme"]), "acme uses postgres")
     svc.close()
@@ -31,14 +31,11 @@ def stocked(home, folders, real_embedder):
 
 
 def state(home):
-    import sqlite3
-
-    with sqlite3.connect(home / "esfis.db") as conn:
-        return (
-            conn.execute("SELECT id, space, valid_until, superseded_by, forgotten_at FROM memories ORDER BY id").fetchall(),
-            conn.execute("SELECT * FROM spaces ORDER BY name").fetchall(),
-            conn.execute("SELECT * FROM policies ORDER BY ai").fetchall(),
-        )
+    return (
+        catalog_rows(home, "SELECT id, space, valid_until, superseded_by, forgotten_at FROM memories ORDER BY id"),
+        catalog_rows(home, "SELECT * FROM spaces ORDER BY name"),
+        catalog_rows(home, "SELECT * FROM policies ORDER BY ai"),
+    )
 
 
 CASES = [

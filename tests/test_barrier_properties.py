@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from indexing.testing import HashingEmbedder
 from server.errors import EsfisError
 from server.service import open_service
-from server.settings import Settings
 from server.spaces import contains
+from tests.catalogs import settings_for
 
 TREE = ["a", "a/x", "a/y", "a/x/z", "b", "b/x"]
 STANDINGS = [None, *TREE]
@@ -49,7 +49,7 @@ class Clock:
        actions=st.lists(action, min_size=5, max_size=30))
 def test_no_write_leaves_data_where_its_readers_do_not_reach_it(standings, actions):
     with tempfile.TemporaryDirectory() as tmp:
-        svc = open_service(Settings(home=Path(tmp), model=None), embedder=HashingEmbedder(), clock=Clock())
+        svc = open_service(settings_for(Path(tmp)), embedder=HashingEmbedder(), clock=Clock())
         try:
             run_world(svc, standings, actions)
         finally:

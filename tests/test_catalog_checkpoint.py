@@ -1,5 +1,6 @@
 """A server copies the catalog's WAL back into the database from a thread of its own, so no
-request's commit waits for the copy; what it wrote still reaches the database file."""
+request's commit waits for the copy; what it wrote still reaches the database file. (SQLite's
+WAL: on PostgreSQL, ``checkpoint_in_background`` has nothing to do.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from server.catalog import Catalog
+from server.catalog_sqlite import SqliteCatalog as Catalog
 
 
 def _in_database_file(path: Path, space: str) -> bool:

@@ -27,7 +27,7 @@ SECONDS = float(os.environ.get("ESFIS_FAULTS_SECONDS", "6"))
 
 _WORKER = textwrap.dedent(
     """
-    import io, json, random, sys, time
+    import io, json, os, random, sys, time
     from pathlib import Path
     from indexing.testing import HashingEmbedder
     from server.errors import AlreadySuperseded, MemoryNotFound
@@ -35,7 +35,7 @@ _WORKER = textwrap.dedent(
     from server.settings import Settings
 
     worker, home, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
-    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    svc = open_service(Settings(home=home, model=None, catalog=os.environ.get("ESFIS_CATALOG")), embedder=HashingEmbedder())
     rng = random.Random(worker)
     log = {"written": [], "replaced": [], "forgotten": [], "imported": 0, "import_keys": [],
            "raced": 0, "recalls": 0, "outside": 0, "errors": []}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from tests.catalogs import catalog_rows
 from tests.helpers import files_containing, run_cli
 
 AUTH0 = "Acme authentication uses Auth0"
@@ -68,13 +69,10 @@ def test_why_shows_forgotten_for_a_forgotten_memory(capsys, home, folders, real_
 
 
 def _delivery_rows(home):
-    import sqlite3
-
-    with sqlite3.connect(home / "esfis.db") as conn:
-        return (
-            conn.execute("SELECT * FROM deliveries ORDER BY id").fetchall(),
-            conn.execute("SELECT * FROM delivery_items ORDER BY delivery_id, rank").fetchall(),
-        )
+    return (
+        catalog_rows(home, "SELECT * FROM deliveries ORDER BY id"),
+        catalog_rows(home, "SELECT * FROM delivery_items ORDER BY delivery_id, rank"),
+    )
 
 
 def test_why_of_a_scoped_token_names_personal_as_out_of_reach_not_policy(fake_service):
@@ -117,7 +115,8 @@ def test_cut_by_space_counts_what_other_spaces_hold_after_forgets_and_removals(f
 
 
 def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
-    """A store made by schema version 3 has no ``totals``: opening it counts what it holds."""
+    """A store made by schema version 3 has no ``totals``: opening it counts what it holds.
+    (SQLite's: PostgreSQL catalogs begin at version 4.)"""
     import sqlite3
 
     from indexing.testing import HashingEmbedder

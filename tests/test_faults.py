@@ -26,7 +26,7 @@ import pytest
 
 from indexing.store import VectorStore, table_name
 from indexing.testing import HashingEmbedder
-from server.catalog import Catalog
+from server.catalog import open_catalog
 from server.errors import MemoryNotFound
 from server.importer import import_stream
 from server.service import Esfis, open_service
@@ -34,6 +34,7 @@ from server.settings import Settings
 from server.spaces import partition_key
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing
+from tests.catalogs import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "the vault unseal key is tangerine-otter-4471"
@@ -77,7 +78,7 @@ def killed(home: Path, failpoint: str, verb: str, *args: str) -> None:
 
 def reopen(home: Path) -> Esfis:
     """The store as the next esfis command opens it."""
-    return open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    return open_service(settings_for(home), embedder=HashingEmbedder())
 
 
 def digest(text: str) -> str:
@@ -167,10 +168,10 @@ def test_forget_killed_at_any_step_is_finished_on_the_next_open(home, acme, fail
 def unrecovered(home: Path) -> Esfis:
     """A service opened without the recovery ``open_service`` runs: one that was already up
     when another process died."""
-    settings = Settings(home=home, model=None)
+    settings = settings_for(home)
     embedder = HashingEmbedder()
     store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
-    return Esfis(Catalog(settings.catalog_path), store, embedder, MovableClock())
+    return Esfis(open_catalog(settings), store, embedder, MovableClock(), home=home)
 
 
 def test_a_memory_being_forgotten_is_never_read_before_its_forget_is_finished(home, acme):

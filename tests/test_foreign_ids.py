@@ -13,8 +13,8 @@ from indexing.testing import HashingEmbedder
 from server.errors import MemoryNotFound
 from server.memory_input import new_id
 from server.service import open_service
-from server.settings import Settings
 from server.spaces import partition_key
+from tests.catalogs import settings_for
 
 VERBS = {
     "get": lambda svc, caller, id_: svc.get(caller, id_),
@@ -47,7 +47,7 @@ def _refusal(verb: str, svc, caller, id_: str) -> tuple[type, str, str]:
     "ai, space", [("cli", "acme"), ("cursor", "globex")], ids=["other-space", "denied-space"]
 )
 def test_foreign_id_opens_no_partition_and_answers_like_a_random_id(home, globex_id, verb, ai, space):
-    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    svc = open_service(settings_for(home), embedder=HashingEmbedder())
     try:
         caller = svc.caller(ai, space=space)
         svc.store.stats.reset()
@@ -60,7 +60,7 @@ def test_foreign_id_opens_no_partition_and_answers_like_a_random_id(home, globex
     finally:
         svc.close()
     # And the memory is untouched where it lives.
-    owner = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    owner = open_service(settings_for(home), embedder=HashingEmbedder())
     try:
         memory = owner.get(owner.caller("cli", space="globex"), globex_id)
         assert memory.text == "Globex authentication uses Clerk" and memory.superseded_by is None

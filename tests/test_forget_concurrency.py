@@ -24,7 +24,7 @@ LOADERS = 3  # threads of the reading process that load the image afresh each ro
 
 _WORKER = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, os, sys, threading, time
     from pathlib import Path
     from indexing.store import VectorStore
     from indexing.testing import HashingEmbedder
@@ -33,7 +33,7 @@ _WORKER = textwrap.dedent(
     from server.spaces import partition_key
 
     role, home, seconds, loaders = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-    settings = Settings(home=home, model=None)
+    settings = Settings(home=home, model=None, catalog=os.environ.get("ESFIS_CATALOG"))
     embedder = HashingEmbedder()
     service = open_service(settings, embedder=embedder)
     caller = service.caller("worker-" + role, space="acme")

@@ -3,6 +3,11 @@ old Lance versions, transaction files and the catalog included."""
 
 from __future__ import annotations
 
+import pytest
+
+from indexing.testing import HashingEmbedder
+from server.service import open_service
+from server.settings import Settings
 from tests.helpers import files_containing
 
 SECRET = "the staging root password is hunter2-zebra-97"
@@ -44,12 +49,22 @@ def test_forgotten_id_is_kept_without_text(service, folders):
 
 
 
-def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(fake_service, home):
+def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(home, clock):
     """The text's sha256 would let anyone holding the files confirm a guess of a short text: after
     forget, no file under ESFIS_HOME holds it (the database, its WAL, free space in its pages),
     nor the first 16 hex digits the digest index keeps; the row keeps no labels. Ten memories
     spread over the table's pages are forgotten: where a freed cell lies decides whether SQLite
-    would leave its bytes behind (without secure_delete, some of the ten always were)."""
+    would leave its bytes behind (without secure_delete, some of the ten always were).
+    SQLite's promise, so on SQLite whatever the backend under test: PostgreSQL keeps dead row
+    versions in its own files until they are reused (README, "The catalog on PostgreSQL")."""
+    fake_service = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
+    try:
+        _forget_ten(fake_service, home)
+    finally:
+        fake_service.close()
+
+
+def _forget_ten(fake_service, home) -> None:
     fake_service.create_space("acme")
     acme = fake_service.caller("cli", space="acme")
     memories = [fake_service.remember(acme, f"acme fact number {i} about the build", labels=["source:slack"])
@@ -66,3 +81,42 @@ def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(
     assert {h: [p.name for p in files] for h, files in left.items() if files} == {}
     kept = memories[0].digest.removeprefix("sha256:")
     assert files_containing(home, kept)  # the test sees a digest that is still there
+
+
+@pytest.mark.postgresql
+def test_forget_on_postgresql_leaves_no_row_version_holding_the_digest(fake_service):
+    """PostgreSQL's counterpart, as far as it goes: once forget returns, no version of a row, live
+    or dead, in the memories table or its digest index, holds the digest, its 16-digit prefix or
+    the labels (pageinspect reads every item of every page). What it cannot promise: the bytes
+    of a pruned row may stay in a page's free space, and in the WAL, until reused (README)."""
+    catalog = fake_service.catalog
+    with catalog.transaction() as tx:
+        tx.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+    fake_service.create_space("acme")
+    acme = fake_service.caller("cli", space="acme")
+    memories = [fake_service.remember(acme, f"acme fact number {i} about the build", labels=[f"source:slack-{i}"])
+                for i in range(60)]
+    forgotten = memories[3::6]
+    for memory in forgotten:
+        fake_service.forget(acme, memory.id)
+    hexed = [m.digest.removeprefix("sha256:") for m in forgotten]
+    needles = [h.encode() for h in hexed] + [h[:16].encode() for h in hexed]
+    needles += [f'"source:slack-{i}"'.encode() for i in range(3, 60, 6)]  # as the labels column holds them
+    items = _items(catalog, "memories", "heap_page_items", "t_data") + _items(catalog, "memories_by_digest16", "bt_page_items", "data")
+    assert any(memories[0].digest.removeprefix("sha256:")[:16].encode() in i for i in items)  # the test sees a kept one
+    assert [n for n in needles if any(n in i for i in items)] == []
+
+
+def _items(catalog, relation: str, reader: str, column: str) -> list[bytes]:
+    """Every item of every page of ``relation``, as bytes (a btree's index tuples as hex text)."""
+    pages = catalog.one(f"SELECT pg_relation_size('{relation}') / current_setting('block_size')::int AS n")["n"]
+    found = []
+    for page in range(1 if reader == "bt_page_items" else 0, pages):  # a btree's page 0 is its meta page
+        rows = catalog.all(f"SELECT {column} AS item FROM public.{reader}(public.get_raw_page('{relation}', {page}))")
+        for row in rows:
+            item = row["item"]
+            if item is None:
+                continue
+            # heap items are bytea; a btree item's data is its bytes in hex, spaced
+            found.append(bytes(item) if not isinstance(item, str) else bytes.fromhex(item.replace(" ", "")))
+    return found

@@ -10,6 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from tests.catalogs import BACKEND
 from tests.conftest import ESFIS_BIN, cli_env
 
 
@@ -35,7 +36,8 @@ def test_everything_under_esfis_home_is_private_after_a_remember(tmp_path, folde
     memory_id = _esfis(home, folders["acme"], "remember", "acme's staging password is in vault").strip()
     _esfis(home, folders["acme"], "forget", memory_id)
     modes = _modes(home)
-    assert "esfis-home/esfis.db" in modes and any(".lance/data/" in name for name in modes), sorted(modes)
+    catalog_here = BACKEND == "sqlite"  # a PostgreSQL catalog lies outside the home
+    assert ("esfis-home/esfis.db" in modes) == catalog_here and any(".lance/data/" in n for n in modes), sorted(modes)
     loose = {
         name: mode
         for name, mode in modes.items()

@@ -24,8 +24,9 @@ from indexing.testing import HashingEmbedder
 from server.cli import main
 from server.importer import import_stream
 from server.service import open_service
-from server.settings import Settings
 from server.spaces import partition_key
+from server.errors import StoreUnavailable
+from tests.catalogs import catalog_rows as _catalog, settings_for
 from tests.conftest import ESFIS_BIN, cli_env
 
 DIM = 384
@@ -34,11 +35,6 @@ DIM = 384
 def _jsonl(path: Path, rows: list[object]) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path
-
-
-def _catalog(home: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    with sqlite3.connect(f"file:{home / 'esfis.db'}?mode=ro", uri=True) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -57,7 +53,7 @@ class CountingEmbedder(HashingEmbedder):
 
 
 def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_path: Path, real_embedder):
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     svc.create_space("acme")
     svc.close()
     source = _jsonl(
@@ -87,7 +83,7 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
     assert "valid_until" in errors[4] and "vector has 2 dimensions" in errors[5]
     assert run.stderr.splitlines()[-1].startswith("esfis: error: 6 of 9 rows failed")
 
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     try:
         assert [s.name for s in svc.spaces()] == ["acme"]  # an import never creates spaces
         recalled = svc.recall(svc.caller("claude-code", space="acme"), "when does acme deploy to kubernetes?").memories
@@ -108,7 +104,7 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
 
 
 def test_cli_exits_zero_when_every_row_is_imported_or_skipped(home: Path, tmp_path: Path, real_embedder, capsys):
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     svc.create_space("acme")
     svc.close()
     rng = np.random.default_rng(3)
@@ -144,7 +140,7 @@ def test_a_rerun_adds_nothing_twice_by_key_or_by_text(fake_service):
     ]
     third = import_stream(fake_service, [json.dumps(r) for r in changed])
     assert (third.imported, third.skipped) == (1, 2)
-    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 5
+    assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 5
 
 
 def test_a_forgotten_memory_is_not_present_and_can_be_imported_again(fake_service):
@@ -224,7 +220,7 @@ def test_an_import_is_an_operators_act_that_ai_policies_do_not_limit(fake_servic
 
 def test_precomputed_vectors_skip_embedding_and_a_text_is_embedded_once(home: Path, clock):
     embedder = CountingEmbedder()
-    svc = open_service(Settings(home=home, model=None), embedder=embedder, clock=clock)
+    svc = open_service(settings_for(home), embedder=embedder, clock=clock)
     try:
         rng = np.random.default_rng(1)
         with_vectors = [json.dumps({"text": f"migrated {i}", "vector": rng.standard_normal(64).tolist()}) for i in range(20)]
@@ -250,7 +246,7 @@ def test_a_precomputed_vector_is_stored_at_unit_length(fake_service):
 
 
 def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_embedder, capsys):
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     svc.create_space("acme")
     invoice = "Acme pays invoices on the 5th of each month"
     invoice_vector = real_embedder.embed_documents([invoice])[0]
@@ -278,7 +274,7 @@ def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_em
     assert out.startswith("imported 3, skipped 1, failed 1 in "), out
     assert "line 3: vector has 3 dimensions; this store's vectors have 384" in err
 
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     try:
         caller = svc.caller("claude-code", space="acme")
         recalled = svc.recall(caller, "when does acme pay its bills?").memories
@@ -312,7 +308,7 @@ BASES = [
 
 
 def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp_path: Path, real_embedder):
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     svc.create_space("acme")
     svc.close()
     vectors = real_embedder.embed_documents(BASES)
@@ -330,13 +326,12 @@ def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp
     deadline = time.monotonic() + 120
     written = 0
     while time.monotonic() < deadline and victim.poll() is None:
-        if (home / "esfis.db").exists():
-            try:
-                written = _catalog(home, "SELECT count(*) FROM memories")[0][0]
-            except sqlite3.OperationalError:
-                written = 0
-            if written >= 800:
-                break
+        try:
+            written = _catalog(home, "SELECT count(*) FROM memories")[0][0]
+        except (sqlite3.OperationalError, StoreUnavailable):  # not made yet
+            written = 0
+        if written >= 800:
+            break
         time.sleep(0.01)
     victim.send_signal(signal.SIGKILL)
     victim.communicate()
@@ -355,7 +350,7 @@ def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp
     assert len(stored) == len(set(stored)) == len(rows)  # no orphan, no duplicate vector
     assert not list((home / "imports").glob("pending-*"))
 
-    svc = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    svc = open_service(settings_for(home), embedder=real_embedder)
     try:
         recalled = svc.recall(svc.caller("claude-code", space="acme"), "which database does acme use?", limit=5)
         assert all(m.text.startswith(BASES[0]) for m in recalled.memories)
@@ -374,7 +369,7 @@ from server.service import open_service
 from server.settings import Settings
 
 home = Path(sys.argv[1])
-svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+svc = open_service(Settings(home=home, model=None, catalog=os.environ.get("ESFIS_CATALOG")), embedder=HashingEmbedder())
 now = svc.clock()
 memories = [NewMemory(id=new_id(), space=None, text=f"half-written {i}", vector=np.eye(64, dtype=np.float32)[i],
                       ai="import", created_at=now, valid_from=now, valid_until=None) for i in range(3)]
@@ -395,7 +390,7 @@ def test_vectors_of_an_import_killed_before_its_commit_are_purged_by_the_next(ho
     store = VectorStore(home / "vectors", model="hashing-test", dimension=64)
     assert len(store.row_ids("personal")) == 3  # orphans: vectors no catalog entry names
 
-    svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder())
+    svc = open_service(settings_for(home), embedder=HashingEmbedder())
     try:
         assert svc.recall(svc.caller("cli"), "half-written 1").memories == []  # recall ignores them
         report = import_stream(svc, [json.dumps({"text": "half-written 1"})])
@@ -421,7 +416,7 @@ def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
         thread.join()
     assert sum(r.imported for r in reports) == 600
     assert sum(r.skipped for r in reports) == 600
-    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 600
+    assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 600
 
 
 def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_service):
@@ -438,8 +433,8 @@ def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_s
     report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
     assert (report.imported, report.failed) == (800, 0)
     assert report.skipped == len(rows) - 800
-    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 800
-    assert _catalog(fake_service.catalog.path.parent, "SELECT count(DISTINCT digest) FROM memories")[0][0] == 800
+    assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 800
+    assert _catalog(fake_service.home, "SELECT count(DISTINCT digest) FROM memories")[0][0] == 800
 
 
 def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
@@ -459,7 +454,7 @@ def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
         assert (report.imported, report.skipped) == (2, 2), space
         again = import_stream(fake_service, [json.dumps({**r, "space": space}) for r in order])
         assert (again.imported, again.skipped) == (0, 4), space
-    assert _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0] == 6
+    assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 6
 
 
 def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_service, monkeypatch):
@@ -487,12 +482,12 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     lines = [json.dumps({"text": f"note {i}"}) for i in range(200)]
     with pytest.raises(OSError, match="disk full"):
         import_stream(fake_service, lines, batch_size=10)
-    written = _catalog(fake_service.catalog.path.parent, "SELECT count(*) FROM memories")[0][0]
+    written = _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0]
     assert written == 20 and calls["add"] == 3  # batches 1 and 2; nothing after the failed one
     assert sorted(store.row_ids("personal")) == sorted(
-        r[0] for r in _catalog(fake_service.catalog.path.parent, "SELECT id FROM memories")
+        r[0] for r in _catalog(fake_service.home, "SELECT id FROM memories")
     )
-    assert not list((fake_service.catalog.path.parent / "imports").glob("pending-*"))
+    assert not list((fake_service.home / "imports").glob("pending-*"))
 
 
 @pytest.mark.parametrize("bad, reason", [
@@ -520,5 +515,5 @@ def test_the_same_rows_in_two_spaces_go_into_each_while_batches_overlap(fake_ser
             rows.append({"text": f"keyed {i - 2}", "space": "globex", "key": f"key-{i - 2}"})
     report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
     assert (report.imported, report.skipped, report.failed) == (len(rows), 0, 0)
-    per_space = dict(_catalog(fake_service.catalog.path.parent, "SELECT space, count(*) FROM memories GROUP BY space"))
+    per_space = dict(_catalog(fake_service.home, "SELECT space, count(*) FROM memories GROUP BY space"))
     assert per_space == {"acme": 600, "globex": 596}

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import cli_env
+
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 200_000
 PEAK_RSS_BOUND_MIB = 768  # the bound the importer's docstring and README state
@@ -20,7 +22,7 @@ def test_a_200k_row_import_stays_under_the_memory_bound(tmp_path: Path):
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "import-scale"), "--rows", str(ROWS), "--mode", "vectors",
          "--every", "20000", "--home", str(tmp_path / "home")],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env=cli_env(tmp_path / "home"),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout)

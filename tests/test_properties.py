@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from indexing.testing import HashingEmbedder
 from server.service import open_service
-from server.settings import Settings
 from server.spaces import contains
+from tests.catalogs import settings_for
 
 SPACES = ["acme", "acme/platform", "acme/platform/api", "acme/finance", "acme2", "acme-corp", "globex", "globex/hr"]
 WORDS = ["auth", "login", "deploy", "database", "cache", "queue", "billing", "oncall", "budget", "release"]
@@ -35,7 +35,7 @@ def reach(space: str | None) -> set[str | None]:
 )
 def test_recall_stays_in_reach_at_most_limit_best_first(memories, where, query, limit, denied):
     with tempfile.TemporaryDirectory() as tmp:
-        svc = open_service(Settings(home=Path(tmp), model=None), embedder=HashingEmbedder())
+        svc = open_service(settings_for(Path(tmp)), embedder=HashingEmbedder())
         for name in SPACES:
             svc.create_space(name)
         for space in denied:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from server.service import open_service
-from server.settings import Settings
 from tests.helpers import run_cli
+from tests.catalogs import settings_for
 
 QUESTION = "how does login work?"
 
@@ -47,7 +47,7 @@ def test_both_facts_match_the_question_so_only_the_partition_keeps_clerk_out(rea
 
 def test_recall_from_acme_never_opens_or_scores_the_globex_partition(home, folders, capsys, real_embedder):
     seed(capsys, folders)
-    service = open_service(Settings(home=home, model=None), embedder=real_embedder)
+    service = open_service(settings_for(home), embedder=real_embedder)
     caller = service.caller("claude-code", cwd=folders["acme"])
     result = service.recall(caller, QUESTION)
     assert [m.text for m in result.memories] == ["Acme authentication uses Auth0"]

@@ -117,7 +117,8 @@ def test_a_new_space_inherits_no_token_left_from_an_old_one(fake_service, folder
     tokens = TokenBook(fake_service.catalog, clock)
     fake_service.create_space("initech")
     stale, secret = tokens.create(ai="old-tenant", space="initech")
-    fake_service.catalog.one("DELETE FROM spaces WHERE name = 'initech'")  # removed the old way
+    with fake_service.catalog.transaction() as tx:  # removed the old way
+        tx.execute("DELETE FROM spaces WHERE name = 'initech'")
     fake_service.add_space(folders["acme"], "initech")
     assert [t.active for t in tokens.list() if t.id == stale.id] == [False]
     with pytest.raises(Unauthorized):

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.catalog import Catalog
+from server.catalog import open_catalog
+from server.catalog_sqlite import SqliteCatalog
 from server.memory_input import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
+from tests.catalogs import settings_for
 
 
 def test_ids_are_well_formed_unique_and_later_ones_sort_after():
@@ -35,14 +37,15 @@ def test_ids_carry_80_random_bits_after_the_time():
 
 
 def test_a_catalog_made_before_the_index_change_is_upgraded_on_open(tmp_path: Path):
+    """SQLite's: its planner is what the digest index serves (PostgreSQL's schema began after)."""
     path = tmp_path / "esfis.db"
-    Catalog(path).close()
+    SqliteCatalog(path).close()
     with sqlite3.connect(path) as conn:  # as the first schema made them
         conn.execute("DROP INDEX memories_by_digest16")
         conn.execute("CREATE INDEX memories_by_digest ON memories (partition, digest)")
         conn.execute("CREATE INDEX memories_by_key ON memories (partition, key)")
         conn.execute("CREATE INDEX memories_superseded ON memories (partition, superseded_by)")
-    catalog = Catalog(path)
+    catalog = SqliteCatalog(path)
     names = {r["name"] for r in catalog.all("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'")}
     plan = catalog.all(
         "EXPLAIN QUERY PLAN SELECT digest FROM memories WHERE partition = ? AND substr(digest, 1, 16) IN (?, ?)",
@@ -59,7 +62,7 @@ def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
     from indexing.store import VectorStore
     from server.memories import MemoryBook
 
-    catalog = Catalog(tmp_path / "esfis.db")
+    catalog = open_catalog(settings_for(tmp_path))
     store = VectorStore(tmp_path / "vectors", model="test", dimension=8)
     book = MemoryBook(catalog, store)
     now = datetime.now(timezone.utc)
@@ -84,9 +87,8 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
     from indexing.testing import HashingEmbedder
     from server.importer import import_stream
     from server.service import open_service
-    from server.settings import Settings
 
-    service = open_service(Settings(home=tmp_path / "home", model=None), embedder=HashingEmbedder(64))
+    service = open_service(settings_for(tmp_path / "home"), embedder=HashingEmbedder(64))
     try:
         rows = 2 * COMPACT_EVERY + 5
         report = import_stream(service, [json.dumps({"text": f"note {i}"}) for i in range(rows)], batch_size=1)

@@ -20,6 +20,8 @@ from typing import Iterator
 import httpx
 import pytest
 
+from tests.conftest import cli_env
+
 ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
 
 
@@ -69,8 +71,7 @@ class Server:
 
 
 def start_server(home: Path, work: Path) -> Server:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ESFIS_")}
-    env.update(ESFIS_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    env = cli_env(home, HF_HUB_DISABLE_PROGRESS_BARS="1")
     port = free_port()
     log = home.parent / f"serve-{port}.log"
     home.mkdir(parents=True, exist_ok=True)

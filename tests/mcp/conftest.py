@@ -33,6 +33,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Implementation
 
+from tests.catalogs import catalog_for
+from tests.conftest import cli_env
+
 
 def esfis_bin() -> str:
     """The ``esfis`` of this interpreter's environment (else the one on PATH)."""
@@ -78,8 +81,7 @@ class World:
         return [ESFIS, *argv]
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ESFIS_")}
-        return {**env, "ESFIS_HOME": str(self.home), **extra}
+        return cli_env(self.home, **extra)
 
     def cli(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -141,8 +143,14 @@ def error_text(result: CallToolResult) -> str:
 
 def server_params(world: World, spec: Spec) -> StdioServerParameters:
     # The stdio client passes only HOME, PATH, … and this env: like an agent's config.
+    # Besides: the catalog under test, and PYTHONPATH when the tests run from a checkout that
+    # another checkout's environment runs (else `esfis mcp` would import that one's code).
+    url = catalog_for(world.home)
+    given = {"ESFIS_CATALOG": url, "PYTHONPATH": os.environ.get("PYTHONPATH")}
     return StdioServerParameters(
-        command=ESFIS, args=["mcp"], env={"ESFIS_HOME": str(world.home), **spec.env}, cwd=world.folder(spec.folder)
+        command=ESFIS, args=["mcp"],
+        env={"ESFIS_HOME": str(world.home), **{k: v for k, v in given.items() if v}, **spec.env},
+        cwd=world.folder(spec.folder)
     )
 
 

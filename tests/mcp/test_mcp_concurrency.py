@@ -5,13 +5,13 @@ corrupted, and nobody sees a locked database."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import lancedb
 import pytest
 
 from indexing.store import table_name
 from server.spaces import partition_key
+from tests.catalogs import catalog_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -59,10 +59,9 @@ async def test_two_mcp_servers_writing_at_once_lose_nothing(world, fleet):
 
     # ... and the catalog and the table agree, row for row.
     key = partition_key("acme")
-    with sqlite3.connect(world.home / "esfis.db") as db:
-        live = db.execute("SELECT count(*) FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,)).fetchone()[0]
-        counted = db.execute("SELECT live FROM partitions WHERE key = ?", (key,)).fetchone()[0]
-        stored = {r[0] for r in db.execute("SELECT id FROM memories WHERE partition = ?", (key,))}
+    [(live,)] = catalog_rows(world.home, "SELECT count(*) FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,))
+    [(counted,)] = catalog_rows(world.home, "SELECT live FROM partitions WHERE key = ?", (key,))
+    stored = {r[0] for r in catalog_rows(world.home, "SELECT id FROM memories WHERE partition = ?", (key,))}
     table = lancedb.connect(str(world.home / "vectors")).open_table(table_name(key))
     rows = table.to_arrow().column("id").to_pylist()
     assert ids <= stored

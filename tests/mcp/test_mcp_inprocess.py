@@ -12,7 +12,7 @@ from server.runs import run_id_for
 from server.errors import StoreUnavailable
 from server.mcp.server import Opening, build_server
 from server.mcp.standing import ai_from_client, stand
-from server.settings import Settings
+from tests.catalogs import settings_for
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ def test_client_name_becomes_an_ai_name(client_name, ai):
 
 
 def server_for(fake_service, home, cwd, **env: str):
-    standing = stand(Settings(home=home, model=None), env, str(cwd))
+    standing = stand(settings_for(home), env, str(cwd))
     return build_server(fake_service, standing), standing
 
 
@@ -84,7 +84,7 @@ async def test_a_store_that_cannot_open_is_reported_by_every_tool(home, acme):
         raise StoreUnavailable("this store was built with model 'other' (768-d)")
 
     opening = Opening(broken)
-    standing = stand(Settings(home=home, model=None), {}, str(acme))
+    standing = stand(settings_for(home), {}, str(acme))
     async with Client(build_server(opening.get, standing, warm=opening.start), mode="legacy") as client:
         result = await client.call_tool("recall", {"query": "anything"})
     assert result.is_error and "built with model 'other'" in result.content[0].text

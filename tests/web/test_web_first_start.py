@@ -12,8 +12,8 @@ from pathlib import Path
 
 from indexing.testing import HashingEmbedder
 from server.service import open_service
-from server.settings import Settings
 from server.web import announcing, settings_url
+from tests.catalogs import settings_for
 
 WEB = Path(__file__).resolve().parents[2] / "server" / "web"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
@@ -25,7 +25,7 @@ class Terminal(io.StringIO):
 
 
 def _start(home: Path, out: io.StringIO):
-    factory = lambda: open_service(Settings(home=home, model=None), embedder=HashingEmbedder())  # noqa: E731
+    factory = lambda: open_service(settings_for(home), embedder=HashingEmbedder())  # noqa: E731
     return announcing(factory, "127.0.0.1", 8765, out)()
 
 
