@@ -30,7 +30,6 @@ from server.catalog import open_catalog
 from server.errors import MemoryNotFound
 from server.importer import import_stream
 from server.service import Esfis, open_service
-from server.settings import Settings
 from server.spaces import partition_key
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing

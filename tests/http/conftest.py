@@ -8,7 +8,6 @@ loaded so the first request does not pay for it.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
