@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import psycopg
 
 from server.catalog_shared import SCHEMA_VERSION, Dialect, redacted, refuse_newer
-from server.errors import StoreUnavailable
+from server.errors import InvalidInput, StoreUnavailable
 
 POSTGRES = Dialect(
     values="jsonb_array_elements_text(CAST(? AS jsonb))",
@@ -225,6 +225,12 @@ class PostgresCatalog:
             raise StoreUnavailable(f"the catalog's write lock was not free within {LOCK_TIMEOUT}") from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+        except psycopg.DataError as exc:
+            # PostgreSQL's text cannot hold NUL; SQLite's can, so an input no check caught (a
+            # filter, say) must answer as bad input here, never as an internal error.
+            if "NUL" in str(exc):
+                raise InvalidInput("a value holds a NUL character (0x00), which the catalog cannot hold") from exc
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator["Tx"]:

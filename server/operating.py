@@ -77,6 +77,9 @@ class OperatorVerbs:
     def deliveries(self, *, ai: str | None = None, space: str | None = None, last: int = 20) -> list[Delivery]:
         if not 1 <= last <= 10_000:
             raise InvalidInput("last must be from 1 to 10000", field="last")
+        for field, value in (("ai", ai), ("space", space)):
+            if value is not None and "\x00" in value:  # no name holds one, on either catalog
+                raise InvalidInput(f"{field} holds a NUL character", field=field)
         return self.log.list(ai=ai, space=space, last=last)
 
     def delivery(self, delivery_id: int) -> Delivery:

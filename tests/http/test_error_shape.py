@@ -175,6 +175,8 @@ def test_operator_validation_errors_share_the_shape(operator):
         operator.put("/v1/policies", json={"ai": "x", "effect": "maybe"}),
         operator.put("/v1/policies", json={"ai": "Bad AI", "effect": "deny"}),
         operator.get("/v1/deliveries", params={"last": 0}),
+        operator.get("/v1/deliveries", params={"ai": "a\x00b"}),  # PostgreSQL's text holds no NUL
+        operator.get("/v1/deliveries", params={"space": "\x00"}),
         operator.get("/v1/deliveries/abc"),
         operator.get("/v1/deliveries/0"),
         operator.delete("/v1/policies"),
