@@ -65,7 +65,7 @@ def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
         terms = [_terms(text) for text in texts]
         rows = [i for i, these in enumerate(terms) for _ in these]
         return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
-    import pyarrow.compute as pc  # here, not at import: ~60 ms a command that never searches would pay
+    import pyarrow.compute as pc  # here, not at import: a command that never searches need not load it
 
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)

@@ -252,7 +252,7 @@ def test_bm25_over_the_image_and_the_rows_written_since_finds_a_rare_word_no_pro
 
 def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
     # BM25's fusion scales by the cosine's spread over the valid rows. Taken by stride from the
-    # mapped vectors.npy it paged most of the file into every reader (PSS 812 MB at 1M rows);
+    # mapped vectors.npy it paged most of the file into every reader (the report has the figure);
     # the image keeps an even sample of rows, contiguous, and the rows written since add theirs.
     from indexing.fusion import SPREAD_SAMPLE
     from indexing.snapshot import _Vectors
