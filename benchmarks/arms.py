@@ -83,10 +83,11 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 class ScopeFirst:
     name = "scope-first"
 
-    def __init__(self, store: Store, home: Path | None = None, embedder=None) -> None:
-        self.home = home or scratch("esfis-bench-")
+    def __init__(self, store: Store, home: Path | None = None, embedder=None, settings: Settings | None = None) -> None:
+        """``settings``: another catalog or vector store than the embedded default in ``home``."""
+        self.home = settings.home if settings is not None else home or scratch("esfis-bench-")
         self.service: Esfis = open_service(
-            Settings(home=self.home, model=None),
+            settings or Settings(home=self.home, model=None),
             embedder=embedder or HashingEmbedder(dimension=DIM, name="synthetic-384"),
             clock=lambda: NOW,
         )

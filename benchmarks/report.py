@@ -437,6 +437,22 @@ def section_lexical(rows: list[dict], checks: Checks) -> list[str]:
         body, ["partition rows", "cosine p50 ms", "hybrid p50 ms", "added ms", "ratio", "lexical build ms", "test"])
 
 
+def section_several(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in rows:
+        cell = f"{fmt(r.get('store_memories'))} memories / {r.get('scope')}"
+        for arm, prefix in (("embedded (SQLite, local folder)", "embedded"), ("PostgreSQL + S3 (moto)", "remote")):
+            checks.unjudged(f"HTTP recall p50, {arm}", cell, fmt(r.get(f"{prefix}_p50_ms")), "measured beside the default")
+        body.append([r.get("store_memories"), r.get("scope"), fmt(r.get("embedded_p50_ms")), fmt(r.get("embedded_p95_ms")),
+                     fmt(r.get("remote_p50_ms")), fmt(r.get("remote_p95_ms")),
+                     f"{fmt(r.get('cold_local_ms'))} / {fmt(r.get('warm_local_ms'))}",
+                     f"{fmt(r.get('cold_s3_ms'))} / {fmt(r.get('warm_s3_ms'))}",
+                     checks.check("several.other_spaces", cell, r.get("answers_from_other_spaces")), r["outcome"]])
+    return ["Requests alternate between the two servers; S3 is moto's server on this machine.", ""] + table(
+        body, ["store", "scope", "embedded p50 ms", "embedded p95 ms", "PostgreSQL + S3 p50 ms", "p95 ms",
+               "partition cold / warm, local (ms)", "partition cold / warm, S3 (ms)", "answers from other spaces", "test"])
+
+
 SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_evidence_recall.py": section_evidence, "test_lexical_latency.py": section_lexical,
     "test_scope_vs_filter.py": section_scope, "test_longmemeval.py": section_lme,
@@ -444,6 +460,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_recall_overhead.py": section_overhead, "test_run_bookkeeping.py": section_runs,
     "test_embedding.py": section_embedding, "test_cli_wall.py": section_cli, "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import, "test_http_load.py": section_load,
+    "test_several_machines.py": section_several,
 }
 
 

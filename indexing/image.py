@@ -93,10 +93,6 @@ class Image:
         return self.texts[row].as_py()
 
 
-def folder_for(lance_dir: Path) -> Path:
-    return lance_dir.with_suffix(".image")
-
-
 def open_image(folder: Path) -> Image | None:
     """Map the version ``current`` names, or None when the partition has no image."""
     try:
@@ -326,7 +322,7 @@ def _vectors(batch, dimension: int) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32, copy=False)
 
 
-def build_in_child(folder: Path, lance_dir: Path, dimension: int, *, reuse: bool, lock_fd: int) -> None:
+def build_in_child(folder: Path, lance_dir: str, dimension: int, *, reuse: bool, lock_fd: int) -> None:
     """Run ``build`` in a process of its own, which inherits the partition's write lock.
 
     A build reads the whole partition once: its peak memory would otherwise stay with the

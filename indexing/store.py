@@ -1,15 +1,17 @@
 """The vector store: one LanceDB table per partition, opened only when a caller reaches it.
 
-Layout under the store's root::
+Layout under the store's root (a local folder; ``indexing/location.py`` for S3, where the
+tables lie under the prefix and the rest in this machine's folder)::
 
     store.json            the model name and dimension every vector was made with
     <table>.lance/        one LanceDB table per partition (the store of record)
     <table>.lock          an advisory lock per partition across processes: one writer at a
                           time (exclusive); a load that failed is retried under it (shared),
                           so a purge never deletes the files of a version being read
-    <table>.gen           a token rewritten after every write, so other processes know their
-                          in-memory image is stale (reading it costs ~10 µs, a Lance version
-                          check ~0.5 ms)
+    <table>.gen           the partition's version, a token rewritten after every write, so
+                          other processes know their in-memory image is stale (a file read
+                          costs far less than a Lance version check); across machines the
+                          version lives in the catalog instead (``indexing/coordination.py``)
     <table>.image/        a large partition's persisted, mapped image (``indexing/image.py``),
                           built when data is written: at the end of an import, when the rows
                           written since the last build pile up, and after every forget
@@ -39,7 +41,9 @@ import pyarrow as pa
 
 from indexing import failpoints, image
 from indexing.ann import ANN_THRESHOLD
+from indexing.coordination import Coordination, LocalCoordination
 from indexing.errors import BadVector, StoreMismatch
+from indexing.location import Location, open_dataset, read_manifest, write_manifest
 from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -77,6 +81,17 @@ class IndexStats:
 _blas_limited = False
 
 
+def _holds_purged(mapped: image.Image, gone: np.ndarray, since: pa.Table) -> bool:
+    """Whether the image holds rows the table no longer has at all: gone, and not written again
+    since (a compaction or a closed validity rewrites a row; a purge deletes it)."""
+    if not gone.any():
+        return False
+    if not since.num_rows:
+        return True
+    rewritten = np.array([i.encode() for i in since.column("id").to_pylist()])
+    return not np.isin(mapped.ids[gone], rewritten).all()
+
+
 def search_on_one_thread() -> None:
     """Run numpy's OpenBLAS on one thread in this process, once.
 
@@ -101,32 +116,36 @@ def search_on_one_thread() -> None:
 class VectorStore:
     """Partitions by key; search, append, end validity, purge."""
 
-    def __init__(self, root: Path, *, model: str, dimension: int) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Path | str, *, model: str, dimension: int, local: Path | None = None,
+                 coordination: Coordination | None = None) -> None:
+        """``root``: a folder, or ``s3://bucket/prefix`` with ``local`` this machine's folder.
+        ``coordination``: how processes learn of each other's writes; by default a token file
+        per partition, which only processes of this machine see."""
+        self.location = Location.of(root, local)
+        self.root = self.location.local
         self.model = model
         self.dimension = dimension
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.location.prepare()
         self._check_manifest()
+        self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
         self._session = None
         self._snapshots: dict[str, Snapshot] = {}
         self._writes: Counter[str] = Counter()
-        self._gen_paths: dict[str, str] = {}
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
+        self._known: set[str] = set()  # partitions seen written (a remote existence check is a listing)
         self._lock = threading.RLock()
 
     # -- manifest ---------------------------------------------------------------------------
 
     def _check_manifest(self) -> None:
+        if self.location.remote:
+            recorded = read_manifest(self.location) or write_manifest(self.location, self.model, self.dimension)
+            self._refuse_other_model(recorded)
+            return
         path = self.root / "store.json"
         if path.exists():
-            recorded = json.loads(path.read_text())
-            if recorded.get("model") != self.model or recorded.get("dimension") != self.dimension:
-                raise StoreMismatch(
-                    f"this store was built with model {recorded.get('model')!r} "
-                    f"({recorded.get('dimension')}-d); the model in use is {self.model!r} "
-                    f"({self.dimension}-d). Use the same model (ESFIS_MODEL) or another ESFIS_HOME"
-                )
+            self._refuse_other_model(json.loads(path.read_text()))
         else:
             # Several processes may open a new store at once: each writes its own file, and the
             # first link wins; the others then check what the winner recorded.
@@ -139,6 +158,14 @@ class VectorStore:
                 self._check_manifest()
                 return
             tmp.unlink()
+
+    def _refuse_other_model(self, recorded: dict) -> None:
+        if recorded.get("model") != self.model or recorded.get("dimension") != self.dimension:
+            raise StoreMismatch(
+                f"this store was built with model {recorded.get('model')!r} "
+                f"({recorded.get('dimension')}-d); the model in use is {self.model!r} "
+                f"({self.dimension}-d). Use the same model (ESFIS_MODEL) or another ESFIS_HOME"
+            )
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -157,46 +184,38 @@ class VectorStore:
         return self._session
 
     def _image_folder(self, key: str) -> Path:
-        return image.folder_for(self._paths(key)[0])
+        return self.root / f"{table_name(key)}.image"
 
-    def _paths(self, key: str) -> tuple[Path, Path, Path]:
-        name = table_name(key)
-        return self.root / f"{name}.lance", self.root / f"{name}.lock", self.root / f"{name}.gen"
+    def _lock_path(self, key: str) -> Path:
+        return self.root / f"{table_name(key)}.lock"
+
+    def _uri(self, key: str) -> str:
+        return self.location.table(table_name(key))
 
     def exists(self, key: str) -> bool:
-        return self._paths(key)[0].exists()
+        return self.location.table_exists(table_name(key))
+
+    def _dataset(self, key: str):
+        """The partition's Lance dataset at its latest version, or None if never written."""
+        if not self.location.remote and not self.exists(key):
+            return None  # one stat, not Lance's listing
+        return open_dataset(self._uri(key), session=self.session)
 
     def _token(self, key: str) -> str:
-        """The partition's write token: the random text of its .gen file, replaced on every
-        write. Raw os calls: this runs on every search (~10 µs; pathlib's read_text ~0.1 ms)."""
-        try:
-            fd = os.open(self._gen_paths.get(key) or self._gen_path(key), os.O_RDONLY)
-        except FileNotFoundError:
-            return ""
-        try:
-            return os.read(fd, 64).decode()
-        finally:
-            os.close(fd)
-
-    def _gen_path(self, key: str) -> str:
-        path = str(self._paths(key)[2])
-        self._gen_paths[key] = path
-        return path
+        return self.coordination.version(key)
 
     @contextmanager
     def _writing(self, key: str) -> Iterator[str]:
-        """Hold the partition's cross-process write lock; yields the token before the write."""
-        _, lock_path, gen_path = self._paths(key)
-        with self._lock, open(lock_path, "a+") as lock_file:
+        """Hold the partition's write lock (this machine's, then the turn among machines);
+        yields the version before the write and bumps it after."""
+        with self._lock, open(self._lock_path(key), "a+") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             self._held[key] = lock_file.fileno()
             try:
-                before = self._token(key)
-                yield before
-                after = secrets.token_hex(8)
-                tmp = gen_path.with_suffix(".gen.tmp")
-                tmp.write_text(after)
-                os.replace(tmp, gen_path)
+                with self.coordination.writer_turn(key):
+                    before = self._token(key)
+                    yield before
+                    after = self.coordination.bump(key)
                 snap = self._snapshots.get(key)
                 if snap is not None:
                     if snap.token == before:
@@ -221,22 +240,19 @@ class VectorStore:
 
     def _open_table(self, key: str):
         """The partition's dataset at its latest version, or None if it was never written."""
-        import lance
-
         self.stats.opened[key] += 1
-        if not self.exists(key):
-            return None
-        return lance.dataset(str(self._paths(key)[0]), session=self.session)
+        return self._dataset(key)
 
     def _append(self, key: str, table: pa.Table):
-        """Append rows, creating the partition on its first write (under its write lock, so
-        two processes never both create it)."""
+        """Append rows; Lance creates the partition on its first write (under its write lock,
+        so two processes never both create it)."""
         import lance
 
         self.stats.opened[key] += 1
-        mode = "append" if self.exists(key) else "create"
-        return lance.write_dataset(table, str(self._paths(key)[0]), schema=self._schema(), mode=mode,
-                                   session=self.session)
+        mode = "append" if key in self._known or self.exists(key) else "create"
+        written = lance.write_dataset(table, self._uri(key), schema=self._schema(), mode=mode, session=self.session)
+        self._known.add(key)
+        return written
 
     def snapshot(self, key: str) -> Snapshot:
         """The partition's image, reloaded from LanceDB if another process wrote since.
@@ -262,8 +278,9 @@ class VectorStore:
             return snap
 
     def _load(self, key: str, token: str) -> Snapshot:
-        lance_dir = self._paths(key)[0]
-        if not lance_dir.exists():
+        # Never written: on a disk, one stat says so; remotely that is a listing, and a
+        # partition without a version was never written (or holds only a dead write's rows).
+        if (not token) if self.location.remote else not self.exists(key):
             self.stats.opened[key] += 1
             self.stats.loaded[key] += 1
             return Snapshot(dimension=self.dimension, token=token)
@@ -288,8 +305,15 @@ class VectorStore:
 
         self.stats.opened[key] += 1
         self.stats.loaded[key] += 1
-        dataset = lance.dataset(str(lance_dir), session=self.session)
+        dataset = lance.dataset(self._uri(key), session=self.session)
         gone, since = image.changes(mapped, dataset)
+        if self.location.remote and _holds_purged(mapped, gone, since):
+            # Another machine forgot rows that this machine's image still holds (a forget
+            # rebuilds only its own machine's image): rebuild it here before serving anything.
+            with self._exclusive(key):
+                self._build_image(key, previous=mapped)
+            del mapped
+            return self._load(key, token)
         return Snapshot.over(mapped, gone, since, self.dimension, token)
 
     def _build_image(self, key: str, previous: image.Image | None) -> None:
@@ -297,25 +321,22 @@ class VectorStore:
         remove it when the partition shrank below the threshold."""
         import lance
 
-        lance_dir = self._paths(key)[0]
         folder = self._image_folder(key)
-        dataset = lance.dataset(str(lance_dir), session=self.session)
+        dataset = lance.dataset(self._uri(key), session=self.session)
         if dataset.count_rows() < ANN_THRESHOLD:
             image.remove(folder)
             return
         reuse = previous is not None
         del dataset, previous  # the child maps the previous image itself
-        image.build_in_child(folder, lance_dir, self.dimension, reuse=reuse, lock_fd=self._held[key])
+        image.build_in_child(folder, self._uri(key), self.dimension, reuse=reuse, lock_fd=self._held[key])
         self.stats.built[key] += 1
 
     def settle(self, key: str) -> None:
         """After a bulk write: compact the partition and build its image if it is large and the
         image is missing or behind (the importer calls this once per partition it wrote).
         A small partition is left to the routine compaction."""
-        import lance
-
-        lance_dir = self._paths(key)[0]
-        if not lance_dir.exists() or lance.dataset(str(lance_dir), session=self.session).count_rows() < ANN_THRESHOLD:
+        dataset = self._dataset(key)
+        if dataset is None or dataset.count_rows() < ANN_THRESHOLD:
             return
         with self._writing(key):
             table = self._open_table(key)
@@ -336,12 +357,12 @@ class VectorStore:
             if force:
                 image.remove(folder)  # a half-built or other-format image holds texts too
                 return
-            dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
+            dataset = lance.dataset(self._uri(key), session=self.session)
             if dataset.count_rows() >= ANN_THRESHOLD:
                 self._build_image(key, previous=None)
             return
         if not force:
-            dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
+            dataset = lance.dataset(self._uri(key), session=self.session)
             if image.rows_since(current, dataset) <= max(ANN_THRESHOLD // 5, current.rows // 10):
                 return
         self._build_image(key, previous=current)
@@ -350,8 +371,7 @@ class VectorStore:
     def _exclusive(self, key: str) -> Iterator[None]:
         """Hold the partition's write lock without announcing a write (an image build changes
         no row)."""
-        lock_path = self._paths(key)[1]
-        with self._lock, open(lock_path, "a+") as lock_file:
+        with self._lock, open(self._lock_path(key), "a+") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             self._held[key] = lock_file.fileno()
             try:
@@ -363,8 +383,7 @@ class VectorStore:
     @contextmanager
     def _reading(self, key: str) -> Iterator[None]:
         """Hold the partition's lock shared (writers hold it exclusive)."""
-        lock_path = self._paths(key)[1]
-        fd = os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o600)
+        fd = os.open(self._lock_path(key), os.O_RDONLY | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             yield
@@ -496,26 +515,23 @@ class VectorStore:
 
     def drop(self, key: str) -> None:
         """Remove a whole partition from disk."""
-        import shutil
-
-        lance_dir, lock_path, _ = self._paths(key)
         with self._writing(key):
-            if lance_dir.exists():
-                shutil.rmtree(lance_dir)
+            self.location.remove_table(table_name(key))
+            self._known.discard(key)
             image.remove(self._image_folder(key))
             self._snapshots.pop(key, None)
-        lock_path.unlink(missing_ok=True)
+        self._lock_path(key).unlink(missing_ok=True)
 
     def _rewrite(self, key: str) -> None:
         import lance
 
-        dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
+        dataset = lance.dataset(self._uri(key), session=self.session)
         # Every fragment with a deletion is rewritten, whatever its size; small fragments are
         # merged only up to COMPACT_TARGET_ROWS, so a forget does not rewrite the whole table.
         dataset.optimize.compact_files(
             materialize_deletions_threshold=0.0, target_rows_per_fragment=COMPACT_TARGET_ROWS
         )
-        dataset = lance.dataset(str(self._paths(key)[0]), session=self.session)
+        dataset = lance.dataset(self._uri(key), session=self.session)
         dataset.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
 
     def _compaction_due(self, key: str) -> bool:

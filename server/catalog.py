@@ -35,7 +35,7 @@ from server.catalog_shared import SCHEMA_VERSION, Dialect
 from server.errors import StoreUnavailable
 from server.settings import Settings
 
-__all__ = ["SCHEMA_VERSION", "Catalog", "Cursor", "Dialect", "Row", "Tx", "open_catalog"]
+__all__ = ["SCHEMA_VERSION", "Catalog", "Cursor", "Dialect", "Row", "Tx", "open_catalog", "open_coordination"]
 
 POSTGRES_URL = re.compile(r"postgres(ql)?://", re.IGNORECASE)
 
@@ -103,3 +103,14 @@ def open_catalog(settings: Settings) -> Catalog:
     from server.catalog_postgres import PostgresCatalog
 
     return PostgresCatalog(url)
+
+
+def open_coordination(settings: Settings):
+    """How the processes sharing the vector store learn of each other's writes: through the
+    PostgreSQL catalog when there is one (several machines; ``server.partition_sync``), else
+    None, the store's token files (one machine, ``indexing.coordination``)."""
+    if settings.catalog is None:
+        return None
+    from server.partition_sync import PostgresPartitionSync
+
+    return PostgresPartitionSync(settings.catalog)

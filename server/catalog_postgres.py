@@ -177,6 +177,8 @@ CREATE TABLE import_keys (
     memory_id {T} NOT NULL,
     PRIMARY KEY (partition, key)
 );
+""", 5: f"""
+CREATE TABLE partition_versions (key {T} PRIMARY KEY, version BIGINT NOT NULL);
 """}
 assert max(MIGRATIONS) == SCHEMA_VERSION
 FORGET_TABLES = "memories, import_keys, contexts"  # where a forget clears or rewrites a row

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 4  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
-#                    4: the store's live total (totals), kept by triggers
+SCHEMA_VERSION = 5  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+#                    4: the store's live total (totals), kept by triggers; 5: partition versions
+#                    (several machines: server.partition_sync)
 
 
 @dataclass(frozen=True)

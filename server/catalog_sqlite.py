@@ -181,6 +181,9 @@ CREATE TABLE IF NOT EXISTS import_keys (
     memory_id TEXT NOT NULL,
     PRIMARY KEY (partition, key)
 );
+-- Each partition's version, bumped after every write (server.partition_sync: the PostgreSQL
+-- catalog's; on SQLite, one machine, a token file beside the partition serves).
+CREATE TABLE IF NOT EXISTS partition_versions (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
 
 

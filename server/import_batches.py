@@ -186,6 +186,9 @@ class Preparer:
         )
 
 
+IMPORT_TURN = "~imports"  # no partition key starts with "~": the imports' own turn among machines
+
+
 class Writer:
     """Step two: under the import lock, check again what is present, then write the rest."""
 
@@ -199,7 +202,8 @@ class Writer:
 
     @_stop_on_error
     def __call__(self, prepared: Prepared) -> None:
-        with batch_lock(self.journal.directory):
+        # This machine's lock, then the turn among machines (a no-op on one machine).
+        with batch_lock(self.journal.directory), self.book.store.coordination.writer_turn(IMPORT_TURN):
             # Checked again under the lock, against what was written since the first check:
             # this import's previous batch, or another import running beside it.
             batches = [b.select(self.book.absent(b.space, b.keys, b.digests, since=prepared.mark))

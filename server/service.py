@@ -23,7 +23,7 @@ from indexing import failpoints
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
-from server.catalog import Catalog, open_catalog
+from server.catalog import Catalog, open_catalog, open_coordination
 from server.clock import Clock, parse_time, system_clock
 from server.deliveries import DeliveryLog
 from server.errors import (
@@ -401,7 +401,25 @@ class Esfis(OperatorVerbs):
 
     def close(self) -> None:
         self.journal.close()
-        self.catalog.close()
+        _close_all(self.catalog, self.store.coordination)
+
+
+def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorStore:
+    where = settings.vectors or settings.vectors_path
+    try:
+        return VectorStore(where, local=settings.vectors_path, model=embedder.name,
+                           dimension=embedder.dimension, coordination=coordination)
+    except (OSError, RuntimeError) as exc:  # an object store that cannot be reached or written
+        if settings.vectors is None:
+            raise
+        raise StoreUnavailable(f"cannot open the vector store at {settings.vectors} (ESFIS_VECTORS): {exc}") from exc
+
+
+def _close_all(*handles) -> None:
+    for handle in handles:
+        close = getattr(handle, "close", None)
+        if close is not None:
+            close()
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -430,12 +448,18 @@ def open_service(
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)
     make_private(settings.home)  # before the store writes a file there
+    catalog = open_catalog(settings)  # first: an unreachable catalog is said before a model loads
+    coordination = None
     try:
+        coordination = open_coordination(settings)
         embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
-        store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
+        store = _open_store(settings, embedder, coordination)
     except IndexingError as exc:
+        _close_all(catalog, coordination)
         raise StoreUnavailable(str(exc)) from exc
-    catalog = open_catalog(settings)
+    except BaseException:
+        _close_all(catalog, coordination)
+        raise
     service = Esfis(catalog, store, embedder, clock, home=settings.home)
     service.recover()
     return service

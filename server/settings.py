@@ -17,6 +17,7 @@ class Settings:
     cache: Path | None = None  # ESFIS_CACHE, else $XDG_CACHE_HOME/esfis, else ~/.cache/esfis: the ONNX export
     failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
     catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
+    vectors: str | None = None  # ESFIS_VECTORS: s3://bucket/prefix for the partitions; None: home/vectors
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -31,6 +32,7 @@ class Settings:
             cache=Path(cache).expanduser(),
             failpoints=tuple(f for f in (env.get("ESFIS_FAILPOINT") or "").split(",") if f.strip()),
             catalog=env.get("ESFIS_CATALOG") or None,
+            vectors=env.get("ESFIS_VECTORS") or None,
         )
 
     @property
@@ -40,4 +42,6 @@ class Settings:
 
     @property
     def vectors_path(self) -> Path:
+        """This machine's folder of the vector store: the whole store by default; with
+        ``vectors`` on S3, its locks and images only (``indexing.location``)."""
         return self.home / "vectors"

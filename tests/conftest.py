@@ -64,6 +64,24 @@ def catalog_backend():
 
 
 @pytest.fixture(scope="session")
+def s3():
+    """A real S3-compatible server (``tests/objectstore.py``), started once for the session by
+    the first test that needs one."""
+    from tests import objectstore
+
+    yield objectstore.server()
+    objectstore.stop()
+
+
+@pytest.fixture
+def s3_env(s3, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This process reaches the S3 server as a deployment would, by the AWS variables."""
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)
+    return s3.env
+
+
+@pytest.fixture(scope="session")
 def real_embedder():
     """The product's default embedder for the packaged model (ONNX Runtime), loaded once."""
     embedder = load_embedder(None)
@@ -75,7 +93,7 @@ def real_embedder():
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "esfis-home"
     monkeypatch.setenv("ESFIS_HOME", str(path))
-    for var in ("ESFIS_AI", "ESFIS_SPACE", "ESFIS_MODEL", "ESFIS_CATALOG"):
+    for var in ("ESFIS_AI", "ESFIS_SPACE", "ESFIS_MODEL", "ESFIS_CATALOG", "ESFIS_VECTORS"):
         monkeypatch.delenv(var, raising=False)
     url = catalog_for(path)
     if url is not None:  # in-process CLI runs read it, as subprocesses do from cli_env

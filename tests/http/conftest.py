@@ -69,8 +69,9 @@ class Server:
         return path
 
 
-def start_server(home: Path, work: Path) -> Server:
-    env = cli_env(home, HF_HUB_DISABLE_PROGRESS_BARS="1")
+def start_server(home: Path, work: Path, **extra_env: str) -> Server:
+    """``extra_env`` overrides what ``cli_env`` sets (a shared catalog, the bucket)."""
+    env = {**cli_env(home, HF_HUB_DISABLE_PROGRESS_BARS="1"), **extra_env}
     port = free_port()
     log = home.parent / f"serve-{port}.log"
     home.mkdir(parents=True, exist_ok=True)

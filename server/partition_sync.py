@@ -1,0 +1,90 @@
+"""Partition versions and writer turns in the PostgreSQL catalog: what lets several machines
+serve one store (``indexing.coordination`` says what a store needs of it).
+
+- **Versions.** ``partition_versions`` holds each partition's version, bumped right after a
+  write's vectors are committed to Lance, before the write's catalog transaction commits. So a
+  server that sees a memory in the catalog also sees a version newer than any image it holds
+  without that memory, and reloads: every write, replace and forget made through one server
+  applies at every other server's next request. Before each search a server reads the
+  partition's version: one indexed read, no file and no object listing.
+- **Writer turns.** One writer per partition across machines: a session-level advisory lock
+  (``pg_try_advisory_lock``) on this module's own connection, taken around the write and
+  released after. Tried in a loop rather than waited on, so a thread waiting for one partition
+  never holds the connection that another thread needs to release its own. Lance's commits are
+  conditional puts too, so two writers that did meet would not lose a commit; the lock is what
+  keeps a forget's purge of unreferenced files from taking another machine's uncommitted ones.
+  If this process dies, PostgreSQL ends its session and releases its turns.
+
+The bump does not take the catalog's write lock: an import holds that one while its vectors are
+written, and the bump is one row of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import psycopg
+
+from server.catalog_shared import redacted
+from server.errors import StoreUnavailable
+
+TURN_CLASS = 0x6573  # "es": the advisory locks' first key, so partition turns never meet the catalog's
+TURN_WAIT_S = 60.0  # a writer waits this long for another machine's write to the partition
+TURN_POLL_S = 0.01
+
+
+class PostgresPartitionSync:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._conn = self._connect()
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            return psycopg.connect(self.url, autocommit=True, application_name="esfis-partitions")
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+        with self._lock:
+            if self._conn.closed or self._conn.broken:
+                self._conn = self._connect()  # a held turn was lost with the old session
+            try:
+                return self._conn.execute(sql, params).fetchone()
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+
+    def version(self, key: str) -> str:
+        row = self._execute("SELECT version FROM partition_versions WHERE key = %s", (key,))
+        return "" if row is None else str(row[0])
+
+    def bump(self, key: str) -> str:
+        row = self._execute(
+            "INSERT INTO partition_versions (key, version) VALUES (%s, 1) ON CONFLICT (key) "
+            "DO UPDATE SET version = partition_versions.version + 1 RETURNING version", (key,))
+        return str(row[0])
+
+    @contextmanager
+    def writer_turn(self, key: str) -> Iterator[None]:
+        ident = (TURN_CLASS, _signed32(zlib.crc32(key.encode())))  # a collision only makes two partitions take turns
+        deadline = time.monotonic() + TURN_WAIT_S
+        while not self._execute("SELECT pg_try_advisory_lock(%s, %s)", ident)[0]:
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"another server held partition {key!r} for over {TURN_WAIT_S:.0f} s")
+            time.sleep(TURN_POLL_S)
+        try:
+            yield
+        finally:
+            self._execute("SELECT pg_advisory_unlock(%s, %s)", ident)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value

@@ -1,0 +1,134 @@
+"""Partitions on S3-compatible object storage (``indexing/location.py``), against a real server
+(moto's, ``tests/objectstore.py``): the store works there as on a disk, forget leaves no object
+under the prefix holding the text, and a second machine (another local folder over the same
+prefix, sharing the partition versions) sees every write and forget at its next search, its own
+image included.
+
+The partition versions are shared here through one token folder, as the catalog shares them
+across machines (``server.partition_sync``, proven with two real servers in
+``tests/test_several_servers.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from botocore.exceptions import ClientError
+
+import indexing.store as store_module
+from indexing.coordination import LocalCoordination
+from indexing.errors import StoreMismatch
+from indexing.snapshot import Row
+from indexing.store import VectorStore, table_name
+from tests.helpers import files_containing
+
+DIM = 16
+KEY = "space:acme"
+NOW = 10**15
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def rows(n: int, start: int = 0, seed: int = 0, text=lambda i: f"memory number {i}") -> list[Row]:
+    vectors = unit(np.random.default_rng(seed).normal(size=(n, DIM)))
+    return [Row(f"r{start + i}", text(start + i), v, 0, 0, None) for i, v in enumerate(vectors)]
+
+
+@pytest.fixture
+def bucket(s3, s3_env) -> str:
+    return s3.bucket()
+
+
+def machine(bucket: str, local: Path, shared: Path) -> VectorStore:
+    """One machine's store over the bucket: its own folder, the versions shared."""
+    return VectorStore(f"s3://{bucket}/esfis", local=local, model="m", dimension=DIM,
+                       coordination=LocalCoordination(shared, table_name))
+
+
+def texts_in(s3, bucket: str, needle: str) -> list[str]:
+    return [key for key, body in s3.objects(bucket).items() if needle.encode() in body]
+
+
+def test_the_server_honours_the_conditional_put_lance_commits_with(s3, bucket):
+    s3.client.put_object(Bucket=bucket, Key="once", Body=b"first", IfNoneMatch="*")
+    with pytest.raises(ClientError) as refused:
+        s3.client.put_object(Bucket=bucket, Key="once", Body=b"second", IfNoneMatch="*")
+    assert refused.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.objects(bucket)["once"] == b"first"
+
+
+def test_a_partition_on_s3_is_written_searched_closed_and_forgotten(s3, bucket, tmp_path):
+    store = machine(bucket, tmp_path / "a", tmp_path / "versions")
+    written = rows(40, text=lambda i: f"secret plan {i}" if i == 7 else f"memory number {i}")
+    store.add(KEY, written)
+    assert not list((tmp_path / "a").glob("*.lance")), "the table lies in the bucket, not on the disk"
+    query = written[7].vector
+    assert store.search(KEY, query, 3, NOW).hits[0].id == "r7"
+    store.end_validity(KEY, "r3", 5)
+    assert "r3" not in {h.id for h in store.search(KEY, written[3].vector, 40, NOW).hits}
+    assert texts_in(s3, bucket, "secret plan 7"), "the text is in the bucket before the forget"
+
+    store.purge(KEY, ["r7"])
+
+    assert texts_in(s3, bucket, "secret plan 7") == []
+    assert files_containing(tmp_path, "secret plan 7") == []
+    assert "r7" not in {h.id for h in store.search(KEY, query, 40, NOW).hits}
+    assert texts_in(s3, bucket, "memory number 8"), "the other memories stay"
+
+
+def test_a_second_machine_sees_every_write_and_forget_at_its_next_search(s3, bucket, tmp_path):
+    a = machine(bucket, tmp_path / "a", tmp_path / "versions")
+    b = machine(bucket, tmp_path / "b", tmp_path / "versions")
+    first = rows(5)
+    a.add(KEY, first)
+    assert {h.id for h in b.search(KEY, first[0].vector, 10, NOW).hits} == {f"r{i}" for i in range(5)}
+    more = rows(5, start=5, seed=1)
+    a.add(KEY, more)
+    assert "r9" in {h.id for h in b.search(KEY, more[4].vector, 10, NOW).hits}
+    b.purge(KEY, ["r9"])
+    assert "r9" not in {h.id for h in a.search(KEY, more[4].vector, 10, NOW).hits}
+    assert {h.id for h in b.search(KEY, first[0].vector, 10, NOW).hits} == {f"r{i}" for i in range(9)}
+
+
+def test_a_forget_on_one_machine_rebuilds_the_image_another_machine_keeps(s3, bucket, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    a = machine(bucket, tmp_path / "a", tmp_path / "versions")
+    b = machine(bucket, tmp_path / "b", tmp_path / "versions")
+    written = rows(1200, text=lambda i: f"the vault code is {i}" if i == 42 else f"memory number {i}")
+    for start in range(0, 1200, 400):
+        a.add(KEY, written[start:start + 400], compact=False)
+    a.settle(KEY)
+    query = written[42].vector
+    assert b.search(KEY, query, 5, NOW).hits[0].id == "r42"  # b builds and maps an image of its own
+    assert files_containing(tmp_path / "b", "the vault code is 42"), "b's image holds the text"
+
+    a.purge(KEY, ["r42"])
+
+    assert texts_in(s3, bucket, "the vault code is 42") == []
+    assert "r42" not in {h.id for h in b.search(KEY, query, 5, NOW).hits}
+    assert files_containing(tmp_path / "b", "the vault code is 42") == []
+    assert files_containing(tmp_path / "a", "the vault code is 42") == []
+
+
+def test_a_store_on_s3_refuses_another_model(bucket, tmp_path):
+    VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "a", model="m", dimension=DIM)
+    with pytest.raises(StoreMismatch, match="built with model 'm'"):
+        VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "b", model="other", dimension=DIM)
+    VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "c", model="m", dimension=DIM)
+
+
+def test_dropping_a_partition_removes_every_object_of_its_table(s3, bucket, tmp_path):
+    store = machine(bucket, tmp_path / "a", tmp_path / "versions")
+    store.add(KEY, rows(5, text=lambda i: f"doomed {i}"))
+    store.add("space:globex", rows(3, seed=2, text=lambda i: f"kept {i}"))
+    assert texts_in(s3, bucket, "doomed 1")
+
+    store.drop(KEY)
+
+    assert texts_in(s3, bucket, "doomed") == []
+    assert not [key for key in s3.objects(bucket) if f"{table_name(KEY)}.lance" in key]
+    assert texts_in(s3, bucket, "kept 1")
+    assert store.search(KEY, rows(1)[0].vector, 5, NOW).hits == []
