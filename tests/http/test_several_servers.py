@@ -101,6 +101,24 @@ def test_a_forget_on_one_server_is_purged_from_the_bucket_and_gone_on_the_other(
         assert files_containing(b.home, secret) == [] and files_containing(a.home, secret) == []
 
 
+def test_a_replace_and_a_token_revocation_on_one_apply_at_the_others_next_request(pair):
+    a, b, _ = pair
+    query = {"query": "which queue does Acme use?", "space": "acme"}
+    with agent(a) as on_a, agent(b) as on_b:
+        old = remember(on_b, "Acme jobs run on RabbitMQ", space="acme")
+        assert "Acme jobs run on RabbitMQ" in texts(on_b.post("/v1/recall", json=query))
+        replaced = on_a.post(f"/v1/memories/{old}/replace", json={"text": "Acme jobs run on SQS", "space": "acme"})
+        assert replaced.status_code == 201, replaced.text
+        answer = texts(on_b.post("/v1/recall", json=query))
+        assert "Acme jobs run on SQS" in answer and "Acme jobs run on RabbitMQ" not in answer
+
+    secret = a.token("--ai", "cursor")
+    with b.client(secret) as cursor_on_b:
+        assert cursor_on_b.post("/v1/recall", json=query).status_code == 200
+        a.cli("token", "revoke", a.token_id(ai="cursor"))  # the CLI of machine a
+        assert cursor_on_b.post("/v1/recall", json=query).status_code == 401
+
+
 def test_two_servers_writing_one_partition_at_once_lose_nothing(pair):
     a, b, _ = pair
     written: dict[str, list[str]] = {"a": [], "b": []}
