@@ -134,6 +134,8 @@ class VectorStore:
         self._writes: Counter[str] = Counter()
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
         self._known: set[str] = set()  # partitions seen written (a remote existence check is a listing)
+        self._turns: set[str] = set()  # partitions whose turn among machines is held now
+        self._deferred: dict[str, bool] = {}  # image builds put off until the turn is free: key → force
         self._lock = threading.RLock()
 
     # -- manifest ---------------------------------------------------------------------------
@@ -213,16 +215,25 @@ class VectorStore:
             self._held[key] = lock_file.fileno()
             try:
                 with self.coordination.writer_turn(key):
-                    before = self._token(key)
-                    yield before
-                    after = self.coordination.bump(key)
+                    self._turns.add(key)
+                    try:
+                        before = self._token(key)
+                        yield before
+                        after = self.coordination.bump(key)
+                    finally:
+                        self._turns.discard(key)
                 snap = self._snapshots.get(key)
                 if snap is not None:
                     if snap.token == before:
                         snap.token = after  # our image already holds our own change
                     else:
                         self._snapshots.pop(key, None)  # someone else wrote: reload later
+                force = self._deferred.pop(key, None)
+                if force is not None:  # this machine's image, built once the turn is free
+                    self._refresh_image(key, force=force)
+                    self._snapshots.pop(key, None)
             finally:
+                self._deferred.pop(key, None)
                 self._held.pop(key, None)
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
@@ -348,7 +359,15 @@ class VectorStore:
 
     def _refresh_image(self, key: str, *, force: bool) -> None:
         """(Re)build the image when the partition is past the threshold and the rows written since
-        the last build are many; with ``force`` (a forget), whenever an image exists."""
+        the last build are many; with ``force`` (a forget), whenever an image exists.
+
+        On a shared store the image is this machine's own, and a build of a large partition
+        takes long: it waits until the write has given the turn among machines back (still
+        under this machine's lock, before the write returns), so no other machine's writer
+        waits for it."""
+        if key in self._turns and self.location.remote:
+            self._deferred[key] = force or self._deferred.get(key, False)
+            return
         import lance
 
         folder = self._image_folder(key)

@@ -10,6 +10,7 @@ across machines (``server.partition_sync``, proven with two real servers in
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,37 @@ def test_dropping_a_partition_removes_every_object_of_its_table(s3, bucket, tmp_
     assert not [key for key in s3.objects(bucket) if f"{table_name(KEY)}.lance" in key]
     assert texts_in(s3, bucket, "kept 1")
     assert store.search(KEY, rows(1)[0].vector, 5, NOW).hits == []
+
+
+class RecordingTurns(LocalCoordination):
+    """The shared versions, and a record of when the turn among machines is held."""
+
+    def __init__(self, folder: Path, events: list[str]) -> None:
+        super().__init__(folder, table_name)
+        self.events = events
+
+    @contextmanager
+    def writer_turn(self, key: str):
+        self.events.append("turn taken")
+        yield
+        self.events.append("turn given back")
+
+
+def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bucket, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    events: list[str] = []
+    build = store_module.image.build_in_child
+    monkeypatch.setattr(store_module.image, "build_in_child",
+                        lambda *a, **k: (events.append("image built"), build(*a, **k))[1])
+    store = VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "a", model="m", dimension=DIM,
+                        coordination=RecordingTurns(tmp_path / "versions", events))
+    written = rows(1200, text=lambda i: f"the vault code is {i}" if i == 42 else f"memory number {i}")
+    store.add(KEY, written, compact=False)
+    events.clear()
+    store.settle(KEY)
+    assert events == ["turn taken", "turn given back", "image built"]
+    events.clear()
+    store.purge(KEY, ["r42"])
+    assert events == ["turn taken", "turn given back", "image built"]
+    assert files_containing(tmp_path / "a", "the vault code is 42") == []
+    assert "r42" not in {h.id for h in store.search(KEY, written[42].vector, 5, NOW).hits}
