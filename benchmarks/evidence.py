@@ -11,11 +11,14 @@ two rankings must agree, so the default's figures are the product's.
 Metrics per question with evidence, averaged per question type and overall: recall_any@5 (some
 evidence in the top 5), recall_all@5 and recall_all@10 (all of it), NDCG@10 (binary gains).
 
-Two experiments ride along. ``neighbour``: a turn's cosine plus a share of the cosine of the
-turn before it in its session, at query time. ``split``: each haystack split into two partitions
-of unequal size (a fifth of the sessions, and the rest), searched separately and merged by score,
-as a recall that reaches several partitions does: a fusion whose scores do not compare across
-partitions loses evidence there.
+Three experiments ride along. ``neighbour``: a turn's cosine plus a share of the cosine of the
+turn before it in its session, at query time. ``neighbour keys``: the same context at write
+time, in the stored vector only (its text and the lexical index stay the turn's own): the
+embedding of the turn before and the turn, or the mean of their two vectors (``mean keys``, no
+new embedding), a session's first turn keyed by itself alone. ``split``: each haystack split
+into two partitions of unequal size (a fifth of the sessions, and the rest), searched separately
+and merged by score, as a recall that reaches several partitions does: a fusion whose scores do
+not compare across partitions loses evidence there.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ FUSED_NAME = next(name for name, f in FUSIONS.items() if f == DEFAULT)
 DEFAULT_NAME = f"{FUSED_NAME} + feedback"  # what esfis's recall does: the fusion, then feedback
 POOL = 10 + RUNNERS_UP  # the candidates a recall of 10 takes from each partition
 NEIGHBOUR_SHARES = (0.2, 0.4)
+KEY_OWN_SHARES = (0.5, 0.7)  # a mean key: the turn's own share, the turn before's the rest
 BM25_VARIANTS = ((0.9, 0.4), (1.2, 0.3), (1.5, 0.75))  # the product's: K1=1.2, B=0.75
 SPLIT = ("cosine", "anchored w=2.0", "z w=0.5", "scaled w=0.5", "rrf k=60", "scaled w=0.5 + feedback")
 
@@ -112,8 +116,10 @@ class EvidenceStore:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, split: bool = True) -> dict:
-    """Every method on every question with evidence; the default also through ``search``."""
+def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, split: bool = True,
+             keys: np.ndarray | None = None) -> dict:
+    """Every method on every question with evidence; the default also through ``search``.
+    ``keys``: each memory row's neighbour key vector (turn level), for the write-time rows."""
     w, table, split_table = ev.workload, Table(), Table()
     mismatches = 0
     for qi in questions:
@@ -147,6 +153,14 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
                 smoothed = (cos + share * before).astype(np.float32)
                 ranked[f"neighbour {share} + {FUSED_NAME}"] = fuse_lexical(
                     snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT).scores
+            own = snap.vectors[:n]
+            before_vecs = np.where((local_prev >= 0)[:, None], own[np.maximum(local_prev, 0)], own)
+            for share in KEY_OWN_SHARES:
+                mean = share * own + (1 - share) * before_vecs
+                mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+                ranked.update(keyed(f"mean keys {share}/{1 - share:.1f}", mean, snap, qvec, q.text))
+            if keys is not None:
+                ranked.update(keyed("neighbour keys", np.ascontiguousarray(keys[rows]), snap, qvec, q.text))
         for name, scores in ranked.items():
             table.add(name, q.type, metrics(top(scores), evidence))
         served = served_default(ev.store, ev.key(qi), qvec, q.text)
@@ -170,6 +184,17 @@ def feedback_scores(vectors: np.ndarray, qvec: np.ndarray, cos: np.ndarray, fuse
     scores = np.full(len(fused), -np.inf, dtype=np.float32)
     scores[pool] = vectors[pool] @ moved + (fused[pool] - cos[pool])
     return scores
+
+
+def keyed(name: str, keys: np.ndarray, snap: Snapshot, qvec: np.ndarray, text: str) -> dict[str, np.ndarray]:
+    """Cosine, the fusion and the default over other stored vectors of the same rows: the
+    partition's own lexical index, since the keys change the vectors only; feedback moves the
+    query towards the keys, as a store holding them would."""
+    n = len(keys)
+    cos = (keys @ qvec).astype(np.float32)
+    fused = fuse_lexical(snap.lexicon(), keys, qvec, text, np.arange(n), cos, np.ones(n, dtype=bool), DEFAULT).scores
+    return {f"{name}, cosine": cos, f"{name}, {FUSED_NAME}": fused,
+            f"{name}, {DEFAULT_NAME}": feedback_scores(keys, qvec, cos, fused)}
 
 
 def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) -> list:

@@ -7,6 +7,7 @@ run resumes.
 
     python -m benchmarks.longmemeval          # embed and cache the full set (long, on a CPU)
     python -m benchmarks.longmemeval sample   # rewrite the sample the quick mode reads
+    python -m benchmarks.longmemeval neighbour  # embed the neighbour keys (benchmarks/evidence.py)
 
 Quick mode reads the sample shipped in ``benchmarks/data/`` (the first questions of the S split
 with their haystacks; MIT licence, see its README), so the default test run needs nothing beside
@@ -156,6 +157,34 @@ def embed_cached(texts: list[str], prefix: str, embedder=None) -> np.ndarray:
     return vectors
 
 
+def neighbour_texts(workload: Workload) -> tuple[list[str], np.ndarray]:
+    """Turn level, the haystacks of questions with evidence only (the only ones measured): the
+    distinct keys widened with the turn before in the same session (that turn, a newline, the
+    turn), and each memory row's index among them; -1 for a session's first turn, whose key is
+    its text alone, and for the rows of the haystacks not measured."""
+    if workload.previous is None:
+        raise ValueError("neighbour keys are of the turn level")
+    measured = np.array([bool(q.evidence) for q in workload.questions])[workload.memory_space]
+    index: dict[str, int] = {}
+    key = np.full(len(workload.memory_text), -1)
+    for row in np.flatnonzero(measured & (workload.previous >= 0)):
+        before = workload.texts[workload.memory_text[workload.previous[row]]]
+        text = f"{before}\n{workload.texts[workload.memory_text[row]]}"
+        key[row] = index.setdefault(text, len(index))
+    return list(index), key
+
+
+def neighbour_vectors(workload: Workload, embedder=None) -> np.ndarray:
+    """Each memory row's neighbour key vector (rows, dimension): a widened key's own embedding,
+    cached like the texts', or the turn's vector where the key is the turn alone."""
+    texts, key = neighbour_texts(workload)
+    widened = embed_cached(texts, "lme-neighbour", embedder)
+    alone = text_vectors(workload, embedder)
+    out = np.asarray(alone, dtype=np.float32)[workload.memory_text]
+    out[key >= 0] = widened[key[key >= 0]]
+    return out
+
+
 def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
     target = cache_dir() / f"lme-questions-{len(workload.questions)}.npy"
     if target.exists():
@@ -184,6 +213,9 @@ def write_sample(questions: int = SAMPLE_QUESTIONS) -> Path:
 if __name__ == "__main__":
     if sys.argv[1:] == ["sample"]:
         print(write_sample(), file=sys.stderr)
+        sys.exit(0)
+    if sys.argv[1:] == ["neighbour"]:  # the write-time neighbour keys of the evidence benchmark
+        neighbour_vectors(load_workload(full=True))
         sys.exit(0)
     w = load_workload(full=True)
     print(f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "

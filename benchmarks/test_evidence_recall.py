@@ -22,7 +22,7 @@ from benchmarks.arms import NOW as SERVICE_NOW
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
-from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
+from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
 from indexing.embedder import load_embedder
 from server.memory_input import NewMemory, new_id
 from server.service import open_service
@@ -48,8 +48,16 @@ def world(granularity: str) -> dict:
         vectors = np.zeros((len(workload.texts), embedder.dimension), dtype=np.float32)
         vectors[needed] = embedder.embed_documents([workload.texts[i] for i in needed])
         q_vecs = np.stack([embedder.embed_query(workload.questions[i].text) for i in questions])
+    keys = None
+    if granularity == "turn" and FULL:
+        keys = neighbour_vectors(workload)
+    elif granularity == "turn":  # only the widened keys of the questions asked
+        texts, key = neighbour_texts(workload)
+        keys = vectors[workload.memory_text]
+        widened = np.flatnonzero((key >= 0) & (workload.memory_space < QUICK_QUESTIONS))
+        keys[widened] = embedder.embed_documents([texts[key[r]] for r in widened])
     ev = EvidenceStore(workload, vectors, questions)
-    _worlds[granularity] = {"ev": ev, "q_vecs": q_vecs, "questions": questions, "vectors": vectors}
+    _worlds[granularity] = {"ev": ev, "q_vecs": q_vecs, "questions": questions, "vectors": vectors, "keys": keys}
     return _worlds[granularity]
 
 
@@ -64,7 +72,7 @@ def _cleanup():
 @pytest.mark.parametrize("granularity", ["turn", "session"])
 def test_evidence_recall(benchmark, granularity):
     w = world(granularity)
-    result = evaluate(w["ev"], w["q_vecs"], w["questions"])
+    result = evaluate(w["ev"], w["q_vecs"], w["questions"], keys=w["keys"])
     assert result["default_mismatches"] == 0, "the default's figures must be what VectorStore.search serves"
     methods = result["methods"]
     asked = sum(1 for qi in w["questions"] if w["ev"].workload.questions[qi].evidence)
