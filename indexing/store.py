@@ -62,6 +62,23 @@ def table_name(key: str) -> str:
     return "p." + "".join(c if c in _PLAIN else "".join(f"_{b:02x}" for b in c.encode()) for c in key)
 
 
+def key_of(name: str) -> str | None:
+    """The partition key a table name was made from (``table_name``'s inverse); None for a
+    table that is not a partition's."""
+    if not name.startswith("p."):
+        return None
+    raw, rest = bytearray(), name[2:]
+    i = 0
+    while i < len(rest):
+        if rest[i] == "_":
+            raw.append(int(rest[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(rest[i].encode())
+            i += 1
+    return raw.decode()
+
+
 @dataclass
 class IndexStats:
     opened: Counter[str] = field(default_factory=Counter)
@@ -420,6 +437,29 @@ class VectorStore:
             self.stats.scored[key] += result.scored
             self.stats.postings[key] += result.postings
         return result
+
+    def partitions(self) -> list[str]:
+        """Every partition that has a table, read from the tables themselves (not the catalog)."""
+        if self.location.remote:
+            import lancedb
+
+            db, names, page = lancedb.connect(self.location.tables), [], None
+            while True:
+                listed = db.list_tables(page_token=page, limit=10_000)
+                names += listed.tables
+                page = listed.page_token
+                if not page:
+                    break
+        else:
+            names = [p.name.removesuffix(".lance") for p in Path(self.location.tables).glob("p.*.lance")]
+        return sorted(k for k in map(key_of, names) if k is not None)
+
+    def ids_written_before(self, key: str, micros: int) -> list[str]:
+        """The ids of a partition's rows written before ``micros``, from its table."""
+        dataset = self._dataset(key)
+        if dataset is None:
+            return []
+        return dataset.to_table(columns=["id"], filter=f"created_at < {int(micros)}").column("id").to_pylist()
 
     def text(self, key: str, id_: str) -> str | None:
         return self.snapshot(key).text_of(id_)

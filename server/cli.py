@@ -224,6 +224,21 @@ def cmd_mcp(args) -> None:
     run_stdio()
 
 
+def cmd_sweep(args) -> None:
+    """``esfis sweep``: purge rows no catalog entry names, from every partition."""
+    import math
+    from datetime import timedelta
+
+    if not math.isfinite(args.older_than) or not 0 <= args.older_than <= 10**8:
+        raise InvalidInput("--older-than must be a number of minutes from 0 to 100000000", field="older_than")
+    service = _service()
+    try:
+        purged, partitions = service.sweep_orphans(timedelta(minutes=args.older_than))
+    finally:
+        service.close()
+    print(f"purged {purged} orphan rows from {partitions} partitions")
+
+
 def cmd_import(args) -> None:
     """``esfis import FILE|-``: a progress bar on a terminal, errors by line, then the summary."""
     from contextlib import nullcontext
@@ -434,6 +449,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=4096, help="rows embedded and written at a time (at most 8192)")
     p.add_argument("--format", choices=["jsonl", "parquet"], help="default: from the file's extension")
     p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("sweep", help="purge from every partition the rows of writes killed before their catalog "
+                       "entry, on any machine (operator)")
+    p.add_argument("--older-than", type=float, default=10.0, metavar="MINUTES",
+                   help="leave rows younger than this alone: a write in flight (default 10)")
+    p.set_defaults(run=cmd_sweep)
 
     token = sub.add_parser("token", help="create, list and revoke HTTP tokens").add_subparsers(
         dest="token_command", required=True

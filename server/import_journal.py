@@ -121,6 +121,23 @@ def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
     return purged
 
 
+def sweep_every_partition(catalog: Catalog, store: VectorStore, written_before: int) -> tuple[int, int]:
+    """Purge, from every partition's table, the rows written before ``written_before``
+    (microseconds) that the catalog does not name; returns (rows purged, partitions read).
+
+    The journals name a dead writer's orphans only to the machine that kept them; when a
+    machine of a shared store is lost for good, its orphans are found here, by reading every
+    table. Rows written since ``written_before`` are left alone: a write in flight puts its
+    vectors down just before its catalog rows."""
+    purged = 0
+    partitions = store.partitions()
+    for partition in partitions:
+        ids = store.ids_written_before(partition, written_before)
+        if ids:
+            purged += _purge_orphans({partition: ids}, catalog, store)
+    return purged, len(partitions)
+
+
 def _read(fd: int) -> dict[str, list[str]]:
     """The ids a journal names, by partition: one JSON object per line (an import's journal is
     one line). A line cut short was being written before its vectors were: it is skipped."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from server.access import Access, access_rows
 from server.barrier import Grant
-from server.clock import parse_time
+from server.clock import parse_time, to_micros
 from server.deliveries import explain
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, StoreUnavailable
 from server.models import Delivery, Space, Token, TrustedSource, Why
@@ -140,6 +140,18 @@ class OperatorVerbs:
     def authenticate(self, authorization: str | None) -> Token:
         """The active token an ``Authorization`` header names; one ``Unauthorized`` for anything else."""
         return self.token_book.authenticate(authorization)
+
+    # -- upkeep ---------------------------------------------------------------------------
+
+    def sweep_orphans(self, older_than: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
+        """Purge every partition's rows older than ``older_than`` that no catalog entry names
+        (writes killed between their vectors and their catalog rows, on any machine); returns
+        (rows purged, partitions read)."""
+        from server.import_journal import sweep_every_partition
+
+        if older_than < timedelta(0):
+            raise InvalidInput("older_than must not be negative", field="older_than")
+        return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
 
     # -- bulk import ----------------------------------------------------------------------
 
