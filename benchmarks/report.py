@@ -431,10 +431,12 @@ def section_evidence(rows: list[dict], checks: Checks) -> list[str]:
 
 def section_lexical(rows: list[dict], checks: Checks) -> list[str]:
     body = [[r.get("partition_rows"), r.get("cosine_p50_ms"), r.get("hybrid_p50_ms"), r.get("added_p50_ms"),
-             r.get("ratio_p50"), r.get("lexical_build_ms"), r["outcome"]]
+             r.get("ratio_p50"), r.get("feedback_p50_ms", "not measured"), r.get("feedback_added_p50_ms", "not measured"),
+             r.get("lexical_build_ms"), r["outcome"]]
             for r in sorted(rows, key=lambda r: r.get("partition_rows", 0))]
-    return ["`VectorStore.search` with and without the query text, alternating in one run.", ""] + table(
-        body, ["partition rows", "cosine p50 ms", "hybrid p50 ms", "added ms", "ratio", "lexical build ms", "test"])
+    return ["`VectorStore.search` without and with the query text, and with feedback after it, in turn in one run.",
+            ""] + table(body, ["partition rows", "cosine p50 ms", "hybrid p50 ms", "added ms", "ratio",
+                               "hybrid + feedback p50 ms", "feedback added ms", "lexical build ms", "test"])
 
 
 def section_several(rows: list[dict], checks: Checks) -> list[str]:
