@@ -123,9 +123,10 @@ def explain(
     searched = set(delivery.searched)
     others: list[OtherSpaceMatch] = []
     micros = to_micros(now)
+    written = set(store.partitions())  # one listing, not a check per space (on S3, each is one)
     for space in [None, *all_spaces]:
         key = partition_key(space)
-        if space in searched or not store.exists(key):
+        if space in searched or key not in written:
             continue
         in_reach = (space is None and delivery.scope is None) or (
             space is not None and delivery.space is not None and contains(delivery.space, space)
