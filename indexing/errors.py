@@ -2,6 +2,7 @@
 
     IndexingError
     ├── StoreMismatch       the store was built with another model or dimension
+    ├── StoreBusy           a reindex holds the store
     ├── EmbedderUnavailable the model could not be found or loaded
     ├── BadVector           a supplied vector has the wrong shape or values
     └── ImageBuildFailed    a large partition's image could not be built (the old one serves)
@@ -18,6 +19,10 @@ class IndexingError(Exception):
 
 class StoreMismatch(IndexingError):
     """The vector store records another model or dimension than the embedder in use."""
+
+
+class StoreBusy(IndexingError):
+    """A reindex holds the store: no other process may open it until the reindex is done."""
 
 
 class EmbedderUnavailable(IndexingError):

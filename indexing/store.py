@@ -42,12 +42,13 @@ import pyarrow as pa
 from indexing import failpoints, image
 from indexing.ann import ANN_THRESHOLD
 from indexing.coordination import Coordination, LocalCoordination
-from indexing.errors import BadVector, StoreMismatch
+from indexing.errors import BadVector, StoreBusy, StoreMismatch
 from indexing.location import Location, open_dataset, read_manifest, write_manifest
 from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+IN_USE = "in-use.lock"  # held shared by every open store of this folder, exclusive by a reindex
 COMPACT_EVERY = 64  # writes between routine compactions of a partition
 COMPACT_TARGET_ROWS = 65_536  # routine compaction leaves fragments this large alone
 LANCE_CACHE_BYTES = 64 * 1024 * 1024  # each of Lance's index and metadata caches
@@ -143,6 +144,7 @@ class VectorStore:
         self.model = model
         self.dimension = dimension
         self.location.prepare()
+        self._in_use = self._share_local_store()
         self._check_manifest()
         self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
@@ -177,6 +179,25 @@ class VectorStore:
                 self._check_manifest()
                 return
             tmp.unlink()
+
+    def _share_local_store(self):
+        """A shared lock on ``in-use.lock`` for as long as this store is open, so a reindex
+        (which takes it exclusive) never swaps the store under a live process. Held by a file
+        object: a store the caller drops without closing releases it when collected."""
+        if self.location.remote:
+            return None
+        handle = open(self.root / IN_USE, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise StoreBusy("a reindex of this store is under way (esfis reindex); try again once it is done") from None
+        return handle
+
+    def close(self) -> None:
+        if self._in_use is not None:
+            self._in_use.close()
+            self._in_use = None
 
     def _refuse_other_model(self, recorded: dict) -> None:
         if recorded.get("model") != self.model or recorded.get("dimension") != self.dimension:

@@ -239,6 +239,23 @@ def cmd_sweep(args) -> None:
     print(f"purged {purged} orphan rows from {partitions} partitions")
 
 
+def cmd_reindex(args) -> None:
+    """``esfis reindex``: every memory embedded again with the configured model."""
+    from tqdm import tqdm
+
+    from server.service import reindex_store
+
+    if not 1 <= args.batch_size <= 8192:
+        raise InvalidInput("--batch-size must be from 1 to 8192", field="batch_size")
+    with tqdm(unit=" memories", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
+        report = reindex_store(batch=args.batch_size, progress=bar.update)
+    if report.model_before == report.model_after:
+        print(f"the store is already embedded with {report.model_after}: nothing to do")
+        return
+    print(f"reindexed {report.rows} memories in {report.partitions} partitions with {report.model_after} "
+          f"(was {report.model_before}) in {report.seconds:.1f} s")
+
+
 def cmd_import(args) -> None:
     """``esfis import FILE|-``: a progress bar on a terminal, errors by line, then the summary."""
     from contextlib import nullcontext
@@ -449,6 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=4096, help="rows embedded and written at a time (at most 8192)")
     p.add_argument("--format", choices=["jsonl", "parquet"], help="default: from the file's extension")
     p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("reindex", help="embed every memory again with the configured model (ESFIS_MODEL), "
+                       "resumable; stop the servers first (operator)")
+    p.add_argument("--batch-size", type=int, default=1024, help="memories embedded and written at a time (at most 8192)")
+    p.set_defaults(run=cmd_reindex)
 
     p = sub.add_parser("sweep", help="purge from every partition the rows of writes killed before their catalog "
                        "entry, on any machine (operator)")

@@ -16,6 +16,7 @@ import re
 import secrets
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -62,6 +63,10 @@ from server.settings import Settings
 from server.spaces import contains, validate_space_name
 from server.tokens import TokenBook
 from server.write_journal import JOURNALS, WriteJournal
+
+
+if TYPE_CHECKING:
+    from server.reindex import ReindexReport
 
 _log = logging.getLogger("esfis")
 RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
@@ -401,11 +406,34 @@ class Esfis(OperatorVerbs):
 
     def close(self) -> None:
         self.journal.close()
-        _close_all(self.catalog, self.store.coordination)
+        _close_all(self.catalog, self.store.coordination, self.store)
+
+
+def reindex_store(settings: Settings | None = None, *, embedder: Embedder | None = None, batch: int | None = None,
+                  progress: Callable[[int], None] | None = None) -> "ReindexReport":
+    """Embed every memory again with the configured model (``server.reindex``): the one door
+    that opens the store without the model it was built with."""
+    from server.reindex import BATCH, reindex
+
+    settings = settings or Settings.from_env()
+    if settings.vectors is not None:
+        raise InvalidInput("esfis reindex works on a store in ESFIS_HOME; a store on S3 (ESFIS_VECTORS) "
+                           "has servers on other machines this command cannot see", field="ESFIS_VECTORS")
+    failpoints.arm(settings.failpoints)
+    make_private(settings.home)
+    try:
+        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+        return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
+    except IndexingError as exc:  # the model, or a store the reindex cannot open
+        raise StoreUnavailable(str(exc)) from exc
 
 
 def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorStore:
     where = settings.vectors or settings.vectors_path
+    if settings.vectors is None:
+        from server.reindex import finish_swap
+
+        finish_swap(settings.home)  # a reindex killed while swapping stores: finished, never opened half-way
     try:
         return VectorStore(where, local=settings.vectors_path, model=embedder.name,
                            dimension=embedder.dimension, coordination=coordination)
