@@ -55,6 +55,7 @@ class Image:
     folder: Path
     rows: int
     lance_version: int
+    table_id: str  # of the table it was built from (``table_id``)
     trained_rows: int  # rows the centroids were trained on: past twice that, a build retrains
     fragments: dict[int, int | None]  # table fragment id → its deletion file id, at build time
     vectors: np.ndarray  # (rows, dim) float32, mapped
@@ -113,6 +114,7 @@ def open_image(folder: Path) -> Image | None:
         folder=version,
         rows=int(meta["rows"]),
         lance_version=int(meta["lance_version"]),
+        table_id=str(meta.get("table_id", "")),
         trained_rows=int(meta["trained_rows"]),
         fragments={int(k): v for k, v in meta["fragments"].items()},
         vectors=arrays["vectors"],
@@ -129,6 +131,13 @@ def open_image(folder: Path) -> Image | None:
         spread_rows=arrays["spread_rows"],
         spread_vectors=arrays["spread_vectors"],
     )
+
+
+def table_id(dataset) -> str:
+    """The identity a table was created with (schema metadata, ``indexing.store``); "" for a
+    table made before tables had one. A table dropped and made again under the same name
+    reuses fragment ids, so fragments alone cannot tell an image it is of another table."""
+    return (dataset.schema.metadata or {}).get(b"esfis_table_id", b"").decode()
 
 
 def fragment_marks(dataset) -> dict[int, int | None]:
@@ -268,6 +277,7 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     np.save(building / "spread_rows.npy", spread_rows)
     np.save(building / "spread_vectors.npy", spread_vectors)
     meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
+            "table_id": table_id(dataset),
             "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
     (building / "meta.json").write_text(json.dumps(meta))
     failpoints.hit("image:before-publish")

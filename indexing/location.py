@@ -67,8 +67,10 @@ class Location:
 
         try:
             lancedb.connect(self.tables).drop_table(name)
-        except (FileNotFoundError, ValueError):
-            pass  # never written, or already dropped
+        except (FileNotFoundError, ValueError) as exc:
+            if "not found" not in str(exc).lower() and "does not exist" not in str(exc).lower():
+                raise  # an object store that failed: the texts are still there, say so
+            # never written, or already dropped
 
 
 def open_dataset(uri: str, session=None):
@@ -90,6 +92,10 @@ def read_manifest(location: Location) -> dict | None:
     dataset = open_dataset(location.table("store"))
     if dataset is None:
         return None
+    if dataset.version != 1:
+        # Lance's create is not exclusive: racing creators may commit on top of the first one.
+        # The first commit decides, whichever each of them was told.
+        dataset = dataset.checkout_version(1)
     meta = dataset.schema.metadata or {}
     return {"model": meta.get(b"model", b"").decode(), "dimension": int(meta.get(b"dimension", b"0"))}
 

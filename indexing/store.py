@@ -256,8 +256,10 @@ class VectorStore:
                     self._turns.add(key)
                     try:
                         before = self._token(key)
-                        yield before
-                        after = self.coordination.bump(key)
+                        try:
+                            yield before
+                        finally:  # after a failure too: the table may have changed before it
+                            after = self.coordination.bump(key)
                     finally:
                         self._turns.discard(key)
                 snap = self._snapshots.get(key)
@@ -275,7 +277,8 @@ class VectorStore:
                 self._held.pop(key, None)
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
-    def _schema(self) -> pa.Schema:
+    def _schema(self, table_id: str | None = None) -> pa.Schema:
+        """The partitions' schema; a table being created carries a new identity (``image.table_id``)."""
         return pa.schema(
             [
                 pa.field("id", pa.string(), nullable=False),
@@ -284,7 +287,8 @@ class VectorStore:
                 pa.field("created_at", pa.int64(), nullable=False),
                 pa.field("valid_from", pa.int64(), nullable=False),
                 pa.field("valid_until", pa.int64(), nullable=True),
-            ]
+            ],
+            metadata=None if table_id is None else {"esfis_table_id": table_id},
         )
 
     def _open_table(self, key: str):
@@ -299,7 +303,8 @@ class VectorStore:
 
         self.stats.opened[key] += 1
         mode = "append" if key in self._known or self.exists(key) else "create"
-        written = lance.write_dataset(table, self._uri(key), schema=self._schema(), mode=mode, session=self.session)
+        schema = self._schema(secrets.token_hex(8) if mode == "create" else None)
+        written = lance.write_dataset(table.replace_schema_metadata(schema.metadata), self._uri(key), schema=schema, mode=mode, session=self.session)
         self._known.add(key)
         return written
 
@@ -334,6 +339,14 @@ class VectorStore:
             self.stats.loaded[key] += 1
             return Snapshot(dimension=self.dimension, token=token)
         mapped = image.open_image(self._image_folder(key))
+        if mapped is not None and self.location.remote:
+            # Another machine may have dropped the table, or dropped it and made it again: an
+            # image of another table is this machine's stale copy, removed, never served.
+            current = self._dataset(key)
+            if current is None or image.table_id(current) != mapped.table_id:
+                with self._exclusive(key):
+                    image.remove(self._image_folder(key))
+                mapped = None
         if mapped is None:
             table = self._open_table(key)
             self.stats.loaded[key] += 1
@@ -474,6 +487,21 @@ class VectorStore:
         else:
             names = [p.name.removesuffix(".lance") for p in Path(self.location.tables).glob("p.*.lance")]
         return sorted(k for k in map(key_of, names) if k is not None)
+
+    def remove_stale_images(self) -> int:
+        """Remove this machine's images of tables that no longer exist (dropped by another
+        machine of a shared store); returns how many."""
+        tables = {table_name(k) for k in self.partitions()}
+        removed = 0
+        for folder in self.root.glob("p.*.image"):
+            name = folder.name.removesuffix(".image")
+            key = key_of(name)
+            if key is not None and name not in tables:
+                with self._exclusive(key):
+                    image.remove(folder)
+                self._snapshots.pop(key, None)
+                removed += 1
+        return removed
 
     def ids_written_before(self, key: str, micros: int) -> list[str]:
         """The ids of a partition's rows written before ``micros``, from its table."""

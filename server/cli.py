@@ -229,8 +229,9 @@ def cmd_sweep(args) -> None:
     import math
     from datetime import timedelta
 
-    if not math.isfinite(args.older_than) or not 0 <= args.older_than <= 10**8:
-        raise InvalidInput("--older-than must be a number of minutes from 0 to 100000000", field="older_than")
+    if not math.isfinite(args.older_than) or not 5 <= args.older_than <= 10**8:
+        raise InvalidInput("--older-than must be a number of minutes from 5 to 100000000 (a younger row may "
+                           "be a write still in flight)", field="older_than")
     service = _service()
     try:
         purged, partitions = service.sweep_orphans(timedelta(minutes=args.older_than))

@@ -125,11 +125,13 @@ def sweep_every_partition(catalog: Catalog, store: VectorStore, written_before: 
     """Purge, from every partition's table, the rows written before ``written_before``
     (microseconds) that the catalog does not name; returns (rows purged, partitions read).
 
-    The journals name a dead writer's orphans only to the machine that kept them; when a
+    This machine's images of tables that no longer exist are removed too. The journals name a
+    dead writer's orphans only to the machine that kept them; when a
     machine of a shared store is lost for good, its orphans are found here, by reading every
     table. Rows written since ``written_before`` are left alone: a write in flight puts its
     vectors down just before its catalog rows."""
     purged = 0
+    store.remove_stale_images()  # this machine's copies of tables another machine dropped
     partitions = store.partitions()
     for partition in partitions:
         ids = store.ids_written_before(partition, written_before)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from server.importer import ImportReport
 
 
+MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transaction, and clock skew
+
+
 class OperatorVerbs:
     """Mixed into ``Esfis``; uses its books (registry, book, log, runs, grant_book, tokens)."""
 
@@ -149,8 +152,9 @@ class OperatorVerbs:
         (rows purged, partitions read)."""
         from server.import_journal import sweep_every_partition
 
-        if older_than < timedelta(0):
-            raise InvalidInput("older_than must not be negative", field="older_than")
+        if older_than < MIN_SWEEP_AGE:
+            raise InvalidInput(f"older_than must be at least {MIN_SWEEP_AGE}: a younger row may be a write "
+                               "still in flight (on any machine, by its own clock)", field="older_than")
         return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
 
     # -- bulk import ----------------------------------------------------------------------

@@ -41,31 +41,45 @@ class PostgresPartitionSync:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
+        self._turns = 0  # turns held on the current session
+        self._lost_turns = False  # the session ended while it held some: they are gone
         self._conn = self._connect()
 
     def _connect(self) -> psycopg.Connection:
         try:
-            return psycopg.connect(self.url, autocommit=True, application_name="esfis-partitions")
+            return psycopg.connect(self.url, autocommit=True, application_name="esfis-partitions",
+                                   connect_timeout=10, keepalives=1, keepalives_idle=30, keepalives_interval=10)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
         with self._lock:
             if self._conn.closed or self._conn.broken:
-                self._conn = self._connect()  # a held turn was lost with the old session
+                if self._turns:
+                    # The turns this process held ended with the old session: another machine
+                    # may be writing now, so no write under them may go on as if they held.
+                    self._lost_turns = True
+                self._conn = self._connect()
             try:
                 return self._conn.execute(sql, params).fetchone()
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+
+    def _check_turns(self) -> None:
+        if self._lost_turns:
+            raise StoreUnavailable("the catalog session holding this write's partition turn was lost; "
+                                   "the write was not acknowledged: try it again")
 
     def version(self, key: str) -> str:
         row = self._execute("SELECT version FROM partition_versions WHERE key = %s", (key,))
         return "" if row is None else str(row[0])
 
     def bump(self, key: str) -> str:
+        """Bumped even when the turn was lost (other machines must reload), then refused."""
         row = self._execute(
             "INSERT INTO partition_versions (key, version) VALUES (%s, 1) ON CONFLICT (key) "
             "DO UPDATE SET version = partition_versions.version + 1 RETURNING version", (key,))
+        self._check_turns()
         return str(row[0])
 
     @contextmanager
@@ -76,10 +90,19 @@ class PostgresPartitionSync:
             if time.monotonic() > deadline:
                 raise StoreUnavailable(f"another server held partition {key!r} for over {TURN_WAIT_S:.0f} s")
             time.sleep(TURN_POLL_S)
+        with self._lock:
+            self._turns += 1
         try:
             yield
+            self._check_turns()
         finally:
-            self._execute("SELECT pg_advisory_unlock(%s, %s)", ident)
+            with self._lock:
+                self._turns -= 1
+                lost, session_turns = self._lost_turns, self._turns
+                if lost and not session_turns:
+                    self._lost_turns = False  # every turn of the lost session is given up
+            if not lost:
+                self._execute("SELECT pg_advisory_unlock(%s, %s)", ident)
 
     def close(self) -> None:
         with self._lock:

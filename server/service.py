@@ -437,7 +437,7 @@ def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorS
     try:
         return VectorStore(where, local=settings.vectors_path, model=embedder.name,
                            dimension=embedder.dimension, coordination=coordination)
-    except (OSError, RuntimeError) as exc:  # an object store that cannot be reached or written
+    except (OSError, RuntimeError, ValueError) as exc:  # an object store that cannot be reached (Lance's IO errors)
         if settings.vectors is None:
             raise
         raise StoreUnavailable(f"cannot open the vector store at {settings.vectors} (ESFIS_VECTORS): {exc}") from exc

@@ -70,6 +70,6 @@ def test_the_cli_says_what_it_purged_and_refuses_a_negative_age(capsys, home, fo
     code, out, err = run_cli(capsys, folders["acme"], "sweep")
     assert code == 0, err
     assert out.strip() == "purged 0 orphan rows from 0 partitions"
-    for bad in ("-5", "nan", "1e30"):
+    for bad in ("-5", "0", "4", "nan", "1e30"):
         code, out, err = run_cli(capsys, folders["acme"], "sweep", "--older-than", bad)
         assert code == 2 and "--older-than" in err, (bad, err)

@@ -10,6 +10,7 @@ across machines (``server.partition_sync``, proven with two real servers in
 
 from __future__ import annotations
 
+import socket
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -167,3 +168,33 @@ def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bu
     assert events == ["turn taken", "turn given back", "image built"]
     assert files_containing(tmp_path / "a", "the vault code is 42") == []
     assert "r42" not in {h.id for h in store.search(KEY, written[42].vector, 5, NOW).hits}
+
+
+def test_a_table_dropped_and_made_again_elsewhere_is_never_served_from_an_old_image(s3, bucket, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    a = machine(bucket, tmp_path / "a", tmp_path / "versions")
+    b = machine(bucket, tmp_path / "b", tmp_path / "versions")
+    old = rows(1200, text=lambda i: f"old memory {i}")
+    a.add(KEY, old, compact=False)
+    a.settle(KEY)
+    assert b.search(KEY, old[12].vector, 3, NOW).hits[0].id == "r12"  # b maps an image of its own
+    a.drop(KEY)
+    assert b.search(KEY, old[12].vector, 3, NOW).hits == []  # gone, not an error, not the old rows
+    new = [Row(f"n{r.id}", f"new memory {r.id}", r.vector, 0, 0, None) for r in rows(1200, seed=5)]
+    a.add(KEY, new, compact=False)
+    a.settle(KEY)
+    found = b.search(KEY, new[10].vector, 3, NOW).hits
+    assert found[0].id == "nr10" and all(h.id.startswith("n") for h in found)
+    assert files_containing(tmp_path / "b", "old memory 12") == []
+
+
+def test_removing_a_table_from_a_store_that_fails_says_so(s3_env, tmp_path, monkeypatch):
+    from indexing.location import Location
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{dead}")
+    with pytest.raises(Exception) as failed:
+        Location.of("s3://esfis-test-gone/esfis", tmp_path).remove_table("p.space_3aacme")
+    assert "not found" not in str(failed.value).lower()
