@@ -428,7 +428,13 @@ def reindex_store(settings: Settings | None = None, *, embedder: Embedder | None
         raise StoreUnavailable(str(exc)) from exc
 
 
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?$")
+
+
 def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorStore:
+    if settings.vectors is not None and not _S3_URI.match(settings.vectors):
+        raise StoreUnavailable(f"ESFIS_VECTORS must be s3://bucket/prefix (unset: the partitions in ESFIS_HOME), "
+                               f"not {settings.vectors[:200]!r}")
     where = settings.vectors or settings.vectors_path
     if settings.vectors is None:
         from server.reindex import finish_swap

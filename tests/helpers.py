@@ -1,8 +1,10 @@
-"""Small helpers shared by tests: run the CLI in-process, read every file under a folder."""
+"""Small helpers shared by tests: run the CLI in-process, read every file under a folder, stop a
+server the tests started."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,13 @@ def files_containing(root: Path, needle: str) -> list[Path]:
     """Every file under ``root`` whose bytes contain ``needle`` (UTF-8)."""
     raw = needle.encode()
     return [p for p in root.rglob("*") if p.is_file() and raw in p.read_bytes()]
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
+    """Terminate a server the tests started, killing it if it does not stop in time."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

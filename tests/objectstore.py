@@ -19,6 +19,8 @@ from pathlib import Path
 
 import boto3
 
+from tests.helpers import stop_process
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "esfis-test", "AWS_SECRET_ACCESS_KEY": "esfis-test", "AWS_REGION": "us-east-1"}
 
 
@@ -65,12 +67,7 @@ class S3Server:
         return found
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, timeout=10)
 
 
 SERVER: S3Server | None = None

@@ -84,3 +84,15 @@ def test_bad_input_one_line_nonzero_nothing_changed(stocked, folders, argv, mess
 def test_remember_outside_every_space_says_how_to_fix_it(stocked, folders):
     code, _, err = esfis(stocked, folders["outside"], "remember", "a loose fact")
     assert code != 0 and "stands in no space" in err and "personal" in err
+
+
+@pytest.mark.parametrize("vectors", ["gs://bucket/esfis", "s3://", "s3:///prefix", "/tmp/elsewhere", "s3://A_B/x"])
+def test_esfis_vectors_that_is_not_an_s3_prefix_is_refused_by_name(home, vectors):
+    from indexing.testing import HashingEmbedder
+    from server.errors import StoreUnavailable
+    from server.service import open_service
+    from tests.catalogs import settings_for
+
+    with pytest.raises(StoreUnavailable, match="ESFIS_VECTORS must be s3://bucket/prefix"):
+        open_service(settings_for(home, vectors=vectors), embedder=HashingEmbedder())
+    assert not (home / "vectors").exists() or not any((home / "vectors").glob("p.*"))

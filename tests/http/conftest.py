@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import cli_env
+from tests.helpers import stop_process
 
 ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
 
@@ -102,12 +103,7 @@ def start_server(home: Path, work: Path, **extra_env: str) -> Server:
 
 
 def stop_server(server: Server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+    stop_process(server.process)
 
 
 @pytest.fixture(scope="module")
