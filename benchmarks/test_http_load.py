@@ -94,11 +94,14 @@ def _client(server, token: str, space: str, seconds: float, seed: int, tally: Ta
                 tally.errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
 
-def _drive(server, token: str, spaces: list[str], clients: int, seconds: float, seed: int) -> tuple[Tally, float]:
+def _drive(server, tokens: dict[str, str], spaces: list[str], clients: int, seconds: float,
+           seed: int) -> tuple[Tally, float]:
+    """Each client an agent of one project, with that project's token (a token's requests are one
+    run, whose labels only grow: one token shared by agents of many projects could write nowhere)."""
     tallies = [Tally() for _ in range(clients)]
     start = threading.Barrier(clients + 1)
-    threads = [threading.Thread(target=_client, args=(server, token, spaces[i % len(spaces)], seconds,
-                                                      seed + i, tallies[i], start)) for i in range(clients)]
+    threads = [threading.Thread(target=_client, args=(server, tokens[spaces[i % len(spaces)]], spaces[i % len(spaces)],
+                                                      seconds, seed + i, tallies[i], start)) for i in range(clients)]
     for thread in threads:
         thread.start()
     start.wait()
@@ -134,18 +137,19 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path):
     server = start_server(home, tmp_path)
     try:
         token = server.token("--ai", "bench-load")
+        tokens = {space: server.agent_token("bench-load", space=space) for space in hot}
         with server.client(token) as client:
             client.post("/v1/recall", json={"query": "warm up", "space": hot[0]}).raise_for_status()
         everything = Tally()
         ramp = {}
         for step, clients in enumerate(RAMP):
-            tally, _ = _drive(server, token, hot, clients, RAMP_SECONDS, seed=1000 * (step + 1))
+            tally, _ = _drive(server, tokens, hot, clients, RAMP_SECONDS, seed=1000 * (step + 1))
             everything.merge(tally)
             ramp[clients] = _ms(tally.all_s, 95)
         main: dict[str, Tally | float] = {}
 
         def run_main() -> None:
-            main["tally"], main["seconds"] = _drive(server, token, hot, MAIN_CLIENTS, MAIN_SECONDS, seed=99)
+            main["tally"], main["seconds"] = _drive(server, tokens, hot, MAIN_CLIENTS, MAIN_SECONDS, seed=99)
 
         benchmark.pedantic(run_main, rounds=1, iterations=1)
         tally, seconds = main["tally"], main["seconds"]

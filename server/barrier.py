@@ -9,8 +9,10 @@ target holds personal data only, because personal memories reach every space.
 
 A crossing the rule refuses goes through only under a **grant** an operator recorded (data of
 FROM's subtree into exactly TO, optionally for one AI, optionally until a time), or, into
-personal, with a person's approval at the call. Opening a context reference is judged the same
-way, with "the opener reaches it" in place of "the target may hold it".
+personal, with a person's approval at the call. Neither goes past a policy: data of a space
+that a policy denies this AI crosses under no grant and no approval. Opening a context
+reference is judged the same way, with "the opener reaches it" in place of "the target may
+hold it".
 
 This module judges; ``server.gates`` asks the person and writes the trail.
 """
@@ -52,6 +54,7 @@ class Crossing:
 
     blocked: tuple[str, ...]  # carried spaces the target may not hold and no grant covers
     grants: tuple[str, ...]  # ids of the grants the crossing relies on
+    denied: tuple[str, ...] = ()  # of ``blocked``, those a policy denies this AI: no grant or approval helps
 
     @property
     def allowed(self) -> bool:
@@ -70,18 +73,26 @@ def judge(
     grants: Iterable[Grant],
     ai: str,
     now: datetime,
+    *,
+    denied: Callable[[str], bool] = lambda space: False,
 ) -> Crossing:
     """Each carried space is held by the target, or crosses under a grant into ``target``, or
-    is blocked. The first covering grant is named (grants are listed oldest first)."""
+    is blocked. A space ``denied`` to this AI by a policy crosses under no grant. The first
+    covering grant is named (grants are listed oldest first)."""
     live = [g for g in grants if g.revoked_at is None]
     blocked: list[str] = []
+    refused: list[str] = []
     used: list[str] = []
     for space in sorted(set(spaces)):
         if holds(space):
+            continue
+        if denied(space):
+            blocked.append(space)
+            refused.append(space)
             continue
         grant = next((g for g in live if g.covers(space, target, ai, now)), None)
         if grant is None:
             blocked.append(space)
         elif grant.id not in used:
             used.append(grant.id)
-    return Crossing(tuple(blocked), tuple(used))
+    return Crossing(tuple(blocked), tuple(used), tuple(refused))

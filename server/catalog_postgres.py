@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import psycopg
 
-from server.catalog_shared import SCHEMA_VERSION, Dialect, redacted, refuse_newer
+from server.catalog_shared import SCHEMA_VERSION, V6_COLUMNS, Dialect, redacted, refuse_newer
 from server.errors import InvalidInput, StoreUnavailable
 
 POSTGRES = Dialect(
@@ -179,6 +179,10 @@ CREATE TABLE import_keys (
 );
 """, 5: f"""
 CREATE TABLE partition_versions (key {T} PRIMARY KEY, version BIGINT NOT NULL);
+""", 6: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V6_COLUMNS)
+    + f"""
+CREATE INDEX run_steps_by_at ON run_steps (at);
+CREATE TABLE ended_sessions (nonce {T} PRIMARY KEY, expires BIGINT NOT NULL);
 """}
 assert max(MIGRATIONS) == SCHEMA_VERSION
 FORGET_TABLES = "memories, import_keys, contexts"  # where a forget clears or rewrites a row

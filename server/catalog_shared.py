@@ -8,9 +8,29 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 5  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 6  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
-#                    (several machines: server.partition_sync)
+#                    (several machines: server.partition_sync); 6: run tokens and standing runs, ended
+#                    runs, who took a step, signed-out web sessions
+
+# Version 6's columns, added to a catalog made before it: (table, column, type). Types are
+# written for both backends ({T}: the text type).
+V6_COLUMNS = (
+    ("tokens", "runs_only", "INTEGER NOT NULL DEFAULT 0"),  # a harness's credential: opens runs, nothing else
+    ("tokens", "run_id", "{T}"),  # a run token's one run
+    ("tokens", "parent", "{T}"),  # the token that opened this run token
+    ("tokens", "parent_run", "{T}"),  # the opener's standing run, whose labels this run token's run shares
+    ("tokens", "expires_at", "BIGINT"),
+    ("tokens", "standing", "INTEGER NOT NULL DEFAULT 0"),  # which standing run of this token is current
+    ("runs", "kind", "{T} NOT NULL DEFAULT 'session'"),  # standing | token | session | once
+    ("runs", "token_id", "{T}"),
+    ("runs", "parent", "{T}"),  # a run whose carried labels this one shares (the opener's standing run)
+    ("runs", "everywhere", "INTEGER NOT NULL DEFAULT 0"),  # sealed with no bound (an unscoped token)
+    ("runs", "ended_at", "BIGINT"),
+    ("runs", "ended_by", "{T}"),
+    ("runs", "expires_at", "BIGINT"),
+    ("run_steps", "actor", "{T}"),  # who took a step that is not the run's (an operator ending it)
+)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from server.catalog_shared import SCHEMA_VERSION, Dialect, refuse_newer
+from server.catalog_shared import SCHEMA_VERSION, V6_COLUMNS, Dialect, refuse_newer
 from server.home import make_private
 
 SQLITE = Dialect(
@@ -118,7 +118,13 @@ CREATE TABLE IF NOT EXISTS tokens (
     space TEXT,
     operator INTEGER NOT NULL DEFAULT 0,
     created_at INTEGER NOT NULL,
-    revoked_at INTEGER
+    revoked_at INTEGER,
+    runs_only INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    parent TEXT,
+    parent_run TEXT,
+    expires_at INTEGER,
+    standing INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,            -- server.runs.run_id_for(owner, name)
@@ -127,7 +133,14 @@ CREATE TABLE IF NOT EXISTS runs (
     transport TEXT NOT NULL,
     space TEXT,                     -- sealed at the first step, NULL: no space
     token_scope TEXT,
-    opened_at INTEGER NOT NULL
+    opened_at INTEGER NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'session',
+    token_id TEXT,
+    parent TEXT,
+    everywhere INTEGER NOT NULL DEFAULT 0,
+    ended_at INTEGER,
+    ended_by TEXT,
+    expires_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_opened ON runs (opened_at);
 CREATE TABLE IF NOT EXISTS run_labels (
@@ -145,9 +158,13 @@ CREATE TABLE IF NOT EXISTS run_steps (
     rule TEXT,
     grant_id TEXT,
     target TEXT,
-    memory_ids TEXT NOT NULL
+    memory_ids TEXT NOT NULL,
+    actor TEXT
 );
 CREATE INDEX IF NOT EXISTS run_steps_by_run ON run_steps (run, id);
+CREATE INDEX IF NOT EXISTS run_steps_by_at ON run_steps (at);
+-- Web sessions signed out before they expire (server.web.session), kept until then.
+CREATE TABLE IF NOT EXISTS ended_sessions (nonce TEXT PRIMARY KEY, expires INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS grants (
     id TEXT PRIMARY KEY,
     from_space TEXT NOT NULL,
@@ -329,6 +346,10 @@ def _migrate(tx: "Tx") -> None:
     delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
     if delivery_columns and "token_scope" not in delivery_columns:
         tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
+    for table, column, type_ in V6_COLUMNS:  # version 6
+        present = {r["name"] for r in tx.all(f"PRAGMA table_info({table})")}
+        if present and column not in present:
+            tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T='TEXT').replace('BIGINT', 'INTEGER')}")
 
 
 class Tx:

@@ -106,7 +106,7 @@ def cmd_recall(args) -> None:
 def cmd_get(args) -> None:
     service = _service()
     memory = service.get(_caller(service, args), args.id)
-    print(json.dumps(render.memory_json(memory), indent=2) if args.json else memory.text)
+    print(json.dumps(render.memory_json(memory), indent=2) if args.json else render.memory_text(memory.text))
 
 
 def cmd_replace(args) -> None:
@@ -134,16 +134,25 @@ def cmd_open(args) -> None:
     if args.json:
         print(json.dumps(render.opened_json(reference, memories), indent=2))
     else:
-        print("\n".join(f"{m.id}  [{m.labels.space or 'personal'}]  {m.text if m.text is not None else '(forgotten)'}"
-                        for m in memories))
+        print("\n".join(f"{m.id}  [{m.labels.space or 'personal'}]  {render.memory_text(m.text)}" for m in memories))
 
 
 def cmd_runs(args) -> None:
-    runs = _service().run_list(last=args.last)
-    if args.json:
-        print(json.dumps({"runs": [render.run_json(r) for r in runs]}, indent=2))
+    """``esfis runs [--last N]``, ``runs end RUN``, ``runs prune [--days N]`` (operator)."""
+    service = _service()
+    if args.runs_command == "end":
+        run = service.end_run(args.run_id, by="cli")
+        print(json.dumps(render.run_json(run), indent=2) if args.json else f"ended {run.id}")
+    elif args.runs_command == "prune":
+        pruned = service.prune_trail(days=args.days)
+        print(f"pruned {pruned.runs} runs, {pruned.steps} steps and {pruned.tokens} run tokens; "
+              f"ended {pruned.ended} idle sessions")
     else:
-        print(render.runs_table(runs))
+        runs = service.run_list(last=args.last)
+        if args.json:
+            print(json.dumps({"runs": [render.run_json(r) for r in runs]}, indent=2))
+        else:
+            print(render.runs_table(runs))
 
 
 def cmd_trail(args) -> None:
@@ -301,7 +310,10 @@ def cmd_token(args) -> None:
     service = _service()
     try:
         if args.token_command == "create":
-            _, secret = service.create_token(ai=args.token_ai, space=args.token_space, operator=args.operator)
+            if args.runs_only and args.token_ai is None:
+                raise InvalidInput("--runs-only applies to AI tokens (--ai NAME)", field="runs_only")
+            _, secret = service.create_token(ai=args.token_ai, space=args.token_space, operator=args.operator,
+                                             runs_only=args.runs_only)
             print(secret)
         elif args.token_command == "list":
             tokens = service.tokens()
@@ -408,10 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_open)
 
-    p = sub.add_parser("runs", help="the runs, newest last (operator)")
+    p = sub.add_parser("runs", help="the runs, newest last; end one; prune the trail (operator)")
     p.add_argument("--last", type=int, default=20)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=cmd_runs)
+    p.set_defaults(run=cmd_runs, runs_command=None)
+    runs = p.add_subparsers(dest="runs_command", metavar="{end,prune}")
+    q = runs.add_parser("end", help="end run RUN: its run token stops; a standing run starts afresh")
+    q.add_argument("run_id", metavar="RUN")
+    q.add_argument("--json", action="store_true")
+    q = runs.add_parser("prune", help="prune the runs that are over (default: older than $ESFIS_TRAIL_DAYS, 90)")
+    q.add_argument("--days", type=int, default=None)
 
     p = sub.add_parser("trail", help="every step of one run (operator)")
     p.add_argument("run_id", metavar="RUN")
@@ -487,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--ai", dest="token_ai", help="the AI this token acts as")
     who.add_argument("--operator", action="store_true", help="a token that administers")
     p.add_argument("--space", dest="token_space", help="with --ai: act only inside this space's subtree")
+    p.add_argument("--runs-only", action="store_true",
+                   help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else")
     p.set_defaults(run=cmd_token)
     p = token.add_parser("list", help="list tokens (never their secrets)")
     p.add_argument("--json", action="store_true")

@@ -6,7 +6,9 @@ maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
     │   ├── InvalidSpaceName        invalid_space   422   states the naming rule
     │   ├── InvalidMemoryId         invalid_id      422
     │   ├── TextTooLong             too_long        422
-    │   └── BadImportLine           bad_line        422
+    │   ├── BadImportLine           bad_line        422
+    │   └── BadRequest              bad_request     400   a request's framing: a header given twice, a
+    │                                                     header no longer taken
     ├── NotFound                    not_found       404
     │   ├── MemoryNotFound          not_found       404   identical for missing and unseen ids
     │   ├── SpaceNotFound           space_not_found 404
@@ -19,7 +21,8 @@ maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
     │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
     │   ├── OutOfReach              out_of_reach    403
     │   ├── DataBarrier             data_barrier    403   names the rule, the carried label, the target
-    │   └── UntrustedSource         untrusted_source 403  forget from a run carrying untrusted content
+    │   ├── UntrustedSource         untrusted_source 403  forget from a run carrying untrusted content
+    │   └── RunEnded                run_ended       403   the run was ended (an operator) or expired
     ├── Unauthorized                unauthorized    401
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
@@ -63,6 +66,11 @@ class TextTooLong(InvalidInput):
 
 class BadImportLine(InvalidInput):
     code = "bad_line"
+
+
+class BadRequest(InvalidInput):
+    code = "bad_request"
+    status = 400
 
 
 class NotFound(EsfisError):
@@ -119,6 +127,10 @@ class DataBarrier(Forbidden):
 
 class UntrustedSource(Forbidden):
     code = "untrusted_source"
+
+
+class RunEnded(Forbidden):
+    code = "run_ended"
 
 
 class Unauthorized(EsfisError):

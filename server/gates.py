@@ -6,8 +6,11 @@ rule, the carried label and the target, and never a space the run has not reache
 or another run.
 
 **A person at the call.** An interface that can ask a person passes an ``Ask``: it shows the
-request (the real text and target) and answers True (approved), False (declined), or None
-(nobody can be asked: no terminal, a client without elicitation). HTTP passes none.
+request (the real text, escaped, and target) and answers True (approved), False (declined), or
+None (nobody can be asked: no terminal, a client without elicitation). HTTP passes none.
+
+**Policies above all.** A grant or an approval moves data between spaces, never past a policy:
+data of a space this AI is denied crosses under neither, and nobody is asked.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from server.errors import DataBarrier, UntrustedSource
 from server.grants import GrantBook
 from server.labels import Carried, space_mark
 from server.models import Action, ApprovalRequest, Caller
+from server.policies import PolicySet
 from server.runs import Run, RunBook, Step
-from server.spaces import contains
 
 Ask = Callable[[ApprovalRequest], "bool | None"]  # True: approved, False: declined, None: nobody to ask
 
@@ -33,8 +36,11 @@ class Gates:
         self.clock = clock
 
     def enter(self, caller: Caller) -> Run:
-        """The caller's run, refused (and the refusal recorded) when the step lies outside its seal."""
+        """The caller's run, refused when it was ended or expired, and (the refusal recorded)
+        when the step lies outside its seal."""
         run = self.runs.current(caller)
+        if run.ended_at is not None or (run.expires_at is not None and run.expires_at <= self.clock()):
+            raise self.runs.ended_refusal(run)
         if not run.admits(caller):
             refusal = self.runs.sealed_refusal(run, caller)
             self.runs.record_now(run, caller, [Step("gate", (), "refused", "data_barrier", None,
@@ -43,16 +49,17 @@ class Gates:
         return run
 
     def write(self, caller: Caller, run: Run, carried: Carried, target: str | None, action: Action, text: str,
-              ask: Ask | None) -> list[Step]:
+              ask: Ask | None, *, policies: PolicySet) -> list[Step]:
         """Whether ``target`` may hold what the write carries; the steps to record with the write."""
-        crossing = judge(carried.spaces, may_hold(target), target, self.grants.list(), caller.ai, self.clock())
+        crossing = judge(carried.spaces, may_hold(target), target, self.grants.list(), caller.ai, self.clock(),
+                         denied=_denied(policies, caller.ai))
         marks = tuple(carried.marks())
         target_mark = space_mark(target)
         grant = ", ".join(crossing.grants) or None
         if crossing.allowed:
             return [Step("gate", marks, "allowed", "data_barrier", grant, target_mark)]
         steps: list[Step] = []
-        if target is None:
+        if target is None and not crossing.denied:  # nobody is asked to approve past a policy
             blocked = tuple(space_mark(s) for s in crossing.blocked)  # for the trail: the operator's
             shown = tuple(dict.fromkeys(space_mark(s) if _reached(run, s) else "a space outside this run's reach"
                                         for s in crossing.blocked))  # for the person at the call
@@ -93,12 +100,15 @@ class Gates:
         )
 
     def open(self, caller: Caller, run: Run, spaces: Iterable[str | None], reaches: Callable[[str | None], bool],
-             marks: tuple[str, ...]) -> list[Step]:
-        """Whether the run may open a reference holding data of ``spaces``."""
+             marks: tuple[str, ...], *, policies: PolicySet) -> list[Step]:
+        """Whether the run may open a reference holding data of ``spaces``: each is reached, or
+        crosses under a grant, and none is a space a policy denies this AI."""
         target = caller.space
         personal_ok = reaches(None)
         named = [s for s in spaces if s is not None]
-        crossing = judge(named, lambda s: reaches(s), target, self.grants.list(), caller.ai, self.clock())
+        denied = _denied(policies, caller.ai)
+        crossing = judge(named, lambda s: reaches(s) and not denied(s), target, self.grants.list(), caller.ai,
+                         self.clock(), denied=denied)
         if None in set(spaces) and not personal_ok:
             crossing = Crossing((*crossing.blocked, "(personal)"), crossing.grants)
         grant = ", ".join(crossing.grants) or None
@@ -116,6 +126,11 @@ class Gates:
     def _refusal(self, run: Run, crossing: Crossing, target: str | None, *, asked: bool) -> str:
         first = crossing.blocked[0]
         label = f"data labelled {space_mark(first)!r}" if _reached(run, first) else "data from outside this run's reach"
+        if crossing.denied:
+            denied = crossing.denied[0]
+            named = f"space {denied!r}" if _reached(run, denied) else "a space it read from"
+            return (f"data_barrier: this run carries data of {named}, which a policy now denies this AI; "
+                    "no grant or approval moves data past a policy")
         if target is None:
             where = "personal memories, which hold personal data only"
             fix = (" and the person declined" if asked
@@ -128,4 +143,8 @@ class Gates:
 
 def _reached(run: Run, space: str) -> bool:
     """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
-    return run.space is not None and contains(run.space, space)
+    return run.reaches(space)
+
+
+def _denied(policies: PolicySet, ai: str) -> Callable[[str], bool]:
+    return lambda space: not policies.decide(ai, space).allowed

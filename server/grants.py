@@ -1,8 +1,10 @@
 """Grants and trusted sources, as an operator records them in the catalog.
 
 A grant lets data of one space's subtree be written into exactly one other target (a space, or
-personal); it is one-way, optionally for one AI, optionally until a time. A revoked grant stays
-in the catalog so that the trail steps naming it can still be explained.
+personal); it is one-way, optionally for one AI, optionally until a time. It dies with either of
+its spaces (``Registry.delete`` revokes it), so a space remade under an old name inherits no
+crossing. A revoked grant stays in the catalog so that the trail steps naming it can still be
+explained.
 
 A trusted source is an origin mark (``source:github``) whose content an operator vouches for:
 a run that carries only trusted marks may ``forget`` without a person's approval.
@@ -17,7 +19,7 @@ from datetime import datetime
 from server.barrier import Grant
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, to_micros
-from server.errors import GrantNotFound, InvalidInput, NotFound
+from server.errors import GrantNotFound, InvalidInput, NotFound, SpaceNotFound
 from server.labels import check_source
 from server.models import TrustedSource
 
@@ -42,6 +44,11 @@ class GrantBook:
             raise InvalidInput("a grant crosses from one space into another: FROM and TO are the same", field="to")
         grant = Grant(new_grant_id(), from_space, to_space, ai, until, now)
         with self.catalog.transaction() as tx:
+            # Checked again under the write lock: a grant outliving a space removed meanwhile
+            # would hand its crossing to a new space of that name.
+            for name in (from_space, to_space):
+                if name is not None and tx.one("SELECT 1 FROM spaces WHERE name = ?", (name,)) is None:
+                    raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
             tx.execute(
                 "INSERT INTO grants (id, from_space, to_space, ai, until, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (grant.id, from_space, to_space, ai, None if until is None else to_micros(until), to_micros(now)),

@@ -104,6 +104,8 @@ def _key(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or not 0 < len(value) <= MAX_KEY_CHARS:
         raise InvalidInput(f"key must be a string of 1 to {MAX_KEY_CHARS} characters", field="key")
+    if "\x00" in value:  # PostgreSQL's text refuses it: this row's error on every catalog
+        raise InvalidInput("key holds a NUL character", field="key")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from server import visible
 from server.labels import Labels
 
 Transport = Literal["cli", "http", "mcp"]
 Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve
+# How a run came to be (server.runs): a token's standing run, a run token's run, an interface's
+# session (an MCP process, a CLI --run), or one CLI command.
+RunKind = Literal["standing", "token", "session", "once"]
+TokenKind = Literal["agent", "operator", "run", "runs"]
 
 DEFAULT_LIMIT = 10  # memories a recall answers unless asked
 MAX_LIMIT = 100  # the most it answers
@@ -25,6 +31,10 @@ class Caller:
     run_id: str = ""  # the run's id (``server.runs.run_id_for``)
     scope: str | None = None  # a token's space subtree, when the token has one
     run_name: str = ""  # the run's name as its interface gave it
+    run_kind: RunKind = "once"
+    run_parent: str | None = None  # a run whose carried labels this run shares
+    token_id: str | None = None  # the HTTP token the caller presented
+    run_expires: datetime | None = None  # a run token's expiry
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,9 @@ class ApprovalRequest:
     rule: Literal["data_barrier", "untrusted_source"]
 
     def message(self) -> str:
+        """The request as a person reads it. The text is quoted line by line with every control
+        character escaped (``server.visible``), so nothing in it can imitate these lines; its
+        length and digest let the person check it is the text written."""
         where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
         carried = ", ".join(self.carried)
         if self.rule == "untrusted_source":
@@ -110,12 +123,27 @@ class ApprovalRequest:
                     f"untrusted content ({carried}).")
         else:
             head = f"esfis: {self.ai} asks to {self.action} into {where} data it read from {carried}."
-        return f"{head}\n\nText: {self.text}\n\nApprove this one call?"
+        size = len(self.text)
+        digest = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return (
+            f"{head}\n"
+            f"Target: {'personal' if self.target is None else self.target}\n"
+            f"Carried labels: {carried}\n"
+            f"Text: {size} character{'' if size == 1 else 's'}, {self.text.count(chr(10)) + 1} line(s), "
+            f"sha256:{digest}; each line below follows {visible.QUOTE.strip()!r}, control characters escaped:\n"
+            f"{visible.quoted(self.text)}\n"
+            "Approve this one call?"
+        )
 
 
 @dataclass(frozen=True)
 class Token:
-    """An HTTP token as stored: never its secret."""
+    """An HTTP token as stored: never its secret.
+
+    Kinds: an *agent* token acts as its AI, and its requests form its standing run; a *run*
+    token (opened with ``POST /v1/runs``) is one run of its AI and can do nothing else; a
+    *runs* token (``--runs-only``, a harness's credential) opens run tokens and nothing else;
+    an *operator* token administers."""
 
     id: str
     ai: str | None  # None for operator tokens
@@ -123,6 +151,20 @@ class Token:
     operator: bool
     created_at: datetime
     revoked_at: datetime | None = None
+    runs_only: bool = False
+    run_id: str | None = None  # a run token's run
+    parent: str | None = None  # the token that opened this run token
+    parent_run: str | None = None  # the opener's standing run, whose labels the run shares
+    expires_at: datetime | None = None
+    standing: int = 0  # which of this token's standing runs is the current one
+
+    @property
+    def kind(self) -> TokenKind:
+        if self.operator:
+            return "operator"
+        if self.run_id is not None:
+            return "run"
+        return "runs" if self.runs_only else "agent"
 
     @property
     def active(self) -> bool:

@@ -7,9 +7,11 @@ one door. They act as the operator: no caller, no scope, and nothing here is an 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
@@ -22,12 +24,15 @@ from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, StoreUnavai
 from server.models import Delivery, Space, Token, TrustedSource, Why
 from server.policies import Effect, Rule, validate_ai
 from server.runs import Run, TrailStep
+from server.trail_upkeep import Pruned, prune_trail
 from server.spaces import validate_space_name
 
 if TYPE_CHECKING:
     from server.importer import ImportReport
 
 
+_log = logging.getLogger("esfis")
+UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
 MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transaction, and clock skew
 
 
@@ -35,6 +40,8 @@ class OperatorVerbs:
     """Mixed into ``Esfis``; uses its books (registry, book, log, runs, grant_book, tokens)."""
 
     home: Path
+    trail_days: int
+    _closing: threading.Event
 
     # -- spaces and policies (operator) -----------------------------------------------------
 
@@ -124,15 +131,34 @@ class OperatorVerbs:
     def run_list(self, *, last: int = 20) -> list[Run]:
         return self.runs.list(last=last)
 
+    def end_run(self, run_id: str, *, by: str) -> Run:
+        """End a run (``server.runs.RunBook.end``); ``by`` names who, for its trail."""
+        return self.runs.end(run_id, by=by)
+
+    def prune_trail(self, *, days: int | None = None) -> Pruned:
+        """Prune the runs that are over, older than ``days`` (default ``ESFIS_TRAIL_DAYS``)."""
+        return prune_trail(self.catalog, self.clock(), days=self.trail_days if days is None else days)
+
+    # -- web sessions -----------------------------------------------------------------------
+
+    def end_web_session(self, nonce: str, expires: int) -> None:
+        """Record a signed-out web session (until it would have expired), for every server."""
+        with self.catalog.transaction() as tx:
+            tx.execute("INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                       (nonce, expires))
+
+    def web_session_ended(self, nonce: str) -> bool:
+        return self.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
+
     def trail(self, run_id: str) -> tuple[Run, list[TrailStep]]:
         return self.runs.trail(run_id)
 
     # -- tokens ---------------------------------------------------------------------------
 
     def create_token(self, *, ai: str | None = None, space: str | None = None,
-                     operator: bool = False) -> tuple[Token, str]:
+                     operator: bool = False, runs_only: bool = False) -> tuple[Token, str]:
         """A new HTTP token and its secret: the only time the secret exists outside its holder."""
-        return self.token_book.create(ai=ai, space=space, operator=operator)
+        return self.token_book.create(ai=ai, space=space, operator=operator, runs_only=runs_only)
 
     def tokens(self) -> list[Token]:
         return self.token_book.list()
@@ -145,6 +171,19 @@ class OperatorVerbs:
         return self.token_book.authenticate(authorization)
 
     # -- upkeep ---------------------------------------------------------------------------
+
+    def start_upkeep(self) -> None:
+        """A long-lived server's upkeep, in the background: the catalog's checkpoints (no
+        request's commit waits for the WAL's copy-back) and the trail's pruning."""
+        self.catalog.checkpoint_in_background()
+        threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
+
+    def _prune_now_and_then(self) -> None:
+        while not self._closing.wait(UPKEEP_EVERY_S):
+            try:
+                self.prune_trail()
+            except Exception:  # the next round tries again; a request never sees it
+                _log.warning("pruning the trail did not finish", exc_info=True)
 
     def sweep_orphans(self, older_than: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
         """Purge every partition's rows older than ``older_than`` that no catalog entry names

@@ -126,6 +126,13 @@ class Registry:
                 "AND space NOT IN (SELECT name FROM spaces)",
                 (to_micros(self.clock()),),
             )
+            # A grant dies with either of its spaces, alike: a new space of the name inherits
+            # no crossing. Revoked, not deleted, so the trail steps naming it still explain.
+            tx.execute(
+                "UPDATE grants SET revoked_at = ? WHERE revoked_at IS NULL AND (from_space NOT IN "
+                "(SELECT name FROM spaces) OR (to_space IS NOT NULL AND to_space NOT IN (SELECT name FROM spaces)))",
+                (to_micros(self.clock()),),
+            )
 
     # -- policies ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from server import visible
 from server.barrier import Grant
 from server.clock import iso
 from server.labels import Labels
@@ -112,9 +113,20 @@ def _where(space: str | None) -> str:
     return "personal" if space is None else space
 
 
+def _sealed(r: Run) -> str:
+    return "everywhere" if r.everywhere else _where(r.space)
+
+
 def _clip(text: str, width: int = 100) -> str:
-    flat = " ".join(text.split())
+    """A memory text on one line of a listing: runs of whitespace as one space, every other
+    control character escaped (``server.visible``), cut at ``width``."""
+    flat = visible.one_line(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def memory_text(text: str | None) -> str:
+    """A whole memory text as the CLI prints it: exactly what was written, controls escaped."""
+    return "(forgotten)" if text is None else visible.one_line(text)
 
 
 def recall_table(memories: list[RecalledMemory]) -> str:
@@ -133,6 +145,8 @@ def tokens_table(tokens: list[Token]) -> str:
     lines = []
     for t in tokens:
         who = "operator" if t.operator else f"ai {t.ai}" + (f" in {t.space}" if t.space else "")
+        if t.kind in ("run", "runs"):
+            who += " (run token)" if t.kind == "run" else " (opens runs only)"
         state = "active" if t.active else f"revoked {_time(t.revoked_at)}"
         lines.append(f"{t.id}  {who}  created {_time(t.created_at)}  {state}")
     return "\n".join(lines)
@@ -142,15 +156,18 @@ def runs_table(runs: list[Run]) -> str:
     if not runs:
         return "(no runs)"
     return "\n".join(
-        f"{r.id}  {_time(r.opened_at)}  {r.ai}  [{_where(r.space)}]  {r.transport}  {r.steps} steps  "
-        f"carries {', '.join(r.carried.marks()) or 'nothing'}"
+        f"{r.id}  {_time(r.opened_at)}  {r.ai}  [{_sealed(r)}]  {r.kind} via {r.transport}"
+        + (f" ({r.token_id})" if r.token_id else "")
+        + f"  {r.steps} steps  carries {', '.join(r.carried.marks()) or 'nothing'}"
+        + (f"  ended by {r.ended_by}" if r.ended_at else "")
         for r in runs
     )
 
 
 def trail_text(r: Run, steps: list[TrailStep]) -> str:
     out = [
-        f"run {r.id} ({r.name}): {r.ai} via {r.transport}, sealed in {_where(r.space)} at {_time(r.opened_at)}",
+        f"run {r.id} ({r.kind}, {r.name}): {r.ai} via {r.transport}, sealed in {_sealed(r)} at {_time(r.opened_at)}"
+        + (f", ended by {r.ended_by} at {_time(r.ended_at)}" if r.ended_at else ""),
         "carries: " + (", ".join(r.carried.marks()) or "nothing"),
     ]
     for t in steps:
@@ -168,6 +185,8 @@ def trail_text(r: Run, steps: list[TrailStep]) -> str:
             parts.append(" ".join(s.memory_ids))
         if s.labels:
             parts.append("[" + ", ".join(s.labels) + "]")
+        if s.actor:
+            parts.append(f"by {s.actor}")
         out.append("  " + "  ".join(parts))
     return "\n".join(out)
 

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -31,6 +32,7 @@ from server.errors import (
     AlreadySuperseded,
     InvalidInput,
     MemoryNotFound,
+    Forbidden,
     OutOfReach,
     PolicyDenied,
     StoreUnavailable,
@@ -49,6 +51,7 @@ from server.models import (
     MAX_LIMIT,
     Caller,
     Memory,
+    Token,
     OpenedMemory,
     Recall,
     RecalledMemory,
@@ -57,11 +60,12 @@ from server.models import (
 from server.policies import validate_ai
 from server.recall import run_recall
 from server.registry import Registry
-from server.runs import Run, RunBook, Step, run_id_for
+from server.runs import Run, RunBook, Step, run_id_for, standing_run
 from server.scope import Scope, scope_for
 from server.settings import Settings
 from server.spaces import contains, validate_space_name
 from server.tokens import TokenBook
+from server.trail_upkeep import TRAIL_DAYS
 from server.write_journal import JOURNALS, WriteJournal
 
 
@@ -75,8 +79,11 @@ RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 class Esfis(OperatorVerbs):
     """The one door: agents' verbs here, the operator's in ``OperatorVerbs``."""
 
-    def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock, *, home: Path) -> None:
+    def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock, *, home: Path,
+                 trail_days: int = TRAIL_DAYS) -> None:
         self.home = home  # ESFIS_HOME: the vectors, the write journals, the keys (the catalog may lie elsewhere)
+        self.trail_days = trail_days  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this
+        self._closing = threading.Event()
         self.catalog = catalog
         self.store = store
         self.embedder = embedder
@@ -95,7 +102,7 @@ class Esfis(OperatorVerbs):
 
     def caller(
         self,
-        ai: str,
+        ai: str | None = None,
         *,
         space: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
@@ -103,13 +110,22 @@ class Esfis(OperatorVerbs):
         run: str | None = None,
         owner: str | None = None,
         scope: str | None = None,
+        token: Token | None = None,
     ) -> Caller:
         """The one place a caller is resolved and checked, for every interface: standing in
-        ``space`` if named, else where ``cwd`` lies, else in its token's ``scope``, else nowhere.
+        ``space`` if named, else where ``cwd`` lies, else in its token's scope, else nowhere.
 
-        ``run`` names the caller's run (None: this call is a run of its own); ``owner`` is who
-        the name belongs to (an HTTP token; default: the transport and the AI), so the same
-        name used by another owner is another run."""
+        The run is the platform's choice, never the caller's (``server.runs``). With a
+        ``token`` (HTTP), the token decides: a run token is its one run; an agent token's
+        requests are its standing run. Otherwise ``run`` names an interface's session (an MCP
+        process, a CLI ``--run``; None: this call is a run of its own), and ``owner`` is who the
+        name belongs to (default: the transport and the AI)."""
+        if token is not None:
+            if token.ai is None or token.kind not in ("agent", "run"):
+                raise Forbidden("this endpoint acts as an AI: use an agent token or a run token")
+            ai, scope = token.ai, token.space
+        if ai is None:
+            raise InvalidInput("an AI name is required", field="ai")
         validate_ai(ai)
         if run is not None and not _RUN_NAME.fullmatch(run):
             raise InvalidInput(f"invalid run name {run[:40]!r}: {RUN_NAME_RULE}", field="run")
@@ -128,10 +144,17 @@ class Esfis(OperatorVerbs):
             raise OutOfReach(f"this token acts only inside space {scope!r}")
         if space is not None:
             self.registry.require(space)
+        common = dict(ai=ai, space=where, transport=transport, scope=scope)
+        if token is not None and token.run_id is not None:
+            return Caller(**common, run_id=token.run_id, run_name="token", run_kind="token",  # type: ignore[arg-type]
+                          run_parent=token.parent_run, token_id=token.id, run_expires=token.expires_at)
+        if token is not None:
+            run_id, name = standing_run(token)
+            return Caller(**common, run_id=run_id, run_name=name, run_kind="standing",  # type: ignore[arg-type]
+                          token_id=token.id)
         name = run if run is not None else "once-" + secrets.token_hex(8)
-        run_id = run_id_for(owner or f"{transport}:{ai}", name)
-        return Caller(ai=ai, space=where, transport=transport, run_id=run_id, scope=scope,  # type: ignore[arg-type]
-                      run_name=name)
+        return Caller(**common, run_id=run_id_for(owner or f"{transport}:{ai}", name), run_name=name,  # type: ignore[arg-type]
+                      run_kind="session" if run is not None else "once")
 
     def scope(self, caller: Caller) -> Scope:
         subtree = self.registry.subtree(caller.space) if caller.space is not None else []
@@ -192,7 +215,7 @@ class Esfis(OperatorVerbs):
         target = None if personal else caller.space
         scope = self._writable(caller, target)
         run = self.gates.enter(caller)
-        steps = self.gates.write(caller, run, run.carried, target, "remember", text, ask)
+        steps = self.gates.write(caller, run, run.carried, target, "remember", text, ask, policies=scope.policies)
         memory = self._new(caller, run, run.carried, target, text, origins, now, until)
         self.book.write([memory], also=self._trail(run, caller, steps, memory))
         return self._shown(scope, self._loaded(memory.id))
@@ -250,7 +273,7 @@ class Esfis(OperatorVerbs):
             raise self._superseded(caller, old)
         run = self.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
-        steps = self.gates.write(caller, run, carried, target, "replace", text, ask)
+        steps = self.gates.write(caller, run, carried, target, "replace", text, ask, policies=scope.policies)
         now = self.clock()
         memory = self._new(caller, run, carried, target, text, (), now, None)
         try:
@@ -349,7 +372,7 @@ class Esfis(OperatorVerbs):
         labels = [labels for _, labels in reference.items]
         marks = _marks(labels)
         spaces = [s for l in labels for s in l.spaces()]
-        steps = self.gates.open(caller, run, spaces, scope.reaches, marks)
+        steps = self.gates.open(caller, run, spaces, scope.reaches, marks, policies=scope.policies)
         opened = []
         for memory_id, shared in reference.items:
             memory = self.book.load(memory_id)
@@ -365,6 +388,13 @@ class Esfis(OperatorVerbs):
     def _shown_reference(self, scope: Scope, reference: Reference) -> Reference:
         items = tuple((i, _redact_labels(scope, l)) for i, l in reference.items)
         return dataclasses.replace(reference, items=items)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def open_run(self, token: Token, *, space: str | None = None, ttl: str | int | None = None) -> tuple[Token, str]:
+        """A run token for an agent session (``POST /v1/runs``): the harness gives the model
+        only this token. Refused for a run token and an operator token."""
+        return self.token_book.open_run(token, space=space, ttl=ttl)
 
     def warm_up(self) -> None:
         """Load the model and the vector engine now, so the first request does not pay for them."""
@@ -405,6 +435,7 @@ class Esfis(OperatorVerbs):
                 _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)
 
     def close(self) -> None:
+        self._closing.set()
         self.journal.close()
         _close_all(self.catalog, self.store.coordination, self.store)
 
@@ -494,7 +525,7 @@ def open_service(
     except BaseException:
         _close_all(catalog, coordination)
         raise
-    service = Esfis(catalog, store, embedder, clock, home=settings.home)
+    service = Esfis(catalog, store, embedder, clock, home=settings.home, trail_days=settings.trail_days)
     service.recover()
     return service
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from server.errors import InvalidInput
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -18,6 +20,7 @@ class Settings:
     failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
     catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
     vectors: str | None = None  # ESFIS_VECTORS: s3://bucket/prefix for the partitions; None: home/vectors
+    trail_days: int = 90  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this many days
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -33,6 +36,7 @@ class Settings:
             failpoints=tuple(f for f in (env.get("ESFIS_FAILPOINT") or "").split(",") if f.strip()),
             catalog=env.get("ESFIS_CATALOG") or None,
             vectors=env.get("ESFIS_VECTORS") or None,
+            trail_days=_days(env.get("ESFIS_TRAIL_DAYS")),
         )
 
     @property
@@ -45,3 +49,12 @@ class Settings:
         """This machine's folder of the vector store: the whole store by default; with
         ``vectors`` on S3, its locks and images only (``indexing.location``)."""
         return self.home / "vectors"
+
+
+def _days(value: str | None) -> int:
+    if not value:
+        return 90
+    if not value.strip().isdigit() or not 1 <= int(value) <= 36_500:
+        raise InvalidInput(f"ESFIS_TRAIL_DAYS must be a whole number of days from 1 to 36500, not {value[:40]!r}",
+                           field="ESFIS_TRAIL_DAYS")
+    return int(value)

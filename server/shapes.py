@@ -274,13 +274,15 @@ class TokenOut(Shape):
     ai: str | None
     space: str | None
     operator: bool
+    kind: str = Field(description="agent, operator, run (one run, opened with POST /v1/runs) or runs (opens runs only)")
     created_at: str
     revoked_at: str | None
+    expires_at: str | None
 
     @classmethod
     def of(cls, t: Token) -> "TokenOut":
-        return cls(id=t.id, ai=t.ai, space=t.space, operator=t.operator, created_at=iso(t.created_at),
-                   revoked_at=iso(t.revoked_at))
+        return cls(id=t.id, ai=t.ai, space=t.space, operator=t.operator, kind=t.kind, created_at=iso(t.created_at),
+                   revoked_at=iso(t.revoked_at), expires_at=iso(t.expires_at))
 
 
 class StepOut(Shape):
@@ -292,44 +294,59 @@ class StepOut(Shape):
     grant: str | None
     target: str | None
     memory_ids: list[str]
+    by: str | None = Field(description="who took a step that is not the run's own (an operator ending it)")
 
     @classmethod
     def of(cls, t: TrailStep) -> "StepOut":
         s = t.step
         return cls(at=iso(t.at), kind=s.kind, labels=list(s.labels), decision=s.decision, rule=s.rule,
-                   grant=s.grant, target=s.target, memory_ids=list(s.memory_ids))
+                   grant=s.grant, target=s.target, memory_ids=list(s.memory_ids), by=s.actor)
 
 
 class RunOut(Shape):
     run: str
     name: str
+    kind: str = Field(description="standing (an agent token's requests), token (a run token), session, once")
     ai: str
     transport: str
-    scope: str | None = Field(description="the space the run was sealed in; null: no space")
+    token: str | None = Field(description="the id of the token whose run this is")
+    scope: str | None = Field(description="the space the run was sealed in; null: no space; '*': everywhere")
     opened_at: str | None
-    carries: list[str] = Field(description="the labels of everything delivered to it")
+    ended_at: str | None
+    ended_by: str | None
+    expires_at: str | None
+    carries: list[str] = Field(description="the labels of everything delivered to it (and to the run it shares them with)")
     step_count: int
 
     @classmethod
     def of(cls, r: Run) -> "RunOut":
-        return cls(run=r.id, name=r.name, ai=r.ai, transport=r.transport, scope=r.space, opened_at=iso(r.opened_at),
-                   carries=r.carried.marks(), step_count=r.steps)
+        return cls(step_count=r.steps, **_run_fields(r))
 
 
 class TrailOut(Shape):
     run: str
     name: str
+    kind: str
     ai: str
     transport: str
+    token: str | None
     scope: str | None
     opened_at: str | None
+    ended_at: str | None
+    ended_by: str | None
+    expires_at: str | None
     carries: list[str]
     steps: list[StepOut]
 
     @classmethod
     def of(cls, r: Run, steps: list[TrailStep]) -> "TrailOut":
-        return cls(run=r.id, name=r.name, ai=r.ai, transport=r.transport, scope=r.space, opened_at=iso(r.opened_at),
-                   carries=r.carried.marks(), steps=[StepOut.of(t) for t in steps])
+        return cls(steps=[StepOut.of(t) for t in steps], **_run_fields(r))
+
+
+def _run_fields(r: Run) -> dict[str, Any]:
+    return dict(run=r.id, name=r.name, kind=r.kind, ai=r.ai, transport=r.transport, token=r.token_id,
+                scope="*" if r.everywhere else r.space, opened_at=iso(r.opened_at), ended_at=iso(r.ended_at),
+                ended_by=r.ended_by, expires_at=iso(r.expires_at), carries=r.carried.marks())
 
 
 # -- lists and reports, as CLI --json and HTTP send them --------------------------------------

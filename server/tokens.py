@@ -6,9 +6,13 @@ sha256 is enough (no salt or slow hash is needed: nobody can guess a preimage), 
 by hash, then confirmed with ``hmac.compare_digest``.
 
 Each token acts either as one AI (optionally only inside one space's subtree) or as the operator.
-Removing a space revokes the tokens confined to it (``Registry.delete``): such a token is never
-widened to the spaces left below it, nor handed to a new space of the same name.
-Nothing is cached: a token the CLI revokes is refused on the server's next request.
+An AI token is an *agent* token (its requests form its standing run, ``server.runs``), a *run*
+token opened by ``open_run`` (one run, expiring; it can do what an agent does and nothing more),
+or a *runs-only* token, a harness's credential that opens run tokens and does nothing else. A
+run token stops with the token that opened it. Removing a space revokes the tokens confined to
+it (``Registry.delete``): such a token is never widened to the spaces left below it, nor handed
+to a new space of the same name. Nothing is cached: a token the CLI revokes is refused on the
+server's next request.
 
 ``authenticate`` answers every failure alike (missing, malformed, unknown, revoked, a near-miss
 of a real token, another scheme): one ``Unauthorized`` with one message, so a caller learns
@@ -21,18 +25,23 @@ import hashlib
 import hmac
 import re
 import secrets
+from datetime import datetime, timedelta
 
 from server.catalog import Catalog
-from server.clock import Clock, from_micros, system_clock, to_micros
-from server.errors import InvalidInput, NotFound, SpaceNotFound, Unauthorized
+from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
+from server.errors import Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
 from server.models import Token
 from server.policies import validate_ai
 from server.registry import Registry
+from server.runs import standing_run
+from server.spaces import contains, validate_space_name
 
 PREFIX = "esfis_"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 TOKEN_ID = re.compile(r"tok_[a-z0-9]{12}")
 UNAUTHORIZED_MESSAGE = "a valid bearer token is required (esfis token create)"
+RUN_TTL = timedelta(hours=12)  # a run token's life unless asked
+MAX_RUN_TTL = timedelta(days=7)
 
 
 def hash_token(secret: str) -> str:
@@ -44,7 +53,8 @@ class TokenBook:
         self.catalog = catalog
         self.clock = clock
 
-    def create(self, *, ai: str | None = None, space: str | None = None, operator: bool = False) -> tuple[Token, str]:
+    def create(self, *, ai: str | None = None, space: str | None = None, operator: bool = False,
+               runs_only: bool = False) -> tuple[Token, str]:
         """A new token and its secret (the only time the secret exists outside the caller)."""
         if operator == (ai is not None):
             raise InvalidInput("a token acts either as one AI (--ai) or as the operator (--operator)", field="ai")
@@ -54,27 +64,52 @@ class TokenBook:
             if operator:
                 raise InvalidInput("--space applies to AI tokens only", field="space")
             Registry(self.catalog, self.clock).require(space)  # a clear error, early
+        if runs_only and operator:
+            raise InvalidInput("--runs-only applies to AI tokens only", field="runs_only")
+        token = Token(id=new_token_id(), ai=ai, space=space, operator=operator, created_at=self.clock(),
+                      runs_only=runs_only)
+        return token, self._insert(token)
+
+    def open_run(self, opener: Token, *, space: str | None = None, ttl: str | int | None = None) -> tuple[Token, str]:
+        """A run token for ``opener``'s AI: its own run, in the opener's scope or a narrower one
+        (``space``), expiring after ``ttl`` (default 12 h, at most 7 days). Opened with an agent
+        token, the run shares what that token's standing run carries (``server.runs``)."""
+        if opener.kind not in ("agent", "runs"):
+            raise Forbidden("only an agent token or a runs-only token opens runs (a run token cannot)")
+        now = self.clock()
+        expires = now + _ttl(ttl, now)
+        if space is not None:
+            validate_space_name(space)
+            if opener.space is not None and not contains(opener.space, space):
+                raise Forbidden(f"this token acts only inside space {opener.space!r}")
+            Registry(self.catalog, self.clock).require(space)
+        scope = space if space is not None else opener.space
+        parent_run = standing_run(opener)[0] if opener.kind == "agent" else None
+        token = Token(id=new_token_id(), ai=opener.ai, space=scope, operator=False, created_at=now,
+                      run_id="run_" + secrets.token_hex(12), parent=opener.id, parent_run=parent_run,
+                      expires_at=expires)
+        return token, self._insert(token)
+
+    def _insert(self, token: Token) -> str:
         secret = PREFIX + secrets.token_urlsafe(32)
-        token = Token(
-            id="tok_" + secrets.token_hex(6),
-            ai=ai,
-            space=space,
-            operator=operator,
-            created_at=self.clock(),
-        )
         with self.catalog.transaction() as tx:
             # Again in the transaction: a space removed meanwhile would leave a token confined
             # to nothing, which a new space of that name must never inherit.
-            if space is not None and tx.one("SELECT 1 FROM spaces WHERE name = ?", (space,)) is None:
-                raise SpaceNotFound(f"no space named {space!r} (esfis space list shows them)")
+            if token.space is not None and tx.one("SELECT 1 FROM spaces WHERE name = ?", (token.space,)) is None:
+                raise SpaceNotFound(f"no space named {token.space!r} (esfis space list shows them)")
             tx.execute(
-                "INSERT INTO tokens (id, hash, ai, space, operator, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (token.id, hash_token(secret), ai, space, int(operator), to_micros(token.created_at)),
+                "INSERT INTO tokens (id, hash, ai, space, operator, created_at, runs_only, run_id, parent, parent_run, "
+                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (token.id, hash_token(secret), token.ai, token.space, int(token.operator),
+                 to_micros(token.created_at), int(token.runs_only), token.run_id, token.parent, token.parent_run,
+                 None if token.expires_at is None else to_micros(token.expires_at)),
             )
-        return token, secret
+        return secret
 
-    def list(self) -> list[Token]:
-        rows = self.catalog.all("SELECT * FROM tokens ORDER BY created_at, id")
+    def list(self, *, run_tokens: bool = False) -> list[Token]:
+        """Every token; run tokens (one per agent session) only when asked: ``runs`` lists them."""
+        where = "" if run_tokens else " WHERE run_id IS NULL"
+        rows = self.catalog.all(f"SELECT * FROM tokens{where} ORDER BY created_at, id")
         return [_token(r) for r in rows]
 
     def revoke(self, token_id: str) -> Token:
@@ -102,10 +137,43 @@ class TokenBook:
         if not sep or scheme.lower() != "bearer" or not TOKEN.fullmatch(secret):
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
         digest = hash_token(secret)
-        row = self.catalog.one("SELECT * FROM tokens WHERE hash = ?", (digest,))
+        # One read: the token, and for a run token whether the token that opened it still stands.
+        row = self.catalog.one(
+            "SELECT t.*, p.revoked_at AS parent_revoked FROM tokens t LEFT JOIN tokens p ON p.id = t.parent "
+            "WHERE t.hash = ?", (digest,))
         if row is None or not hmac.compare_digest(row["hash"], digest) or row["revoked_at"] is not None:
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        if row["parent"] is not None and row["parent_revoked"] is not None:
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        if row["expires_at"] is not None and row["expires_at"] <= to_micros(self.clock()):
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
         return _token(row)
+
+
+def new_token_id() -> str:
+    return "tok_" + secrets.token_hex(6)
+
+
+def _ttl(value: str | int | None, now: datetime) -> timedelta:
+    """A run token's life: seconds, or a duration such as 30m, 12h, 7d; at most ``MAX_RUN_TTL``."""
+    rule = "ttl must be a number of seconds or a duration such as 30m, 12h, 7d, of at most 7 days"
+    if value is None:
+        return RUN_TTL
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidInput(rule, field="ttl")
+    if isinstance(value, int):
+        if not 0 < value <= MAX_RUN_TTL.total_seconds():
+            raise InvalidInput(rule, field="ttl")
+        return timedelta(seconds=value)
+    if not _DURATION.fullmatch(value.strip()):
+        raise InvalidInput(rule, field="ttl")
+    life = parse_time(value, now=now, field="ttl") - now
+    if not timedelta(0) < life <= MAX_RUN_TTL:
+        raise InvalidInput(rule, field="ttl")
+    return life
+
+
+_DURATION = re.compile(r"[0-9]{1,6}[mhdw]")
 
 
 def _token(row) -> Token:
@@ -118,4 +186,10 @@ def _token(row) -> Token:
         operator=bool(row["operator"]),
         created_at=created,
         revoked_at=from_micros(row["revoked_at"]),
+        runs_only=bool(row["runs_only"]),
+        run_id=row["run_id"],
+        parent=row["parent"],
+        parent_run=row["parent_run"],
+        expires_at=from_micros(row["expires_at"]),
+        standing=int(row["standing"]),
     )

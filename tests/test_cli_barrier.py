@@ -84,3 +84,20 @@ def test_without_a_terminal_nobody_is_asked(home, folders):
     done = subprocess.run([ESFIS_BIN, "remember", "sigstore", "--personal", "--run", "r"], cwd=folders["acme"],
                           env=cli_env(home), input="y\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 4 and "approve?" not in done.stderr
+
+
+def test_cli_renderings_escape_control_characters(home, folders):
+    """``recall``, ``get`` and ``open`` print a memory text with every control character escaped,
+    so a text cannot rewrite the terminal; ``--json`` stays JSON, exact."""
+    acme = folders["acme"]
+    esfis(home, acme, "space", "add", str(acme))
+    text = "deploys freeze on friday\r\x1b[2K\x1b]0;owned\x07 all clear\u202e"
+    memory_id = esfis(home, acme, "remember", text).stdout.strip()
+    ref = esfis(home, acme, "share", memory_id).stdout.strip()
+    outputs = [esfis(home, acme, "recall", "deploys freeze friday").stdout,
+               esfis(home, acme, "get", memory_id).stdout,
+               esfis(home, acme, "open", ref).stdout]
+    for out in outputs:
+        assert not any(c in out for c in ("\r", "\x1b", "\x07", "\u202e")), repr(out)
+        assert "\\x1b[2K" in out and "all clear" in out
+    assert json.loads(esfis(home, acme, "get", memory_id, "--json").stdout)["text"] == text

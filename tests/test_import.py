@@ -170,6 +170,13 @@ BAD_ROWS = [
                  "valid_until must be after valid_from", id="until-before-from"),
     pytest.param({"text": "t", "labels": "source:slack"}, "labels must be a list", id="bad-labels"),
     pytest.param({"text": "t", "key": 7}, "key must be a string", id="bad-key"),
+    # A NUL anywhere is that row's error, on SQLite as on PostgreSQL (whose text refuses it).
+    pytest.param({"text": "t", "key": "a\x00b"}, "key holds a NUL", id="nul-in-key"),
+    pytest.param({"text": "t\x00"}, "text holds a NUL", id="nul-in-text"),
+    pytest.param({"text": "t", "labels": ["source:slack\x00"]}, "source:", id="nul-in-label"),
+    pytest.param({"text": "t", "space": "acme\x00"}, "invalid space name", id="nul-in-space"),
+    pytest.param({"text": "t", "valid_from": "2026-01-01\x00"}, "valid_from must be an ISO 8601", id="nul-in-time"),
+    pytest.param({"text": "t", "te\x00xt": "t"}, "unknown field", id="nul-in-field-name"),
     pytest.param({"text": "t", "vector": [0.5] * 63}, "vector has 63 dimensions; this store's vectors have 64",
                  id="wrong-dimension"),
     pytest.param({"text": "t", "vector": ["0.5"] * 64}, "list of numbers", id="vector-of-strings"),

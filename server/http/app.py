@@ -8,6 +8,7 @@ policies or tokens is cached here: the CLI may change them while the server runs
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ import anyio
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from server.http.access_log import AccessLog
 from server.http.auth import Gate
 from server.http.errors import install_error_handlers
 from server.http.routes_agent import router as agent_router
@@ -52,7 +54,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await anyio.to_thread.run_sync(service_factory)
-        service.catalog.checkpoint_in_background()  # no request waits for the WAL's copy-back
+        service.start_upkeep()
         app.state.service = service
         app.state.warmup = Warmup(service)
         try:
@@ -74,6 +76,7 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(Gate, service=lambda: app.state.service)
+    app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)
     app.include_router(operator_router)
     mount_web(app)  # the operator's web page, Settings › Spaces, under /settings/
@@ -91,5 +94,10 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
 
     from server.service import open_service
 
+    # uvicorn's access log writes paths and query strings (context references, ids, ?space=):
+    # off, and server.http.access_log writes route templates instead, through the same handler.
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["esfis"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     # announcing: prints the settings page's URL once the service is open
-    uvicorn.run(create_app(announcing(open_service, host, port)), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(announcing(open_service, host, port)), host=host, port=port, log_level="info",
+                access_log=False, log_config=config)

@@ -1,4 +1,11 @@
-"""The gate every ``/v1`` request passes, before routing: the bearer token, then the body limit.
+"""The gate every request passes, before routing: its framing, then (under ``/v1``) the bearer
+token, then the body limit.
+
+Framing first, for every path: a request that gives ``Authorization``, ``Cookie`` or
+``X-Esfis-Run`` twice is refused with 400, since two layers reading the first and the last of
+them would each believe a different caller. ``X-Esfis-Run`` itself is refused: a caller never
+names its own run (the token is the run, ``server.runs``; a harness opens run tokens with
+``POST /v1/runs``).
 
 Authentication runs first and answers every failure with one identical 401, so an
 unauthenticated caller learns nothing else (not whether a route exists, nor whether its body
@@ -19,7 +26,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.errors import EsfisError, Forbidden, PayloadTooLarge
+from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge
 from server.http.errors import from_esfis
 from server.service import Esfis
 from server.models import Token
@@ -28,6 +35,8 @@ BODY_LIMIT = 64 * 1024
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 TOKEN_KEY = "esfis.token"
+SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
+RUN_HEADER = b"x-esfis-run"
 
 # Declared for OpenAPI (/docs "Authorize", schemathesis); the gate does the checking.
 bearer = HTTPBearer(auto_error=False, description="a token from `esfis token create`")
@@ -55,6 +64,10 @@ class Gate:
             return
         path: str = scope["path"]
         headers = [(k.lower(), v) for k, v in scope["headers"]]
+        refusal = framing_refusal(headers)
+        if refusal is not None:
+            await from_esfis(refusal)(scope, receive, send)
+            return
         if path == "/v1" or path.startswith("/v1/"):
             try:
                 scope[TOKEN_KEY] = await self._authenticate(headers)
@@ -82,6 +95,18 @@ class Gate:
         values = [v for k, v in headers if k == b"authorization"]
         value = values[0].decode("latin-1") if len(values) == 1 else None  # two headers: as bad as none
         return await anyio.to_thread.run_sync(self.service().authenticate, value)
+
+
+def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:
+    """Why a request's headers cannot be taken as they are (lower-cased names), or None."""
+    names = [k for k, _ in headers]
+    for name in SINGLE_HEADERS:
+        if names.count(name) > 1:
+            return BadRequest(f"the request gives the {name.decode().title()} header more than once")
+    if RUN_HEADER in names:
+        return BadRequest("X-Esfis-Run is not taken: the requests of one token are one run, and a caller "
+                          "never names its own; a harness opens a run token per agent session with POST /v1/runs")
+    return None
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:
@@ -146,9 +171,21 @@ def _token(request: Request) -> Token:
 
 # async, though they do no I/O: a plain def dependency costs a trip to the thread pool per request.
 async def agent_token(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+    """An agent token or a run token: what acts as an AI."""
     token = _token(request)
+    if token.kind == "runs":
+        raise Forbidden("this token only opens runs (POST /v1/runs): act with the run token it opens")
     if token.operator or token.ai is None:
         raise Forbidden("this endpoint acts as an AI: use an AI token (esfis token create --ai NAME)")
+    return token
+
+
+async def run_opener(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
+    """An agent token or a runs-only token: what may open a run token."""
+    token = _token(request)
+    if token.kind not in ("agent", "runs"):
+        raise Forbidden("runs are opened with an agent token or a runs-only token "
+                        "(esfis token create --ai NAME --runs-only); a run token cannot open runs")
     return token
 
 
@@ -160,4 +197,5 @@ async def operator_token(request: Request, _: Annotated[HTTPAuthorizationCredent
 
 
 AgentToken = Annotated[Token, Depends(agent_token)]
+RunOpener = Annotated[Token, Depends(run_opener)]
 OperatorToken = Annotated[Token, Depends(operator_token)]

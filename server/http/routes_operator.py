@@ -25,6 +25,7 @@ from server.shapes import (
     ImportOut,
     PoliciesOut,
     RuleOut,
+    RunOut,
     RunsOut,
     SpaceOut,
     SpaceRemovedOut,
@@ -165,6 +166,13 @@ def list_runs(
     last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
 ) -> dict:
     return {"runs": [render.run_json(r) for r in service_of(request).run_list(last=last)]}
+
+
+@router.delete("/runs/{run_id}", response_model=RunOut)
+def end_run(run_id: str, request: Request, token: OperatorToken) -> dict:
+    """End a run: its run token stops working at the next request; a standing run starts afresh
+    at its token's next request. The trail records who ended it."""
+    return render.run_json(service_of(request).end_run(run_id, by=f"operator {token.id}"))
 
 
 @router.get("/runs/{run_id}", response_model=TrailOut)

@@ -70,6 +70,20 @@ class ContextIn(_In):
     cwd: Cwd | None = Field(None, description=CWD_DOC)
 
 
+class RunIn(_In):
+    space: Text | None = Field(None, description="the run token's scope: the opener's, or a space inside it")
+    ttl: int | Text | None = Field(
+        None, description="how long the run token lasts: seconds, or a duration such as 30m, 12h, 7d "
+        "(default 12h, at most 7d)")
+
+
+class RunTokenOut(BaseModel):
+    run: str = Field(description="the run's id, as the trail and GET /v1/runs name it")
+    token: str = Field(description="the run token's secret, shown once: give the agent only this")
+    token_id: str
+    expires_at: str
+
+
 class GrantIn(_In):
     from_: Text = Field(alias="from", description="the space whose data (and its subtree's) may cross")
     to: Text | None = Field(description="the space it may be written into; null: personal memories")
@@ -111,6 +125,7 @@ class ErrorOut(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": description}
     for status, description in {
+        400: "a header given twice, or X-Esfis-Run (not taken)",
         401: "missing or invalid token",
         403: "denied by policy, out of the token's reach, or refused by the data barrier",
         404: "not found (alike for ids that never existed and ids the caller cannot see)",

@@ -382,7 +382,7 @@ def run_stdio() -> None:
         from server.service import open_service  # the vector stack: after the handshake
 
         service = open_service(settings)
-        service.catalog.checkpoint_in_background()  # as `esfis serve`: no call waits for the WAL's copy-back
+        service.start_upkeep()  # as `esfis serve`: checkpoints and the trail's pruning
         return service
 
     opening = Opening(open_)

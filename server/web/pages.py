@@ -33,7 +33,6 @@ from server.web.session import (
     FLASH_COOKIE,
     KEY_NAME,
     SESSION_COOKIE,
-    Ended,
     Session,
     Signer,
 )
@@ -124,18 +123,11 @@ def now_of(request: Request) -> float:
     return service_of(request).clock().timestamp()
 
 
-def ended_of(request: Request) -> Ended:
-    state = request.app.state
-    if not hasattr(state, "web_ended"):
-        state.web_ended = Ended()
-    return state.web_ended
-
-
 def current_session(request: Request) -> Session | None:
     """The operator session of this request, or None: a forged, expired or signed-out cookie, or
     one whose token is no longer an active operator token."""
     session = signer_of(request).session(request.cookies.get(SESSION_COOKIE), now_of(request))
-    if session is None or session in ended_of(request):
+    if session is None or service_of(request).web_session_ended(session.nonce):
         return None
     if service_of(request).active_operator_token(session.token_id) is None:
         return None

@@ -84,9 +84,7 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
 
 @router.post("/sign-out")
 def sign_out(request: Request, done: Posted = Depends(posted)) -> Response:
-    from server.web.pages import ended_of
-
-    ended_of(request).end(done.session, now_of(request))
+    service_of(request).end_web_session(done.session.nonce, done.session.expires)
     response = redirect(request, "/settings/sign-in", "signed out")
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response

@@ -14,7 +14,7 @@ field is missing or wrong is refused, as is one whose ``Origin`` is another site
 ``Sec-Fetch-Site`` says cross-site (and SameSite=Strict keeps the cookie off cross-site requests
 anyway). The sign-in form, before any session, is bound the same way to a short-lived pre-session
 cookie of its own. Sign-out forgets the cookie in the browser and records its nonce as ended in
-this process until it would have expired.
+the catalog until it would have expired, so it holds across restarts and across servers.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 from dataclasses import dataclass
 
 SESSION_COOKIE = "esfis_session"
@@ -119,23 +118,6 @@ class Signer:
         if data["e"] <= now or not isinstance(given, str):
             return False
         return hmac.compare_digest(given.encode(), self._mac("signin-csrf", data["n"]).encode())
-
-
-class Ended:
-    """Nonces of sessions signed out in this process, kept until they would have expired."""
-
-    def __init__(self) -> None:
-        self._ended: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def end(self, session: Session, now: float) -> None:
-        with self._lock:
-            self._ended = {n: e for n, e in self._ended.items() if e > now}
-            self._ended[session.nonce] = session.expires
-
-    def __contains__(self, session: Session) -> bool:
-        with self._lock:
-            return session.nonce in self._ended
 
 
 def _b64(data: bytes) -> str:

@@ -54,6 +54,19 @@ class Server:
     def token(self, *argv: str) -> str:
         return self.cli("token", "create", *argv).stdout.strip()
 
+    def agent_token(self, ai: str = "claude-code", space: str | None = None) -> str:
+        """A new agent token (a standing run that carries nothing yet), made through the core's
+        own token book in this process: what ``esfis token create --ai`` does, without its start-up."""
+        from server.catalog import open_catalog
+        from server.settings import Settings
+        from server.tokens import TokenBook
+
+        catalog = open_catalog(Settings(home=self.home, model=None, catalog=self.env.get("ESFIS_CATALOG")))
+        try:
+            return TokenBook(catalog).create(ai=ai, space=space)[1]
+        finally:
+            catalog.close()
+
     def token_id(self, **match: object) -> str:
         tokens = json.loads(self.cli("token", "list", "--json").stdout)["tokens"]
         found = [t for t in tokens if all(t[k] == v for k, v in match.items()) and t["revoked_at"] is None]
@@ -129,8 +142,9 @@ def operator(server: Server) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def agent(server: Server) -> Iterator[httpx.Client]:
-    """claude-code, unscoped."""
-    with server.client(server.tokens["claude-code"]) as client:
+    """claude-code, unscoped, with a token of its own for each test: a token's requests are one
+    standing run whose labels only grow, so tests sharing one would carry each other's reads."""
+    with server.client(server.agent_token()) as client:
         yield client

@@ -153,13 +153,14 @@ def test_422_for_a_body_that_is_not_json(agent):
         error_of(response)
 
 
-def test_422_for_a_malformed_memory_id_and_run_header(agent):
+def test_422_for_a_malformed_memory_id_and_400_for_a_run_header(agent):
     response = agent.get("/v1/memories/not-an-id")
     assert response.status_code == 422
     assert error_of(response)["code"] == "invalid_id"
-    response = agent.post("/v1/recall", json={"query": "x"}, headers={"X-Esfis-Run": "bad run id!"})
-    assert response.status_code == 422
-    assert "X-Esfis-Run" in error_of(response)["message"]
+    for value in ("bad run id!", "run-1"):  # a caller never names its run, well-formed or not
+        response = agent.post("/v1/recall", json={"query": "x"}, headers={"X-Esfis-Run": value})
+        assert response.status_code == 400 and error_of(response)["code"] == "bad_request"
+        assert "X-Esfis-Run" in error_of(response)["message"]
 
 
 def test_404_for_a_space_that_does_not_exist(agent):

@@ -40,13 +40,13 @@ def test_http_recall_answers_exactly_like_cli_recall_json(server, agent):
 
 
 def test_recall_is_recorded_as_an_http_delivery_with_its_run(server, agent, operator):
-    response = agent.post("/v1/recall", json={"query": QUESTION, "space": "acme"}, headers={"X-Esfis-Run": "run-42"})
+    response = agent.post("/v1/recall", json={"query": QUESTION, "space": "acme"})
     assert response.status_code == 200
     last = operator.get("/v1/deliveries", params={"last": 1}).json()["deliveries"][0]
     assert (last["ai"], last["space"], last["transport"]) == ("claude-code", "acme", "http")
-    # The delivery names its run: the token's run called run-42, whose trail holds this recall.
+    # The delivery names its run: the token's standing run, whose trail holds this recall.
     run = operator.get(f"/v1/runs/{last['run_id']}").json()
-    assert (run["name"], run["ai"], run["scope"]) == ("run-42", "claude-code", "acme")
+    assert (run["kind"], run["ai"], run["scope"]) == ("standing", "claude-code", "*")
     assert run["steps"][-1]["kind"] == "recall"
     why = operator.get(f"/v1/deliveries/{last['id']}/why").json()
     # The operator sees that Globex would have answered; the agent never did.

@@ -11,13 +11,14 @@ RANDOM_ID = "mem_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 
 @pytest.fixture(scope="module")
-def world(server, agent, operator):
+def world(server, operator):
     """acme and globex memories written before claude-code is denied acme."""
-    ids = {
-        "acme": remember(agent, "Acme authentication uses Auth0", space="acme"),
-        "globex": remember(agent, "Globex authentication uses Clerk", space="globex"),
-        "personal": remember(agent, "I like terse commit messages", personal=True),
-    }
+    with server.client(server.agent_token()) as writer:
+        ids = {
+            "acme": remember(writer, "Acme authentication uses Auth0", space="acme"),
+            "globex": remember(writer, "Globex authentication uses Clerk", space="globex"),
+            "personal": remember(writer, "I like terse commit messages", personal=True),
+        }
     rule = operator.put("/v1/policies", json={"ai": "claude-code", "space": "acme", "effect": "deny"})
     assert rule.status_code == 200 and rule.json() == {"ai": "claude-code", "space": "acme", "effect": "deny"}
     return ids

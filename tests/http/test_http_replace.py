@@ -9,16 +9,17 @@ from http_support import remember
 
 def test_replace_inherits_the_space_or_moves_within_reach(server, agent, operator):
     assert operator.post("/v1/spaces", json={"name": "acme/platform"}).status_code == 201
-    old = remember(agent, "acme CI runs on Jenkins", space="acme")
+    writer = server.client(server.agent_token())  # writes apart: the agent's run carries what it replaces
+    old = remember(writer, "acme CI runs on Jenkins", space="acme")
     kept = agent.post(f"/v1/memories/{old}/replace", json={"text": "acme CI runs on Buildkite", "space": "acme"})
     assert kept.status_code == 201 and kept.json()["space"] == "acme"
-    below = remember(agent, "platform CI runs on Jenkins", space="acme/platform")
+    below = remember(writer, "platform CI runs on Jenkins", space="acme/platform")
     moved = agent.post(f"/v1/memories/{below}/replace",
                        json={"text": "all of acme's CI runs on Jenkins", "space": "acme", "new_space": "acme"})
     assert moved.status_code == 201 and moved.json()["space"] == "acme"
     assert moved.json()["labels"]["from"] == ["acme/platform"]
     # Down the tree, acme's data would reach readers of acme/platform who never reached acme.
-    other = remember(agent, "platform CI runs on Jenkins too", space="acme")
+    other = remember(writer, "platform CI runs on Jenkins too", space="acme")
     body = {"text": "platform CI runs on GitHub Actions", "space": "acme", "new_space": "acme/platform"}
     refused = agent.post(f"/v1/memories/{other}/replace", json=body)
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "data_barrier"
@@ -27,6 +28,7 @@ def test_replace_inherits_the_space_or_moves_within_reach(server, agent, operato
     moved = agent.post(f"/v1/memories/{other}/replace", json=body)
     assert moved.status_code == 201 and moved.json()["space"] == "acme/platform"
     assert operator.delete(f"/v1/grants/{grant.json()['id']}").status_code == 200
+    writer.close()
 
 
 def test_replace_into_a_space_out_of_reach_says_nothing_about_it(server, agent):
