@@ -86,6 +86,11 @@ def trusted_json(t: TrustedSource) -> dict[str, Any]:
     return _shapes().TrustedOut.of(t).dump()
 
 
+def run_token_json(token: Token, secret: str) -> dict[str, Any]:
+    """A run token as ``POST /v1/runs`` answers it: the only time its secret is shown."""
+    return {"run": token.run_id, "token": secret, "token_id": token.id, "expires_at": iso(token.expires_at)}
+
+
 def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:
     return (_shapes().RunOut.of(r) if steps is None else _shapes().TrailOut.of(r, steps)).dump()
 

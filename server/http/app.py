@@ -16,10 +16,12 @@ from typing import AsyncIterator, Callable, Literal
 
 import anyio
 from fastapi import FastAPI
+from starlette.routing import Route
 from pydantic import BaseModel
 
 from server.http.access_log import AccessLog
-from server.http.auth import Gate
+from server.http.auth import MCP_PATH, Gate
+from server.http.mcp import McpEndpoint, Protection, Redacting
 from server.http.errors import install_error_handlers
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
@@ -50,7 +52,11 @@ class Health(BaseModel):
     model: Literal["loading", "ready", "failed"]
 
 
-def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
+def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
+    """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.mcp.http``),
+    whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
+    endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.for_bind("127.0.0.1", origins=None, hosts=None))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await anyio.to_thread.run_sync(service_factory)
@@ -58,7 +64,8 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
         app.state.service = service
         app.state.warmup = Warmup(service)
         try:
-            yield
+            async with endpoint.running():
+                yield
         finally:
             service.close()
 
@@ -75,6 +82,8 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    endpoint.route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    app.router.routes.append(endpoint.route)
     app.add_middleware(Gate, service=lambda: app.state.service)
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)
@@ -90,14 +99,22 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
+    import os
+
     import uvicorn
 
     from server.service import open_service
+
+    mcp = Protection.for_bind(host, origins=os.environ.get("ESFIS_MCP_ORIGINS"), hosts=os.environ.get("ESFIS_MCP_HOSTS"))
 
     # uvicorn's access log writes paths and query strings (context references, ids, ?space=):
     # off, and server.http.access_log writes route templates instead, through the same handler.
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     config["loggers"]["esfis"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The MCP SDK names session ids in some lines: through the same handler, redacted.
+    config.setdefault("filters", {})["redact"] = {"()": Redacting}
+    config["handlers"]["default"]["filters"] = ["redact"]
+    config["loggers"]["mcp"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
     # announcing: prints the settings page's URL once the service is open
-    uvicorn.run(create_app(announcing(open_service, host, port)), host=host, port=port, log_level="info",
+    uvicorn.run(create_app(announcing(open_service, host, port), mcp=mcp), host=host, port=port, log_level="info",
                 access_log=False, log_config=config)

@@ -34,6 +34,7 @@ from server.models import Token
 BODY_LIMIT = 64 * 1024
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
+MCP_PATH = "/mcp"  # MCP over HTTP (server.mcp.http): the same tokens, checked the same way
 TOKEN_KEY = "esfis.token"
 SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
 RUN_HEADER = b"x-esfis-run"
@@ -68,7 +69,7 @@ class Gate:
         if refusal is not None:
             await from_esfis(refusal)(scope, receive, send)
             return
-        if path == "/v1" or path.startswith("/v1/"):
+        if path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
             try:
                 scope[TOKEN_KEY] = await self._authenticate(headers)
             except EsfisError as exc:

@@ -18,7 +18,6 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from server import render
-from server.clock import iso
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
     CWD_DOC,
@@ -54,9 +53,7 @@ def open_run(body: RunIn, request: Request, token: RunOpener) -> dict:
     an agent token, the run shares what that token's standing run carries; opened with a
     runs-only token (``esfis token create --ai A --runs-only``), it starts carrying nothing."""
     run_token, secret = service_of(request).open_run(token, space=body.space, ttl=body.ttl)
-    assert run_token.run_id is not None and run_token.expires_at is not None
-    return {"run": run_token.run_id, "token": secret, "token_id": run_token.id,
-            "expires_at": iso(run_token.expires_at)}
+    return render.run_token_json(run_token, secret)
 
 
 @router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")

@@ -65,7 +65,20 @@ class Approval(BaseModel):
 # -- descriptions, written for the model ----------------------------------------------------
 
 
-def _where(standing: Standing) -> str:
+HTTP_INSTRUCTIONS = (
+    "esfis keeps memories: short, self-contained facts that should outlive this conversation "
+    "(decisions, conventions, how things work here, the user's preferences). Recall before you "
+    "start a task or when you lack context; remember what a later session will need.\n\n"
+    "This session works in the space it was opened in (its token's scope, or the space named in "
+    "its URL): recall sees that space, the spaces below it and, for an unscoped token, the user's "
+    "personal memories; it never sees other spaces, and no argument can change that."
+)
+
+
+def _where(standing: Standing | None) -> str:
+    if standing is None:
+        return ("This session works in the space it was opened in: it sees that space, the spaces below "
+                "it, and (for an unscoped token) the user's personal memories, and nothing of any other space.")
     if standing.space is None:
         return "This server stands in no space: only personal memories are within reach."
     return (
@@ -74,10 +87,13 @@ def _where(standing: Standing) -> str:
     )
 
 
-def descriptions(standing: Standing) -> dict[str, str]:
+def descriptions(standing: Standing | None) -> dict[str, str]:
     where = _where(standing)
     target = (
-        "This server stands in no space, so only personal memories can be written: set "
+        "It goes into the space this session works in, seen only by agents working there; set "
+        "personal=true for facts about the user that hold in every project."
+        if standing is None
+        else "This server stands in no space, so only personal memories can be written: set "
         "personal=true, and keep to facts about the user that hold in every project."
         if standing.space is None
         else f"It goes into space {standing.space!r}, seen only by agents working there; set "
@@ -214,16 +230,35 @@ class Opening:
 WARM_AFTER_S = 1.0  # start warming this long after start even if the client sends nothing more
 
 
+CallerOf = Callable[[Context, "Esfis"], Caller]  # who calls a tool, from the call's context
+
+
 def build_server(
-    service: "Esfis | Callable[[], Esfis]", standing: Standing, *, warm: Callable[[], None] | None = None
+    service: "Esfis | Callable[[], Esfis]",
+    standing: Standing | None,
+    *,
+    warm: Callable[[], None] | None = None,
+    caller_of: CallerOf | None = None,
 ) -> MCPServer:
-    """The MCP server over ``service`` (or a function that waits for it), standing at ``standing``.
+    """The MCP server over ``service`` (or a function that waits for it).
+
+    Over stdio the server stands at ``standing`` and every call is its one run. Over HTTP
+    (``server.mcp.http``) ``standing`` is None and ``caller_of`` makes each call's caller from
+    the HTTP request that carried it: its token and the session's space.
 
     ``warm`` (idempotent) runs once the handshake is answered: after the first request other
     than ``initialize``, or ``WARM_AFTER_S`` after start, whichever comes first. Heavy imports
     in another thread would otherwise compete with the handshake for the GIL and both cores.
     """
     service_now: Callable[[], Esfis] = service if callable(service) else lambda: service  # type: ignore[assignment]
+    if caller_of is None:
+        assert standing is not None, "a stdio server stands somewhere"
+        fixed = standing
+
+        def stdio_caller(ctx: Context, service: "Esfis") -> Caller:
+            return fixed.caller(service, _client_name(ctx))
+
+        caller_of = stdio_caller
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[dict[str, Any]]:
@@ -246,20 +281,20 @@ def build_server(
     server = MCPServer(
         "esfis",
         version=_version(),
-        instructions=instructions(standing),
+        instructions=instructions(standing) if standing is not None else HTTP_INSTRUCTIONS,
         lifespan=lifespan,
         middleware=[warm_after_handshake],
         log_level="WARNING",
     )
     about = descriptions(standing)
+    who = caller_of
 
     async def call(ctx: Context, act: Callable[["Esfis", Caller], T]) -> T:
         """Run ``act(service, caller)`` for this tool call's caller, off the event loop."""
-        client = _client_name(ctx)
 
         def run() -> T:
             service = service_now()
-            return act(service, standing.caller(service, client))
+            return act(service, who(ctx, service))
 
         return await _serve(run)
 

@@ -32,9 +32,10 @@ schema = schemathesis.openapi.from_dict(
 
 
 @pytest.fixture(scope="module")
-def seeded(server, agent):
-    remember(agent, "Acme authentication uses Auth0", space="acme")
-    assert agent.post("/v1/recall", json={"query": "login", "space": "acme"}).status_code == 200
+def seeded(server):
+    with server.client(server.agent_token()) as agent:
+        remember(agent, "Acme authentication uses Auth0", space="acme")
+        assert agent.post("/v1/recall", json={"query": "login", "space": "acme"}).status_code == 200
     return server
 
 

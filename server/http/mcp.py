@@ -1,0 +1,192 @@
+"""MCP over streamable HTTP at ``/mcp``, inside ``esfis serve``: the HTTP app mounts the MCP
+server of ``esfis mcp`` (``server.mcp.server``), so the tools, answers, errors and approvals are
+the same, for agents on other machines.
+
+Who calls, and in which run, is the platform's choice (docs/barrier.md):
+
+- **Authentication.** Every request carries an esfis bearer token, checked on every request
+  by the HTTP gate (``server.http.auth``): an agent token or a run token. Operator tokens and
+  runs-only tokens are refused. A revoked token's sessions stop at their next request.
+- **The token is the run.** A session opened with a run token is that run; one opened with an
+  agent token joins the token's standing run, so a new session never sheds what the token's
+  run carries. Runs live in the catalog: a restart, a new session, changes nothing.
+- **Sessions.** The session id is the SDK's (random, 128 bits), bound to the token that opened
+  it: the same id with another token answers as an unknown one (404).
+- **Where a session stands**: the space named in the URL (``/mcp?space=acme/platform``), within
+  the token's reach, else the token's scope (else no space: personal only), fixed for the
+  session: a later request naming another space is refused. Never a folder of the server.
+- **Approvals** go to the person through elicitation, over the session's stream, as over stdio;
+  a client that does not advertise elicitation is never asked.
+- **Protection** (the MCP specification's, for HTTP servers): a request whose ``Origin`` is not
+  allowed (``ESFIS_MCP_ORIGINS``; none by default) is refused, as is one whose ``Host`` is not
+  (``ESFIS_MCP_HOSTS``; by default the loopback names when the server listens on loopback);
+  bodies are limited like every JSON endpoint's; logs never hold a session id or a token.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import parse_qs
+
+import anyio
+from starlette.types import Message, Receive, Scope, Send
+
+from server.errors import BadRequest, EsfisError, Forbidden
+from server.http.auth import TOKEN_KEY
+from server.http.errors import from_esfis
+from server.mcp.server import build_server
+from server.models import Caller, Token
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context, MCPServer
+
+    from server.service import Esfis
+
+PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
+SPACE_KEY = "esfis.mcp_space"
+MAX_BINDINGS = 10_000  # the SDK's own cap on open sessions
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_SECRETS = re.compile(r"\b[0-9a-f]{32}\b|esfis_[A-Za-z0-9_-]{43}")
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Which ``Host`` and ``Origin`` values ``/mcp`` takes (against DNS rebinding)."""
+
+    origins: tuple[str, ...] = ()  # exact origins, e.g. https://tools.example.com; none: no browser page
+    hosts: tuple[str, ...] | None = None  # host names (any port); None: any host
+
+    @classmethod
+    def for_bind(cls, host: str, *, origins: str | None, hosts: str | None) -> "Protection":
+        named = tuple(h.strip().lower() for h in (hosts or "").split(",") if h.strip())
+        if named:
+            return cls(_split(origins), named)
+        if host in ("127.0.0.1", "localhost", "::1"):
+            return cls(_split(origins), LOOPBACK_HOSTS)
+        return cls(_split(origins), None if host in ("0.0.0.0", "::") else (host.lower(),))
+
+    def refusal(self, headers: list[tuple[bytes, bytes]]) -> EsfisError | None:
+        values = {k: v.decode("latin-1") for k, v in headers if k in (b"host", b"origin")}
+        origin = values.get(b"origin")
+        if origin is not None and origin not in self.origins:
+            return Forbidden("this Origin may not use /mcp (ESFIS_MCP_ORIGINS lists the origins that may)")
+        if self.hosts is not None:
+            host = values.get(b"host", "").lower()
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in self.hosts:
+                return Forbidden("this Host may not use /mcp (ESFIS_MCP_HOSTS lists the host names that may)")
+        return None
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+@dataclass(frozen=True)
+class Binding:
+    token_id: str
+    space: str | None
+
+
+class McpEndpoint:
+    """The ASGI app behind ``/mcp``: protection, the token's kind, the session's space, then
+    the SDK's session manager. The HTTP gate has already authenticated the token."""
+
+    def __init__(self, service: Callable[[], "Esfis"], protection: Protection) -> None:
+        self.service = service
+        self.protection = protection
+        self.server: MCPServer = build_server(service, None, caller_of=caller_of)
+        self.server.streamable_http_app(  # makes the session manager; its routes are not used
+            json_response=False, stateless_http=False, transport_security=None, host="0.0.0.0")
+        self._bindings: OrderedDict[str, Binding] = OrderedDict()
+        self.route: object | None = None  # its route, for the access log's template (set by the app)
+
+    def running(self):
+        """The session manager's task group, for the application's lifespan."""
+        return self.server.session_manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope.setdefault("route", self.route)  # a plain ASGI route: the router does not name it
+        try:
+            space = await self._admit(scope)
+        except EsfisError as exc:
+            await from_esfis(exc)(scope, receive, send)
+            return
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
+        token: Token = scope[TOKEN_KEY]
+        # The SDK binds a session to this principal: the same id with another token is unknown.
+        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=token.id, scopes=[]))
+        scope[SPACE_KEY] = space
+        opening = _header(scope, SESSION_HEADER) is None
+
+        async def sending(message: Message) -> None:
+            if opening and message["type"] == "http.response.start" and message["status"] < 400:
+                session = next((v.decode() for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER), None)
+                if session is not None:
+                    self._bind(session, Binding(token.id, space))
+            await send(message)
+
+        await self.server.session_manager.handle_request(scope, receive, sending)
+
+    async def _admit(self, scope: Scope) -> str | None:
+        refusal = self.protection.refusal(scope["headers"])
+        if refusal is not None:
+            raise refusal
+        token = scope.get(TOKEN_KEY)
+        if not isinstance(token, Token) or token.kind not in ("agent", "run"):
+            raise Forbidden("MCP over HTTP acts as an AI: use an agent token or a run token "
+                            "(esfis token create --ai NAME, or POST /v1/runs)")
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("space", [])
+        if len(asked) > 1:
+            raise BadRequest("the URL names space more than once")
+        space = asked[0] if asked else None
+        session = _header(scope, SESSION_HEADER)
+        if session is not None:
+            bound = self._bindings.get(session)
+            if bound is not None and bound.token_id == token.id:
+                if space is not None and space != bound.space:
+                    raise BadRequest("a session stands where it was opened: open a new session for another space")
+                return bound.space
+            return space  # unknown or another token's: the SDK answers as for an unknown session
+        # A new session: where it stands is checked now, as the façade checks any caller.
+        caller = await anyio.to_thread.run_sync(lambda: self.service().caller(space=space, transport="mcp",
+                                                                                token=token))
+        return caller.space
+
+    def _bind(self, session: str, binding: Binding) -> None:
+        self._bindings[session] = binding
+        while len(self._bindings) > MAX_BINDINGS:
+            self._bindings.popitem(last=False)
+
+
+def caller_of(ctx: "Context", service: "Esfis") -> Caller:
+    """The caller of one tool call over HTTP: the token of the request that carried it, standing
+    where its session was opened."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None) or {}
+    token = scope.get(TOKEN_KEY)
+    if not isinstance(token, Token):
+        raise Forbidden("MCP over HTTP acts as an AI: use an agent token or a run token")
+    return service.caller(space=scope.get(SPACE_KEY), transport="mcp", token=token)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    found = [v for k, v in scope["headers"] if k.lower() == name]
+    return found[0].decode("latin-1") if found else None
+
+
+class Redacting(logging.Filter):
+    """Session ids and tokens never reach a log line (the SDK names session ids in some)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _SECRETS.search(message):
+            record.msg, record.args = _SECRETS.sub("[redacted]", message), None
+        return True

@@ -1,0 +1,219 @@
+"""MCP over streamable HTTP at ``/mcp`` of a real ``esfis serve``, with the Python SDK's own
+streamable HTTP client: the same tools and isolation as ``esfis mcp``, the token as the run,
+sessions bound to their token, approvals by elicitation, and the protection the MCP
+specification asks of HTTP servers."""
+
+from __future__ import annotations
+
+import re
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ElicitResult, Implementation
+
+from tests.http.conftest import Server, start_server, stop_server
+
+AUTH0 = "Acme authentication uses Auth0"
+CLERK = "Globex authentication uses Clerk"
+SECRET = "the staging database password is in vault path secret/acme-stg"
+LEAK = "staging db password: vault secret/acme-stg"
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+
+
+class Person:
+    def __init__(self, answer: str = "decline") -> None:
+        self.answer = answer
+        self.seen: list[str] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.seen.append(params.message)
+        if self.answer == "accept":
+            return ElicitResult(action="accept", content={"approve": True})
+        return ElicitResult(action=self.answer)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("mcp-http")
+    work = root / "work"
+    for name in ("acme", "globex"):
+        (work / name).mkdir(parents=True)
+    server = start_server(root / "home", work)
+    try:
+        server.cli("space", "add", str(work / "acme"))
+        server.cli("space", "add", str(work / "globex"))
+        (work / "acme" / "platform").mkdir()
+        server.cli("space", "add", str(work / "acme" / "platform"))
+        server.cli("remember", AUTH0, "--space", "acme")
+        server.cli("remember", CLERK, "--space", "globex")
+        server.cli("remember", SECRET, "--space", "acme/platform")
+        server.tokens["operator"] = server.token("--operator")
+        yield server
+    finally:
+        stop_server(server)
+
+
+async def session(stack: AsyncExitStack, server: Server, token: str, *, query: str = "",
+                  person: Person | None = None, name: str = "Claude Code") -> Client:
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                                              timeout=60))
+    client = Client(streamable_http_client(f"{server.url}/mcp{query}", http_client=http), mode="legacy",
+                    client_info=Implementation(name=name, version="1.0"), elicitation_callback=person)
+    return await stack.enter_async_context(client)
+
+
+async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, " ".join(getattr(c, "text", "") for c in result.content)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def texts(answer: dict[str, Any]) -> list[str]:
+    return [m["text"] for m in answer["memories"]]
+
+
+@pytest.mark.anyio
+async def test_auth0_and_clerk_stay_apart_across_sessions_of_scoped_tokens(served):
+    acme, globex = served.agent_token(space="acme"), served.agent_token(space="globex")
+    async with AsyncExitStack() as stack:
+        on_acme = await session(stack, served, acme)
+        on_globex = await session(stack, served, globex)
+        from_acme = texts(await ok(on_acme, "recall", query="how does login work?"))
+        from_globex = texts(await ok(on_globex, "recall", query="how does login work?"))
+        assert AUTH0 in from_acme and CLERK not in from_acme
+        assert CLERK in from_globex and AUTH0 not in from_globex
+        written = await ok(on_acme, "remember", text="Acme's staging login uses a test tenant")
+        assert written["space"] == "acme"
+    delivery = served.cli("deliveries", "--last", "1", "--json")
+    assert '"transport": "mcp"' in delivery.stdout
+
+
+@pytest.mark.anyio
+async def test_laundering_is_refused_without_a_person_then_approved_by_elicitation(served):
+    token = served.agent_token()
+    async with AsyncExitStack() as stack:
+        blind = await session(stack, served, token, query="?space=acme/platform")
+        assert texts(await ok(blind, "recall", query="staging database password"))[0] == SECRET
+        refused = await error(blind, "remember", text=LEAK, personal=True)
+        assert "data_barrier" in refused
+    person = Person("accept")
+    async with AsyncExitStack() as stack:
+        # A new session of the same token: the same standing run, still carrying what it read.
+        asking = await session(stack, served, token, person=person)
+        saved = await ok(asking, "remember", text=LEAK, personal=True)
+        assert saved["space"] is None and saved["labels"]["from"] == ["(elsewhere)"]
+    assert len(person.seen) == 1 and "│ " + LEAK in person.seen[0] and "space:acme/platform" in person.seen[0]
+
+
+@pytest.mark.anyio
+async def test_a_session_id_with_another_token_or_unknown_is_refused(served):
+    owner, thief = served.agent_token(), served.agent_token()
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {owner}"}))
+        holder: dict[str, str] = {}
+
+        async def keep(response: httpx2.Response) -> None:
+            if "mcp-session-id" in response.headers:
+                holder["id"] = response.headers["mcp-session-id"]
+
+        http.event_hooks["response"].append(keep)
+        client = Client(streamable_http_client(f"{served.url}/mcp", http_client=http), mode="legacy")
+        await stack.enter_async_context(client)
+        await ok(client, "recall", query="anything")
+        session_id = holder["id"]
+        assert re.fullmatch(r"[0-9a-f]{32}", session_id)
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                   "mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+        stolen = httpx.post(f"{served.url}/mcp", json=call, headers={**headers, "Authorization": f"Bearer {thief}"})
+        unknown = httpx.post(f"{served.url}/mcp", json=call, headers={**headers, "mcp-session-id": "0" * 32,
+                                                                        "Authorization": f"Bearer {owner}"})
+        assert stolen.status_code == unknown.status_code == 404
+        assert stolen.content == unknown.content
+        moved = httpx.post(f"{served.url}/mcp?space=globex", json=call,
+                           headers={**headers, "Authorization": f"Bearer {owner}"})
+        assert moved.status_code == 400  # a session stands where it was opened
+    log = served.log.read_text()
+    assert session_id not in log and owner not in log and thief not in log
+
+
+def test_a_revoked_tokens_session_stops_at_its_next_request(served):
+    token = served.agent_token(ai="revocable")
+    token_id = served.token_id(ai="revocable")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    opened = httpx.post(f"{served.url}/mcp", json=INITIALIZE, headers=headers)
+    assert opened.status_code == 200
+    headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    notified = httpx.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                          headers=headers)
+    assert notified.status_code == 202
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}}
+    answered = httpx.post(f"{served.url}/mcp", json=call, headers=headers)
+    assert answered.status_code == 200 and '"isError":false' in answered.text.replace(" ", "")
+    served.cli("token", "revoke", token_id)
+    assert httpx.post(f"{served.url}/mcp", json=call, headers=headers).status_code == 401
+
+
+def test_tokens_that_do_not_act_as_an_ai_and_foreign_origins_are_refused(served):
+    init, headers = INITIALIZE, MCP_HEADERS
+    operator = httpx.post(f"{served.url}/mcp", json=init,
+                          headers={**headers, "Authorization": f"Bearer {served.tokens['operator']}"})
+    assert operator.status_code == 403
+    runs_only = served.token("--ai", "harness", "--runs-only")
+    assert httpx.post(f"{served.url}/mcp", json=init,
+                      headers={**headers, "Authorization": f"Bearer {runs_only}"}).status_code == 403
+    assert httpx.post(f"{served.url}/mcp", json=init, headers=headers).status_code == 401
+    agent = served.agent_token(space="acme")
+    with_agent = {**headers, "Authorization": f"Bearer {agent}"}
+    assert httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Origin": "http://evil.example"}
+                      ).status_code == 403
+    assert httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Host": "evil.example:8765"}
+                      ).status_code == 403
+    outside = httpx.post(f"{served.url}/mcp?space=globex", json=init, headers=with_agent)
+    assert outside.status_code == 403 and "globex" not in outside.text
+    assert httpx.post(f"{served.url}/mcp", json=init, headers=with_agent).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_a_new_session_still_carries_what_the_last_read_across_a_restart(tmp_path: Path):
+    work = tmp_path / "work"
+    (work / "acme").mkdir(parents=True)
+    server = start_server(tmp_path / "home", work)
+    try:
+        server.cli("space", "add", str(work / "acme"))
+        server.cli("remember", "acme's signing key lives in the HSM", "--space", "acme")
+        token = server.agent_token()
+        async with AsyncExitStack() as stack:
+            client = await session(stack, server, token, query="?space=acme")
+            assert texts(await ok(client, "recall", query="signing key"))
+    finally:
+        stop_server(server)
+    server = start_server(tmp_path / "home", work)
+    try:
+        async with AsyncExitStack() as stack:
+            client = await session(stack, server, token)  # a client without elicitation
+            assert "data_barrier" in await error(client, "remember", text="the key is in the HSM", personal=True)
+    finally:
+        stop_server(server)

@@ -1,0 +1,77 @@
+"""MCP over HTTP with the official TypeScript SDK's client (``@modelcontextprotocol/sdk``,
+installed from npm by name), against a real ``esfis serve``: Auth0 and Clerk apart for tokens of
+acme and globex, and the laundering case refused for a client without elicitation, then
+approved by one that asks its person. It validates every answer against the tools' declared
+output schemas, as hosts built on it do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.http.conftest import start_server, stop_server
+
+PROBE = Path(__file__).with_name("typescript") / "probe.mjs"
+PACKAGES = ["@modelcontextprotocol/sdk", "zod"]
+AUTH0 = "Acme authentication uses Auth0"
+CLERK = "Globex authentication uses Clerk"
+SECRET = "the staging database password is in vault path secret/acme-stg"
+
+
+@pytest.fixture(scope="module")
+def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the SDK installed by name from the npm registry, and the probe beside it."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail("the TypeScript client test needs Node.js and npm (apt-get install nodejs npm)")
+    folder = tmp_path_factory.mktemp("ts-client")
+    (folder / "package.json").write_text(json.dumps({"name": "esfis-ts-probe", "private": True, "type": "module"}))
+    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent", *PACKAGES], cwd=folder,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    shutil.copy(PROBE, folder / "probe.mjs")
+    return folder
+
+
+def probe(folder: Path, url: str, token: str, steps: list, *, elicit: bool = False) -> dict:
+    done = subprocess.run(["node", "probe.mjs", url, token, "accept" if elicit else "none", json.dumps(steps)],
+                          cwd=folder, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client, tmp_path):
+    work = tmp_path / "work"
+    for name in ("acme", "acme/platform", "globex"):
+        (work / name).mkdir(parents=True)
+    server = start_server(tmp_path / "home", work)
+    try:
+        for name in ("acme", "acme/platform", "globex"):
+            server.cli("space", "add", str(work / name))
+        server.cli("remember", AUTH0, "--space", "acme")
+        server.cli("remember", CLERK, "--space", "globex")
+        server.cli("remember", SECRET, "--space", "acme/platform")
+        login = [["recall", {"query": "how does login work?"}]]
+        acme = probe(node_client, f"{server.url}/mcp", server.agent_token(space="acme"), login)
+        globex = probe(node_client, f"{server.url}/mcp", server.agent_token(space="globex"), login)
+        acme_texts = [m["text"] for m in acme["results"][0]["structured"]["memories"]]
+        globex_texts = [m["text"] for m in globex["results"][0]["structured"]["memories"]]
+        assert acme["session"] and AUTH0 in acme_texts and CLERK not in acme_texts
+        assert CLERK in globex_texts and AUTH0 not in globex_texts
+
+        token = server.agent_token()
+        leak = [["recall", {"query": "staging database password"}],
+                ["remember", {"text": "staging db password: vault secret/acme-stg", "personal": True}]]
+        blind = probe(node_client, f"{server.url}/mcp?space=acme/platform", token, leak)
+        assert blind["results"][0]["structured"]["memories"][0]["text"] == SECRET
+        assert blind["results"][1]["isError"] and "data_barrier" in blind["results"][1]["text"]
+        asking = probe(node_client, f"{server.url}/mcp", token, leak[1:], elicit=True)
+        assert not asking["results"][0]["isError"], asking
+        assert asking["results"][0]["structured"]["space"] is None
+        assert len(asking["seen"]) == 1 and "space:acme/platform" in asking["seen"][0]
+    finally:
+        stop_server(server)
