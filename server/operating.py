@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("esfis")
 UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
+UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
 MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transaction, and clock skew
 
 
@@ -179,7 +180,9 @@ class OperatorVerbs:
         threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
 
     def _prune_now_and_then(self) -> None:
-        while not self._closing.wait(UPKEEP_EVERY_S):
+        wait = UPKEEP_FIRST_S  # soon after start, then every few hours
+        while not self._closing.wait(wait):
+            wait = UPKEEP_EVERY_S
             try:
                 self.prune_trail()
             except Exception:  # the next round tries again; a request never sees it

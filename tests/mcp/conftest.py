@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult, Implementation
+from mcp.types import CallToolResult, ElicitResult, Implementation
 
 from tests.catalogs import catalog_for
 from tests.conftest import cli_env
@@ -198,3 +198,17 @@ async def seeded(fleet: dict[str, Server]) -> dict[str, str]:
     clerk = await fleet["globex"].ok("remember", text="Globex authentication uses Clerk")
     assert (auth0["space"], clerk["space"]) == ("acme", "globex")
     return {"auth0": auth0["id"], "clerk": clerk["id"]}
+
+
+class Person:
+    """The person behind an elicitation-capable client: answers as told, remembers what it saw."""
+
+    def __init__(self, answer: str = "decline") -> None:
+        self.answer = answer
+        self.seen: list[str] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.seen.append(params.message)
+        if self.answer == "accept":
+            return ElicitResult(action="accept", content={"approve": True})
+        return ElicitResult(action=self.answer)

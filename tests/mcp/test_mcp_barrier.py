@@ -7,29 +7,14 @@ shared context opens only where its labels are reached."""
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
-from typing import Any
 
-from tests.mcp.conftest import SERVERS, Server, Spec, server_params
+from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params
 from mcp import Client
 from mcp.client.stdio import stdio_client
-from mcp.types import ElicitResult, Implementation
+from mcp.types import Implementation
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 LEAK = "staging db password: vault secret/acme-stg"
-
-
-class Person:
-    """The person behind an elicitation-capable client: answers as told, remembers what it saw."""
-
-    def __init__(self, answer: str = "decline") -> None:
-        self.answer = answer
-        self.seen: list[str] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        self.seen.append(params.message)
-        if self.answer == "accept":
-            return ElicitResult(action="accept", content={"approve": True})
-        return ElicitResult(action=self.answer)
 
 
 async def start_with_person(stack: AsyncExitStack, world, name: str, folder: str, person: Person) -> Server:

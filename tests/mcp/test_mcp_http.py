@@ -15,9 +15,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import ElicitResult, Implementation
+from mcp.types import Implementation
 
 from tests.http.conftest import Server, start_server, stop_server
+from tests.mcp.conftest import Person
 
 AUTH0 = "Acme authentication uses Auth0"
 CLERK = "Globex authentication uses Clerk"
@@ -28,18 +29,6 @@ LEAK = "staging db password: vault secret/acme-stg"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
-
-
-class Person:
-    def __init__(self, answer: str = "decline") -> None:
-        self.answer = answer
-        self.seen: list[str] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        self.seen.append(params.message)
-        if self.answer == "accept":
-            return ElicitResult(action="accept", content={"approve": True})
-        return ElicitResult(action=self.answer)
 
 
 @pytest.fixture(scope="module")
