@@ -13,18 +13,9 @@ import os
 import sys
 from typing import Sequence
 
-from server.errors import BadImportLine, Conflict, EsfisError, Forbidden, InvalidInput, NotFound, Unauthorized
+from server.errors import BadImportLine, EsfisError, InvalidInput
 from server import render
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
-
-EXIT_CODES: list[tuple[type[EsfisError], int]] = [
-    (InvalidInput, 2),
-    (NotFound, 3),
-    (Forbidden, 4),
-    (Unauthorized, 4),
-    (Conflict, 5),
-]
-
 
 def _service():
     from server.service import open_service
@@ -540,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(sys.argv[1:] if argv is None else argv)
     except EsfisError as exc:
         print(f"esfis: error: {exc.message}", file=sys.stderr)
-        return next((code for cls, code in EXIT_CODES if isinstance(exc, cls)), 1)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

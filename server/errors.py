@@ -1,7 +1,7 @@
-"""The product's one error tree. Each class carries its code and HTTP status; every interface
-maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
+"""The product's one error tree. Each class carries its code, HTTP status and CLI exit code;
+every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``).
 
-    EsfisError                      code            status
+    EsfisError                      code            status  (exit: 2 invalid, 3 not found, 4 refused, 5 conflict, else 1)
     ├── InvalidInput                invalid_input   422   a field is wrong (names the field)
     │   ├── InvalidSpaceName        invalid_space   422   states the naming rule
     │   ├── InvalidMemoryId         invalid_id      422
@@ -40,6 +40,7 @@ class EsfisError(Exception):
 
     code = "error"
     status = 500
+    exit_code = 1  # the CLI's exit status
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -50,6 +51,7 @@ class EsfisError(Exception):
 class InvalidInput(EsfisError):
     code = "invalid_input"
     status = 422
+    exit_code = 2
 
 
 class InvalidSpaceName(InvalidInput):
@@ -76,6 +78,7 @@ class BadRequest(InvalidInput):
 class NotFound(EsfisError):
     code = "not_found"
     status = 404
+    exit_code = 3
 
 
 class MemoryNotFound(NotFound):
@@ -109,6 +112,7 @@ class ContextNotFound(NotFound):
 class Forbidden(EsfisError):
     code = "forbidden"
     status = 403
+    exit_code = 4
 
 
 class PolicyDenied(Forbidden):
@@ -136,11 +140,13 @@ class RunEnded(Forbidden):
 class Unauthorized(EsfisError):
     code = "unauthorized"
     status = 401
+    exit_code = 4
 
 
 class Conflict(EsfisError):
     code = "conflict"
     status = 409
+    exit_code = 5
 
 
 class AlreadySuperseded(Conflict):

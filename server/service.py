@@ -434,6 +434,12 @@ class Esfis(OperatorVerbs):
             except Exception:
                 _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)
 
+    def __enter__(self) -> "Esfis":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         self._closing.set()
         self.journal.close()
