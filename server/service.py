@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from indexing import failpoints
+from indexing.batching import BatchingEmbedder
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
@@ -515,8 +516,10 @@ def open_service(
     *,
     embedder: Embedder | None = None,
     clock: Clock = system_clock,
+    batching: bool = False,
 ) -> Esfis:
-    """The one place a service is built: catalog, vector store, embedder, clock."""
+    """The one place a service is built: catalog, vector store, embedder, clock. ``batching``
+    (a server's): concurrent requests' texts are embedded together (``settings.batch_window_ms``)."""
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)
     make_private(settings.home)  # before the store writes a file there
@@ -525,6 +528,8 @@ def open_service(
     try:
         coordination = open_coordination(settings)
         embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+        if batching and settings.batch_window_ms > 0:
+            embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)
         store = _open_store(settings, embedder, coordination)
     except IndexingError as exc:
         _close_all(catalog, coordination)

@@ -1,4 +1,4 @@
-"""The HTTP application: ``create_app(service_factory)`` and ``serve(host, port)``.
+"""The HTTP application: ``create_app(service_factory)`` (``server.http.workers`` serves it).
 
 One service per process, opened at start-up (catalog and store: fast), and one model, loaded
 in a background thread so ``/healthz`` answers at once while ``sentence_transformers`` imports
@@ -8,7 +8,6 @@ policies or tokens is cached here: the CLI may change them while the server runs
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -87,17 +86,3 @@ def create_app(service_factory: Callable[[], Esfis]) -> FastAPI:
         return {"status": "ok", "model": app.state.warmup.state}
 
     return app
-
-
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
-    import uvicorn
-
-    from server.service import open_service
-
-    # uvicorn's access log writes paths and query strings (context references, ids, ?space=):
-    # off, and server.http.access_log writes route templates instead, through the same handler.
-    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    config["loggers"]["esfis"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    # announcing: prints the settings page's URL once the service is open
-    uvicorn.run(create_app(announcing(open_service, host, port)), host=host, port=port, log_level="info",
-                access_log=False, log_config=config)
