@@ -147,3 +147,34 @@ def _signal_group(server: Server, signum: int) -> None:
         os.killpg(server.process.pid, signum)
     except ProcessLookupError:
         pass
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("http")
+    work = root / "work"
+    for name in ("acme", "globex"):
+        (work / name / "src").mkdir(parents=True)
+    srv = start_server(root / "esfis-home", work)
+    try:
+        srv.cli("space", "add", str(work / "acme"))
+        srv.cli("space", "add", str(work / "globex"))
+        srv.tokens["operator"] = srv.token("--operator")
+        srv.tokens["claude-code"] = srv.token("--ai", "claude-code")
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def operator(server: Server) -> Iterator[httpx.Client]:
+    with server.client(server.tokens["operator"]) as client:
+        yield client
+
+
+@pytest.fixture
+def agent(server: Server) -> Iterator[httpx.Client]:
+    """claude-code, unscoped, with a token of its own for each test: a token's requests are one
+    standing run whose labels only grow, so tests sharing one would carry each other's reads."""
+    with server.client(server.agent_token()) as client:
+        yield client
