@@ -57,7 +57,7 @@ def timed(client, questions: list[str]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/esfis-profile"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
@@ -66,7 +66,8 @@ def main() -> None:
     from tests.http.conftest import start_server, stop_server
 
     home = build(args.cache, args.size)
-    questions = [q.text for q in load_workload().questions[: args.queries]]
+    asked = [q.text for q in load_workload().questions]
+    questions = [asked[i % len(asked)] for i in range(args.queries)]
     embedder = load_embedder(None)
     embedder.load()
     work = args.cache / "work"
@@ -85,11 +86,10 @@ def main() -> None:
             profiled: list[float] = []
             for fmt, suffix in (("flamegraph", ".svg"), ("raw", ".txt")):
                 spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.process.pid), "--idle",
-                                        "--rate", "250", "--format", fmt, "-o", str(args.out.with_suffix(suffix)),
+                                        "--rate", "1000", "--format", fmt, "-o", str(args.out.with_suffix(suffix)),
                                         "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(1.0)
-                for _ in range(2):
-                    profiled += timed(client, questions)
+                time.sleep(0.3)  # py-spy attaches
+                profiled += timed(client, questions)
                 spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
                 spy.wait(60)
     finally:
