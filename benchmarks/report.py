@@ -437,8 +437,10 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
             out += [f"Against clients ({catalog}); *before*: commit {LOAD_BEFORE['commit']}, one process, clients as "
                     "threads of the benchmark's process, p95 only.", ""]
             out += table([[c, fmt(v["throughput_rps"]), fmt(v["p50_ms"]), fmt(v["p95_ms"]), fmt(v["p99_ms"]), v["errors"],
+                           fmt(v.get("server_cpu_ms_per_request")), fmt(v.get("client_cpu_ms_per_request")),
                            fmt(LOAD_BEFORE["p95_ms"].get(c))] for c, v in sorted(curve.items())],
-                         ["clients", "requests/s", "p50 ms", "p95 ms", "p99 ms", "errors", "p95 ms before"])
+                         ["clients", "requests/s", "p50 ms", "p95 ms", "p99 ms", "errors", "server CPU ms / request",
+                          "clients' CPU ms / request", "p95 ms before"])
     return out
 
 

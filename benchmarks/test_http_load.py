@@ -7,7 +7,8 @@ Full mode (``ESFIS_BENCH_MODE=full``): a 100k-memory store over 1,000 spaces; a 
 PostgreSQL. Quick mode: 3k memories over 20 spaces, 1, 2, 4 and 8 clients (1.5 s each), then 16
 for 4 s, on the catalog under test; only its correctness counts.
 
-Reported (``extra_info``): per step of the curve, throughput and p50/p95/p99; for the main run
+Reported (``extra_info``): per step of the curve, throughput, p50/p95/p99, and the CPU time the
+server's processes and the clients' spent per request (what bounds throughput on shared cores); for the main run
 throughput, p50/p95/p99 (all, recalls, writes), errors, the server's peak RSS (all its
 processes), and the most clients served with p95 ≤ 50 ms. Asserted in both modes: 0 errors
 (every answer 2xx), every recalled memory from the client's own space, every write readable
@@ -116,11 +117,26 @@ def _ms(samples: list[float], q: float) -> float | None:
     return round(float(np.percentile(samples, q) * 1000), 2) if samples else None
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User and system CPU seconds used so far by ``pids`` (each process's own, its threads')."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _server_pids(root: int) -> list[int]:
+    return [root] + [int(c) for c in Path(f"/proc/{root}/task/{root}/children").read_text().split()]
+
+
 def _peak_rss_mb(root: int) -> float:
     """The peak resident size of the server and its workers, summed (each counts its own pages)."""
-    pids = [root] + [int(c) for c in Path(f"/proc/{root}/task/{root}/children").read_text().split()]
     total = 0.0
-    for pid in pids:
+    for pid in _server_pids(root):
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
@@ -163,10 +179,16 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
         everything = Tally()
         everything.merge(warm)
         curve = []
+        servers, drivers = _server_pids(server.process.pid), [p.pid for p in clients.processes]
         for step, count in enumerate(CURVE):
+            cpu_before = _cpu_s(servers), _cpu_s(drivers)
             tally, seconds = clients.step(assignment[:count], STEP_SECONDS, seed=1000 * (step + 1))
+            server_cpu, client_cpu = _cpu_s(servers) - cpu_before[0], _cpu_s(drivers) - cpu_before[1]
             everything.merge(tally)
+            done = max(1, len(tally.all_s))
             curve.append({"clients": count, "requests": len(tally.all_s),
+                          "server_cpu_ms_per_request": round(1000 * server_cpu / done, 2),
+                          "client_cpu_ms_per_request": round(1000 * client_cpu / done, 2),
                           "throughput_rps": round(len(tally.all_s) / seconds, 1),
                           "p50_ms": _ms(tally.all_s, 50), "p95_ms": _ms(tally.all_s, 95), "p99_ms": _ms(tally.all_s, 99),
                           "errors": tally.error_count})
