@@ -470,6 +470,24 @@ def plot_load(rows: list[dict], out_dir: Path, save) -> None:
     save(fig, right, "load_vs_clients.png", "Latency against clients")
 
 
+def section_batching(rows: list[dict], checks: Checks) -> list[str]:
+    out = []
+    lone = [r for r in rows if "lone_overhead_p50_ms" in r]
+    if lone:
+        out += table([[r.get("queries"), fmt(r.get("direct_p50_ms")), fmt(r.get("batched_p50_ms")),
+                       checks.check("batch.lone_overhead_ms", "lone query", r.get("lone_overhead_p50_ms")),
+                       fmt(r.get("direct_p95_ms")), fmt(r.get("batched_p95_ms")), r["outcome"]] for r in lone],
+                     ["queries", "direct p50 ms", "batcher p50 ms", "difference ms", "direct p95 ms", "batcher p95 ms", "test"])
+    many = [r for r in rows if "threads" in r]
+    if many:
+        out += table([[r["threads"], fmt(r.get("direct_qps")), fmt(r.get("batched_qps")), fmt(r.get("direct_p50_ms")),
+                       fmt(r.get("batched_p50_ms")), fmt(r.get("direct_p95_ms")), fmt(r.get("batched_p95_ms")),
+                       fmt(r.get("mean_batch")), r["outcome"]] for r in sorted(many, key=lambda r: r["threads"])],
+                     ["threads", "direct queries/s", "batched queries/s", "direct p50 ms", "batched p50 ms",
+                      "direct p95 ms", "batched p95 ms", "mean batch", "test"])
+    return out
+
+
 def section_evidence(rows: list[dict], checks: Checks) -> list[str]:
     """Evidence recall of each method, per level; the per-type tables are in EVIDENCE.md."""
     body = []
@@ -516,6 +534,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_recall_overhead.py": section_overhead, "test_run_bookkeeping.py": section_runs,
     "test_embedding.py": section_embedding, "test_cli_wall.py": section_cli, "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import, "test_http_load.py": section_load,
+    "test_embedding_batching.py": section_batching,
     "test_several_machines.py": section_several,
 }
 
