@@ -182,6 +182,13 @@ class BatchingEmbedder:
         if queries is not None:
             queries(["warm up", "a batch of queries"])
 
+    def summary(self) -> str:
+        """What the lanes did, for a server's log at its end."""
+        def one(name: str, lane: Lane) -> str:
+            mean = lane.stats.texts / lane.stats.calls if lane.stats.calls else 0.0
+            return f"{name}: {lane.stats.texts} texts in {lane.stats.calls} calls (mean batch {mean:.2f})"
+        return f"{one('queries', self.queries)}; {one('single documents', self.documents)}"
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) != 1:
             return self.inner.embed_documents(texts)

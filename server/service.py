@@ -444,6 +444,8 @@ class Esfis(OperatorVerbs):
 
     def close(self) -> None:
         self._closing.set()
+        if isinstance(self.embedder, BatchingEmbedder):
+            _log.info("embedding batches: %s", self.embedder.summary())
         self.journal.close()
         _close_all(self.catalog, self.store.coordination, self.store)
 
