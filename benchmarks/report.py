@@ -714,6 +714,9 @@ def partial_section(run: Run) -> list[str]:
     body = modules(run, checks, level="###", missing=None)
     out = [f"## Partial rerun, commit {run.short}, not part of the full run", "",
            f"`{run.path.name}`: {run.mode_text}, {state}, {run.when}. Its figures replace none of the cells above.", ""]
+    if "-shared" in run.path.name:
+        out += ["> Measured on cores shared with other work (what it was: `partial/README.md`): latencies and "
+                "throughput are those of a busy machine, not of esfis alone.", ""]
     if checks.items:
         out += table(checks.items, ["figure", "cell", "measured", "target", "met"])
     return out + body

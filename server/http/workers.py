@@ -24,7 +24,8 @@ from fastapi import FastAPI
 
 from server.errors import InvalidInput
 from server.http.app import create_app
-from server.service import open_service
+from server.http.log_queue import write_logs_off_the_loop
+from server.service import Esfis, open_service
 from server.web import announcing
 
 WORKER_APP = "server.http.workers:worker_app"
@@ -38,9 +39,15 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def serving_service() -> Esfis:
+    """A worker's service, opened at its start-up (logging configured by then)."""
+    write_logs_off_the_loop()
+    return open_service(batching=True)
+
+
 def worker_app() -> FastAPI:
     """The application of one worker process (uvicorn's factory)."""
-    return create_app(lambda: open_service(batching=True))
+    return create_app(serving_service)
 
 
 def log_config() -> dict[str, Any]:
@@ -62,7 +69,7 @@ def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None)
     common = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
     if workers == 1:
         # announcing: prints the settings page's URL once the service is open
-        uvicorn.run(create_app(announcing(lambda: open_service(batching=True), host, port)), **common)
+        uvicorn.run(create_app(announcing(serving_service, host, port)), **common)
         return
     announcing(open_service, host, port)().close()
     # Workers are spawned: glibc reads the arena cap from the environment at their start.
