@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/esfis-compare"))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="this branch's server's workers")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
 
@@ -72,13 +73,13 @@ def main() -> None:
     sizes = np.bincount(store.space_of, minlength=len(store.spaces))
     hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[:max(counts)]]
 
-    new = start_server(args.scratch / "new" / "home", args.scratch / "new", workers=os.cpu_count() or 1)
+    new = start_server(args.scratch / "new" / "home", args.scratch / "new", workers=args.workers)
     base = start_base(args.base, args.scratch / "base" / "home", args.scratch / "base", new.env | {
         "ESFIS_HOME": str(args.scratch / "base" / "home")})
     servers = {"base": base, "new": new}
     clients = {name: Clients(s.url, max(counts)) for name, s in servers.items()}
     results: dict = {"size": args.size, "base_tree": str(args.base), "rounds": args.rounds, "seconds": args.seconds,
-                     "workers_new": os.cpu_count(), "steps": []}
+                     "workers_new": args.workers, "steps": []}
     try:
         tokens = {name: [(s.agent_token("bench-load", space=space), space) for space in hot]
                   for name, s in servers.items()}
