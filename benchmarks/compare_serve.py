@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -61,7 +62,7 @@ def main() -> None:
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--scratch", type=Path, default=Path("/tmp/esfis-compare"))
+    parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "esfis-compare")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="this branch's server's workers")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]

@@ -16,6 +16,7 @@ import argparse
 import json
 import shutil
 import subprocess
+import tempfile
 import sys
 import signal
 import time
@@ -58,7 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=400)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/esfis-profile"))
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "esfis-profile")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
     args = parser.parse_args()
