@@ -395,24 +395,96 @@ def section_import(rows: list[dict], checks: Checks) -> list[str]:
         body, ["rows", "batch", "rows/s", "index build s", "rows/s before the build", "CPU µs per row", "test"])
 
 
+# Before issue 23 (commit fb90ebd, benchmarks/results/partial/http-load-full-fb90ebd.json): one server
+# process, clients as threads of the benchmark's own process, SQLite catalog; p95 per step only.
+LOAD_BEFORE = {"commit": "fb90ebd", "main": {"throughput_rps": 120.9, "p50_ms": 123.63, "p95_ms": 220.82, "p99_ms": 294.24},
+               "p95_ms": {1: 23.1, 2: 36.2, 4: 51.1, 8: 116.8, 16: 220.8, 32: 380.3}}
+
+
 def section_load(rows: list[dict], checks: Checks) -> list[str]:
     out = []
     for r in rows:
-        cell = f"{r.get('clients')} clients"
+        catalog = r.get("catalog", "sqlite")
+        cell = f"{r.get('clients')} clients, {catalog}"
+        curve = {c["clients"]: c for c in r.get("curve") or []}
+        biggest = r.get("max_clients")
         body = [
+            ["catalog, workers, batch window", f"{catalog}, {r.get('workers', 1)}, {fmt(r.get('batch_window_ms'))} ms"],
             ["store", f"{fmt(r.get('store_memories'))} memories over {fmt(r.get('spaces'))} spaces"],
             ["clients, seconds, requests", f"{r.get('clients')}, {r.get('seconds')}, {fmt(r.get('requests'))}"],
-            ["throughput (requests/s)", fmt(r.get("throughput_rps"))],
+            ["throughput (requests/s)", checks.check("load.rps", cell, r.get("throughput_rps"))
+             if curve else fmt(r.get("throughput_rps"))],
             ["p50 / p99 ms", f"{fmt(r.get('p50_ms'))} / {fmt(r.get('p99_ms'))}"],
             ["p95 ms", checks.check("load.p95_ms", cell, r.get("p95_ms"))],
             ["recall p95 / write p95 ms", f"{fmt(r.get('recall_p95_ms'))} / {fmt(r.get('write_p95_ms'))}"],
             ["errors", checks.check("load.errors", cell, r.get("errors"))],
-            ["server peak RSS MiB", fmt(r.get("server_peak_rss_mb"))],
-            ["p95 ms by clients (ramp)", ", ".join(f"{c} → {p}" for c, p in (r.get("ramp_p95_ms") or {}).items())],
+            ["server peak RSS MiB (all processes)", fmt(r.get("server_peak_rss_mb"))],
             ["most clients served at p95 ≤ 50 ms", fmt(r.get("most_clients_p95_le_50ms"))],
             ["test", r["outcome"]],
         ]
+        if curve:
+            body[9:9] = [
+                ["1 client p50 ms", checks.check("load.one_p50_ms", f"1 client, {catalog}", r.get("one_client_p50_ms"))],
+                [f"{biggest} clients p99 ms", checks.check("load.max_p99_ms", f"{biggest} clients, {catalog}",
+                                                         r.get("max_clients_p99_ms"))],
+                [f"{biggest} clients errors", checks.check("load.max_errors", f"{biggest} clients, {catalog}",
+                                                         r.get("max_clients_errors"))],
+            ]
+        else:  # a raw file from before the curve: its ramp of p95s
+            body.insert(9, ["p95 ms by clients (ramp)", ", ".join(f"{c} → {p}" for c, p in (r.get("ramp_p95_ms") or {}).items())])
         out += table(body, ["figure", "measured (target)"])
+        if curve:
+            out += [f"Against clients ({catalog}); *before*: commit {LOAD_BEFORE['commit']}, one process, clients as "
+                    "threads of the benchmark's process, p95 only.", ""]
+            out += table([[c, fmt(v["throughput_rps"]), fmt(v["p50_ms"]), fmt(v["p95_ms"]), fmt(v["p99_ms"]), v["errors"],
+                           fmt(v.get("server_cpu_ms_per_request")), fmt(v.get("client_cpu_ms_per_request")),
+                           fmt(LOAD_BEFORE["p95_ms"].get(c))] for c, v in sorted(curve.items())],
+                         ["clients", "requests/s", "p50 ms", "p95 ms", "p99 ms", "errors", "server CPU ms / request",
+                          "clients' CPU ms / request", "p95 ms before"])
+    return out
+
+
+def plot_load(rows: list[dict], out_dir: Path, save) -> None:
+    """Throughput and latency against clients, one line per catalog, the figures before beside."""
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in rows if r["module"] == "test_http_load.py" and r.get("curve")]
+    if not runs:
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for r in runs:
+        curve = sorted(r["curve"], key=lambda c: c["clients"])
+        xs = [c["clients"] for c in curve]
+        label = r.get("catalog", "sqlite")
+        left.plot(xs, [c["throughput_rps"] for c in curve], marker="o", label=label)
+        right.plot(xs, [c["p50_ms"] for c in curve], marker="o", label=f"{label} p50")
+        right.plot(xs, [c["p95_ms"] for c in curve], marker="s", label=f"{label} p95")
+    before = sorted(LOAD_BEFORE["p95_ms"].items())
+    right.plot([c for c, _ in before], [p for _, p in before], ls="--", color="grey", label=f"p95 before ({LOAD_BEFORE['commit']})")
+    left.axhline(LOAD_BEFORE["main"]["throughput_rps"], ls="--", color="grey", label="16 clients before")
+    right.axhline(50, color="k", lw=0.8, ls=":", label="p95 target")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2), ax.set_xlabel("clients (processes, one connection each)")
+    left.set_ylabel("requests/s"), right.set_ylabel("ms"), right.set_yscale("log")
+    left.set_title("Throughput against clients"), left.legend(fontsize=7), left.grid(True, alpha=0.3)
+    save(fig, right, "load_vs_clients.png", "Latency against clients")
+
+
+def section_batching(rows: list[dict], checks: Checks) -> list[str]:
+    out = []
+    lone = [r for r in rows if "lone_overhead_p50_ms" in r]
+    if lone:
+        out += table([[r.get("queries"), fmt(r.get("direct_p50_ms")), fmt(r.get("batched_p50_ms")),
+                       checks.check("batch.lone_overhead_ms", "lone query", r.get("lone_overhead_p50_ms")),
+                       fmt(r.get("direct_p95_ms")), fmt(r.get("batched_p95_ms")), r["outcome"]] for r in lone],
+                     ["queries", "direct p50 ms", "batcher p50 ms", "difference ms", "direct p95 ms", "batcher p95 ms", "test"])
+    many = [r for r in rows if "threads" in r]
+    if many:
+        out += table([[r["threads"], fmt(r.get("direct_qps")), fmt(r.get("batched_qps")), fmt(r.get("direct_p50_ms")),
+                       fmt(r.get("batched_p50_ms")), fmt(r.get("direct_p95_ms")), fmt(r.get("batched_p95_ms")),
+                       fmt(r.get("mean_batch")), r["outcome"]] for r in sorted(many, key=lambda r: r["threads"])],
+                     ["threads", "direct queries/s", "batched queries/s", "direct p50 ms", "batched p50 ms",
+                      "direct p95 ms", "batched p95 ms", "mean batch", "test"])
     return out
 
 
@@ -462,6 +534,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_recall_overhead.py": section_overhead, "test_run_bookkeeping.py": section_runs,
     "test_embedding.py": section_embedding, "test_cli_wall.py": section_cli, "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import, "test_http_load.py": section_load,
+    "test_embedding_batching.py": section_batching,
     "test_several_machines.py": section_several,
 }
 
@@ -495,7 +568,8 @@ def modules(run: Run, checks: Checks, level: str = "##", missing: str = "Not in 
 
 # -- plots ------------------------------------------------------------------------------------
 
-def plots(rows: list[dict], out_dir: Path) -> list[str]:
+def plots(rows: list[dict], out_dir: Path, load_rows: list[dict] | None = None) -> list[str]:
+    """``load_rows``: the load curves to plot when this run has none (a partial rerun's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -536,6 +610,7 @@ def plots(rows: list[dict], out_dir: Path) -> list[str]:
         ax.axhline(1.0, color="k", lw=0.8, ls="--", label="exact")
         ax.set_xscale("log", base=2), ax.set_xlabel("LanceDB post-filter over-fetch (k×)"), ax.set_ylabel("recall@10")
         save(fig, ax, "recall_vs_overfetch.png", "Post-filter recall against over-fetch")
+    plot_load(rows if any(r.get("curve") for r in rows) else load_rows or [], out_dir, save)
     biggest = max(sizes, default=0)
     scope_arm = defaultdict(list)
     for r in grid:
@@ -639,6 +714,9 @@ def partial_section(run: Run) -> list[str]:
     body = modules(run, checks, level="###", missing=None)
     out = [f"## Partial rerun, commit {run.short}, not part of the full run", "",
            f"`{run.path.name}`: {run.mode_text}, {state}, {run.when}. Its figures replace none of the cells above.", ""]
+    if "-shared" in run.path.name:
+        out += ["> Measured on cores shared with other work (what it was: `partial/README.md`): latencies and "
+                "throughput are those of a busy machine, not of esfis alone.", ""]
     if checks.items:
         out += table(checks.items, ["figure", "cell", "measured", "target", "met"])
     return out + body
@@ -650,10 +728,12 @@ def build(raw: Path, partials: list[Path], out_dir: Path) -> Path:
     checks = Checks(run.mode)
     body = modules(run, checks)
     lines = header(run) + summary(checks) + body
-    for path in partials:
-        lines += partial_section(load(path))
+    partial_runs = [load(path) for path in partials]
+    for partial in partial_runs:
+        lines += partial_section(partial)
     lines += gpu_section()
-    for png in plots(run.rows, out_dir):
+    load_rows = [r for p in partial_runs for r in p.rows if r["module"] == "test_http_load.py"]
+    for png in plots(run.rows, out_dir, load_rows):
         lines += [f"![{png}]({png})", ""]
     report = out_dir / "REPORT.md"
     report.write_text("\n".join(lines))

@@ -122,6 +122,10 @@ class SentenceTransformerEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries at once (``indexing.batching``)."""
+        return self.embed_documents(texts)
+
 
 def load_embedder(model: str | None = None, backend: str | None = None, device: str | None = None,
                   cache: Path | None = None) -> Embedder:

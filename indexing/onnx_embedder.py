@@ -127,6 +127,12 @@ class OnnxEmbedder:
         self.load()
         return np.ascontiguousarray(self._run(self._query_session, [text])[0], dtype=np.float32)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one call of the query session (``indexing.batching``): a few
+        short texts, padded to the longest."""
+        self.load()
+        return np.ascontiguousarray(self._run(self._query_session, texts), dtype=np.float32)
+
 
 def _cores() -> int:
     return max(1, os.cpu_count() or 1)

@@ -210,10 +210,12 @@ def cmd_why(value: str, as_json: bool) -> None:
 
 def cmd_serve(args) -> None:
     from server.arenas import limit_malloc_arenas
-    from server.http.app import serve
+    from server.http.workers import serve
 
     limit_malloc_arenas()  # a long-lived process with many threads
-    serve(host=args.host, port=args.port)
+    if args.batch_window_ms is not None:  # the workers read it from the environment
+        os.environ["ESFIS_BATCH_WINDOW_MS"] = str(args.batch_window_ms)
+    serve(host=args.host, port=args.port, workers=args.workers)
 
 
 def cmd_mcp(args) -> None:
@@ -465,6 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the HTTP API (and the operator's web page)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes on one socket (default: one per core)")
+    p.add_argument("--batch-window-ms", type=float, default=None,
+                   help="the most a query waits for others to embed with (default 2; 0: no batching)")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("mcp", help="serve MCP over stdio, in the space of the current folder")

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from indexing import failpoints
+from indexing.batching import BatchingEmbedder
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
-from server.catalog import Catalog, open_catalog, open_coordination
+from server.catalog import Catalog, Tx, open_catalog, open_coordination
 from server.clock import Clock, parse_time, system_clock
 from server.deliveries import DeliveryLog
 from server.errors import (
@@ -39,6 +40,7 @@ from server.errors import (
 )
 from server.contexts import MAX_SHARED, ContextBook
 from server.gates import Ask, Gates
+from server.group_commit import GroupCommit
 from server.grants import GrantBook
 from server.import_journal import sweep
 from server.home import make_private
@@ -92,6 +94,7 @@ class Esfis(OperatorVerbs):
         self.journal = WriteJournal(home / JOURNALS)
         self.book = MemoryBook(catalog, store, self.journal)
         self.log = DeliveryLog(catalog)
+        self.commits = GroupCommit(catalog)
         self.runs = RunBook(catalog, clock)
         self.grant_book = GrantBook(catalog, clock)
         self.contexts = ContextBook(catalog, clock)
@@ -237,9 +240,14 @@ class Esfis(OperatorVerbs):
         outcome = run_recall(scope, vector, limit, now, self.store, self.book, query)
         marks = _marks(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
-        with self.catalog.transaction() as tx:
+
+        def bookkeeping(tx: Tx) -> int:
             delivery_id = self.log.record(caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx)
             self.runs.record(tx, run, caller, [step], marks)
+            return delivery_id
+
+        # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
+        delivery_id = self.commits.run(bookkeeping)
         return Recall([self._shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
@@ -442,6 +450,8 @@ class Esfis(OperatorVerbs):
 
     def close(self) -> None:
         self._closing.set()
+        if isinstance(self.embedder, BatchingEmbedder):
+            _log.info("embedding batches: %s", self.embedder.summary())
         self.journal.close()
         _close_all(self.catalog, self.store.coordination, self.store)
 
@@ -514,8 +524,10 @@ def open_service(
     *,
     embedder: Embedder | None = None,
     clock: Clock = system_clock,
+    batching: bool = False,
 ) -> Esfis:
-    """The one place a service is built: catalog, vector store, embedder, clock."""
+    """The one place a service is built: catalog, vector store, embedder, clock. ``batching``
+    (a server's): concurrent requests' texts are embedded together (``settings.batch_window_ms``)."""
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)
     make_private(settings.home)  # before the store writes a file there
@@ -524,6 +536,8 @@ def open_service(
     try:
         coordination = open_coordination(settings)
         embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+        if batching and settings.batch_window_ms > 0:
+            embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)
         store = _open_store(settings, embedder, coordination)
     except IndexingError as exc:
         _close_all(catalog, coordination)

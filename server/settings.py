@@ -21,6 +21,7 @@ class Settings:
     catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
     vectors: str | None = None  # ESFIS_VECTORS: s3://bucket/prefix for the partitions; None: home/vectors
     trail_days: int = 90  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this many days
+    batch_window_ms: float = 2.0  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -37,6 +38,7 @@ class Settings:
             catalog=env.get("ESFIS_CATALOG") or None,
             vectors=env.get("ESFIS_VECTORS") or None,
             trail_days=_days(env.get("ESFIS_TRAIL_DAYS")),
+            batch_window_ms=_window(env.get("ESFIS_BATCH_WINDOW_MS")),
         )
 
     @property
@@ -58,3 +60,16 @@ def _days(value: str | None) -> int:
         raise InvalidInput(f"ESFIS_TRAIL_DAYS must be a whole number of days from 1 to 36500, not {value[:40]!r}",
                            field="ESFIS_TRAIL_DAYS")
     return int(value)
+
+
+def _window(value: str | None) -> float:
+    if not value:
+        return 2.0
+    try:
+        window = float(value)
+    except ValueError:
+        window = -1.0
+    if not 0.0 <= window <= 100.0:  # also refuses nan
+        raise InvalidInput(f"ESFIS_BATCH_WINDOW_MS must be a number of milliseconds from 0 to 100, not {value[:40]!r}",
+                           field="ESFIS_BATCH_WINDOW_MS")
+    return window

@@ -1,4 +1,4 @@
-"""The HTTP application: ``create_app(service_factory)`` and ``serve(host, port)``.
+"""The HTTP application: ``create_app(service_factory)`` (``server.http.workers`` serves it).
 
 One service per process, opened at start-up (catalog and store: fast), and one model, loaded
 in a background thread so ``/healthz`` answers at once while ``sentence_transformers`` imports
@@ -8,7 +8,6 @@ policies or tokens is cached here: the CLI may change them while the server runs
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 
 from server.http.access_log import AccessLog
 from server.http.auth import MCP_PATH, Gate
-from server.http.mcp import McpEndpoint, Protection, Redacting
+from server.http.mcp import McpEndpoint, Protection
 from server.http.errors import install_error_handlers
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
@@ -55,7 +54,7 @@ class Health(BaseModel):
 def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
     """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.mcp.http``),
     whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
-    endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.for_bind("127.0.0.1", origins=None, hosts=None))
+    endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.from_env())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,25 +95,3 @@ def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None =
         return {"status": "ok", "model": app.state.warmup.state}
 
     return app
-
-
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
-    import os
-
-    import uvicorn
-
-    from server.service import open_service
-
-    mcp = Protection.for_bind(host, origins=os.environ.get("ESFIS_MCP_ORIGINS"), hosts=os.environ.get("ESFIS_MCP_HOSTS"))
-
-    # uvicorn's access log writes paths and query strings (context references, ids, ?space=):
-    # off, and server.http.access_log writes route templates instead, through the same handler.
-    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    config["loggers"]["esfis"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    # The MCP SDK names session ids in some lines: through the same handler, redacted.
-    config.setdefault("filters", {})["redact"] = {"()": Redacting}
-    config["handlers"]["default"]["filters"] = ["redact"]
-    config["loggers"]["mcp"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
-    # announcing: prints the settings page's URL once the service is open
-    uvicorn.run(create_app(announcing(open_service, host, port), mcp=mcp), host=host, port=port, log_level="info",
-                access_log=False, log_config=config)

@@ -26,6 +26,7 @@ Who calls, and in which run, is the platform's choice (docs/barrier.md):
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from server.service import Esfis
 
 PATH = "/mcp"
+SERVE_HOST = "ESFIS_SERVE_HOST"  # set by esfis serve for its workers: the address it listens on
 SESSION_HEADER = b"mcp-session-id"
 SPACE_KEY = "esfis.mcp_space"
 MAX_BINDINGS = 10_000  # the SDK's own cap on open sessions
@@ -60,6 +62,13 @@ class Protection:
 
     origins: tuple[str, ...] = ()  # exact origins, e.g. https://tools.example.com; none: no browser page
     hosts: tuple[str, ...] | None = None  # host names (any port); None: any host
+
+    @classmethod
+    def from_env(cls) -> "Protection":
+        """As ``esfis serve`` set it for its workers: the address it listens on (SERVE_HOST),
+        ESFIS_MCP_ORIGINS and ESFIS_MCP_HOSTS."""
+        return cls.for_bind(os.environ.get(SERVE_HOST, "127.0.0.1"), origins=os.environ.get("ESFIS_MCP_ORIGINS"),
+                            hosts=os.environ.get("ESFIS_MCP_HOSTS"))
 
     @classmethod
     def for_bind(cls, host: str, *, origins: str | None, hosts: str | None) -> "Protection":

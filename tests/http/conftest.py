@@ -8,6 +8,8 @@ loaded so the first request does not pay for it.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +44,7 @@ class Server:
     seconds_to_healthz: float = 0.0
     seconds_to_model: float = 0.0
     tokens: dict[str, str] = field(default_factory=dict)
+    group: bool = False  # several workers: the server leads a process group of its own
 
     def cli(self, *argv: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -83,8 +86,10 @@ class Server:
         return path
 
 
-def start_server(home: Path, work: Path, **extra_env: str) -> Server:
-    """``extra_env`` overrides what ``cli_env`` sets (a shared catalog, the bucket)."""
+def start_server(home: Path, work: Path, *, workers: int = 1, **extra_env: str) -> Server:
+    """``extra_env`` overrides what ``cli_env`` sets (a shared catalog, the bucket). One worker
+    process unless ``workers`` says more (``esfis serve``'s own default is one per core); a
+    server of several runs in a process group of its own, stopped and killed as one."""
     env = {**cli_env(home, HF_HUB_DISABLE_PROGRESS_BARS="1"), **extra_env}
     port = free_port()
     log = home.parent / f"serve-{port}.log"
@@ -92,9 +97,10 @@ def start_server(home: Path, work: Path, **extra_env: str) -> Server:
     started = time.monotonic()
     with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the server
         process = subprocess.Popen(
-            [ESFIS_BIN, "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+            [ESFIS_BIN, "serve", "--port", str(port), "--workers", str(workers)], env=env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=workers > 1,
         )
-    server = Server(f"http://127.0.0.1:{port}", home, work, env, process, log)
+    server = Server(f"http://127.0.0.1:{port}", home, work, env, process, log, group=workers > 1)
     deadline = started + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -111,12 +117,36 @@ def start_server(home: Path, work: Path, **extra_env: str) -> Server:
             return server
         assert state == "loading", log.read_text()
         time.sleep(0.1)
-    process.kill()
+    kill_server(server)
     raise AssertionError(f"esfis serve did not load its model in time:\n{log.read_text()}")
 
 
 def stop_server(server: Server) -> None:
-    stop_process(server.process)
+    if not server.group:
+        stop_process(server.process)
+        return
+    _signal_group(server, signal.SIGTERM)  # the supervisor stops its workers
+    try:
+        server.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_server(server)  # any worker left behind
+
+
+def kill_server(server: Server) -> None:
+    """SIGKILL: the server's process, and every worker when it leads a group."""
+    if server.group:
+        _signal_group(server, signal.SIGKILL)
+    else:
+        server.process.kill()
+    server.process.wait()
+
+
+def _signal_group(server: Server, signum: int) -> None:
+    try:
+        os.killpg(server.process.pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 @pytest.fixture(scope="module")

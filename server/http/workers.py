@@ -1,0 +1,83 @@
+"""``esfis serve``'s processes: one, or ``--workers N`` processes sharing one listening socket.
+
+A request's Python work (routing, the catalog, the recall's bookkeeping) runs under one
+interpreter lock per process, so one process keeps one core busy however many the machine has.
+Several workers, each a process with its own service (catalog connection, store, model, write
+journal), serve on every core; the store already takes several processes on one home (each
+partition's lock and version token, the catalog's write lock, a write journal per process,
+sign-out and tokens in the catalog: tests/http/test_workers.py holds the barrier, forget and
+sign-out across two workers). The default is one worker per core this process may run on.
+
+The parent opens the service once, before any worker starts, to announce the settings page (and
+a fresh home's first operator token, once); then uvicorn's supervisor starts the workers, each
+through ``worker_app``, and restarts one that dies. Each worker batches the query embeddings of
+its concurrent requests (``indexing.batching``, window ``ESFIS_BATCH_WINDOW_MS``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from fastapi import FastAPI
+
+from server.errors import InvalidInput
+from server.http.app import create_app
+from server.http.log_queue import write_logs_off_the_loop
+from server.http.mcp import SERVE_HOST, Redacting
+from server.service import Esfis, open_service
+from server.web import announcing
+
+WORKER_APP = "server.http.workers:worker_app"
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return max(1, os.cpu_count() or 1)
+
+
+def serving_service() -> Esfis:
+    """A worker's service, opened at its start-up (logging configured by then)."""
+    write_logs_off_the_loop()
+    return open_service(batching=True)
+
+
+def worker_app() -> FastAPI:
+    """The application of one worker process (uvicorn's factory)."""
+    return create_app(serving_service)
+
+
+def log_config() -> dict[str, Any]:
+    import uvicorn
+
+    # uvicorn's access log writes paths and query strings (context references, ids, ?space=):
+    # off, and server.http.access_log writes route templates instead, through the same handler.
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["esfis"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The MCP SDK names session ids in some lines: through the same handler, redacted.
+    config.setdefault("filters", {})["redact"] = {"()": Redacting}
+    config["handlers"]["default"]["filters"] = ["redact"]
+    config["loggers"]["mcp"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
+    return config
+
+
+def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None) -> None:
+    import uvicorn
+
+    workers = default_workers() if workers is None else workers
+    if workers < 1:
+        raise InvalidInput("--workers must be at least 1", field="workers")
+    os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
+    common = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
+    if workers == 1:
+        # announcing: prints the settings page's URL once the service is open
+        uvicorn.run(create_app(announcing(serving_service, host, port)), **common)
+        return
+    announcing(open_service, host, port)().close()
+    # Workers are spawned: glibc reads the arena cap from the environment at their start.
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+    uvicorn.run(WORKER_APP, factory=True, workers=workers, **common)

@@ -1,0 +1,133 @@
+"""Two workers of one ``esfis serve --workers 2``: what one worker does, the other honours.
+
+Each client here keeps one connection, and the test finds which worker process accepted it
+(the connection's socket among that process's descriptors), so every check crosses workers on
+purpose: the barrier (a run's labels, read on one worker, refuse a write on the other), forget
+(a memory forgotten on one is gone on the other, whose image of the partition was warm, and no
+file holds its text), and sign-out (a web session ended on one is refused by the other).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import closing
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers import files_containing
+from tests.http.conftest import Server, start_server, stop_server
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("workers")
+    server = start_server(root / "esfis-home", root / "work", workers=2)
+    try:
+        for name in ("acme", "globex"):
+            server.cli("space", "add", str(server.folder(name)))
+        server.tokens["operator"] = server.token("--operator")
+        yield server
+    finally:
+        stop_server(server)
+
+
+def _workers(server: Server) -> list[int]:
+    """The supervisor's worker processes (spawned; its resource tracker is not one)."""
+    children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+    return sorted(int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes())
+
+
+def _inode(server_port: int, client_port: int) -> str | None:
+    """The socket inode of the server's end of the connection from ``client_port``."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if local == server_port and remote == client_port:
+                return fields[9]
+    return None
+
+
+def _worker_of(server: Server, client_port: int) -> int | None:
+    inode = _inode(int(server.url.rsplit(":", 1)[1]), client_port)
+    for pid in _workers(server):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def pinned(server: Server, worker: int, token: str | None = None) -> httpx.Client:
+    """A client whose one keep-alive connection was accepted by ``worker``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    for _ in range(100):
+        client = httpx.Client(base_url=server.url, headers=headers, timeout=60.0, follow_redirects=False,
+                              limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        answer = client.get("/healthz")
+        port = answer.extensions["network_stream"].get_extra_info("client_addr")[1]
+        if _worker_of(server, port) == worker:
+            return client
+        client.close()
+    raise AssertionError(f"no connection reached worker {worker}")
+
+
+@pytest.fixture(scope="module")
+def workers(two: Server) -> list[int]:
+    found = _workers(two)
+    assert len(found) == 2, found
+    return found
+
+
+def test_a_run_that_read_on_one_worker_is_refused_its_crossing_write_on_the_other(two, workers):
+    a, b = workers
+    token = two.agent_token("claude-code")
+    with closing(pinned(two, a, token)) as first, closing(pinned(two, b, token)) as second:
+        assert first.post("/v1/memories", json={"text": "Acme deploys on Fridays", "space": "acme"}).status_code == 201
+        assert first.post("/v1/recall", json={"query": "when does Acme deploy?", "space": "acme"}).json()["memories"]
+        crossing = second.post("/v1/memories", json={"text": "deploys happen on Fridays", "space": "globex"})
+        assert crossing.status_code == 403 and "data_barrier" in crossing.text
+        personal = second.post("/v1/memories", json={"text": "deploys happen on Fridays", "personal": True})
+        assert personal.status_code == 403 and "data_barrier" in personal.text
+        assert second.post("/v1/memories", json={"text": "Acme deploys at noon", "space": "acme"}).status_code == 201
+
+
+def test_a_memory_forgotten_on_one_worker_is_gone_on_the_other(two, workers):
+    a, b = workers
+    text = "Acme's staging password rotates every Tuesday, kept in the vault"
+    with closing(pinned(two, a, two.agent_token("claude-code"))) as first, \
+            closing(pinned(two, b, two.agent_token("claude-code"))) as second:
+        memory = first.post("/v1/memories", json={"text": text, "space": "acme"}).json()
+        found = second.post("/v1/recall", json={"query": "staging password rotation", "space": "acme"}).json()
+        assert memory["id"] in [m["id"] for m in found["memories"]]  # the other worker's image is warm
+        assert first.delete(f"/v1/memories/{memory['id']}", params={"space": "acme"}).status_code == 204
+        assert second.get(f"/v1/memories/{memory['id']}", params={"space": "acme"}).status_code == 404
+        again = second.post("/v1/recall", json={"query": "staging password rotation", "space": "acme"}).json()
+        assert memory["id"] not in [m["id"] for m in again["memories"]]
+    assert files_containing(two.home, text) == []
+
+
+def test_a_session_signed_out_on_one_worker_is_refused_by_the_other(two, workers):
+    a, b = workers
+    with closing(pinned(two, a)) as first:
+        form = first.get("/settings/sign-in")
+        signed = first.post("/settings/sign-in", data={"csrf": CSRF.search(form.text).group(1),
+                                                       "token": two.tokens["operator"], "next": ""})
+        assert signed.status_code == 303, signed.text
+        cookie = first.cookies["esfis_session"]
+        with closing(pinned(two, b)) as second:
+            second.cookies.set("esfis_session", cookie)
+            assert second.get("/settings/spaces").status_code == 200  # control: the other worker takes it
+            page = first.get("/settings/spaces")
+            out = first.post("/settings/sign-out", data={"csrf": CSRF.search(page.text).group(1)})
+            assert out.status_code == 303
+            refused = second.get("/settings/spaces")
+            assert refused.status_code == 303 and refused.headers["location"].startswith("/settings/sign-in")
