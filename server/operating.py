@@ -25,6 +25,7 @@ from server.runs import Run, TrailStep
 from server.spaces import validate_space_name
 
 if TYPE_CHECKING:
+    from server.backup import BackupReport
     from server.importer import ImportReport
 
 
@@ -156,6 +157,17 @@ class OperatorVerbs:
             raise InvalidInput(f"older_than must be at least {MIN_SWEEP_AGE}: a younger row may be a write "
                                "still in flight (on any machine, by its own clock)", field="older_than")
         return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
+
+    # -- backup ---------------------------------------------------------------------------
+
+    def backup(self, path: str | os.PathLike[str]) -> "BackupReport":
+        """A consistent backup of this home into ``path`` (``server.backup``): an absolute folder
+        on this machine, absent or empty."""
+        from server.backup import backup
+
+        if not Path(path).is_absolute():
+            raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
+        return backup(self.catalog, self.store, Path(path), clock=self.clock)
 
     # -- bulk import ----------------------------------------------------------------------
 
