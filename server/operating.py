@@ -26,6 +26,7 @@ from server.spaces import validate_space_name
 
 if TYPE_CHECKING:
     from server.backup import BackupReport
+    from server.export import RestoreImportReport
     from server.importer import ImportReport
 
 
@@ -193,6 +194,15 @@ class OperatorVerbs:
         if sized is not None:
             sized(total)
         return import_records(self, records, ai=ai, batch_size=batch, progress=progress)
+
+    def import_restore(self, stream: BinaryIO, *,
+                       progress: Callable[[int], None] | None = None) -> "RestoreImportReport":
+        """Restore the rows of an ``esfis export`` (``server.export``): ids, writers, times and
+        labels kept, never widened; rows already known are skipped."""
+        from server.export import import_restore
+
+        return import_restore(self.catalog, self.store, self.book, self._embed_documents, stream,
+                              now=self.clock(), journals=self.home / "imports", progress=progress)
 
     # -- for the settings pages (server.web) ---------------------------------------------
     # Each is a call on one book: the web layer calls only the façade, never a book.

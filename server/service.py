@@ -68,6 +68,7 @@ from server.write_journal import JOURNALS, WriteJournal
 
 if TYPE_CHECKING:
     from server.backup import BackupReport, RestoreReport
+    from server.export import ExportReport
     from server.reindex import ReindexReport
 
 _log = logging.getLogger("esfis")
@@ -469,6 +470,19 @@ def restore_home(source: str | os.PathLike[str], settings: Settings | None = Non
         return restore(Path(source).absolute(), settings.home.absolute(), forgets_from=live, progress=progress)
     finally:
         _close_all(live)
+
+
+def export_home(out, settings: Settings | None = None, *, spaces: list[str] | None = None, vectors: bool = False,
+                progress: Callable[[int], None] | None = None) -> "ExportReport":
+    """``esfis export``: every current memory as JSON Lines into ``out`` (``server.export``)."""
+    from server.export import export
+
+    settings = settings or Settings.from_env()
+    catalog, store = _open_without_model(settings)
+    try:
+        return export(catalog, store, out, now=system_clock(), spaces=spaces, vectors=vectors, progress=progress)
+    finally:
+        _close_all(catalog, store.coordination, store)
 
 
 def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
