@@ -507,9 +507,10 @@ class VectorStore:
 
     @contextmanager
     def held_still(self, key: str) -> Iterator[None]:
-        """Hold the partition's lock shared: no write, and no purge of old versions, on this
-        machine until the block ends (across machines, only Lance's own versioning)."""
-        with self._reading(key):
+        """Hold the partition still: no write, and no purge of old versions, until the block
+        ends. This machine's lock shared; on a shared store the turn among machines as well
+        (other machines' writers of this partition wait for it)."""
+        with self._reading(key), self.coordination.writer_turn(key):
             yield
 
     def stream(self, key: str, *, batch_size: int = 8192, with_vectors: bool = True) -> Iterator[pa.RecordBatch]:

@@ -42,7 +42,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -61,6 +61,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 INCOMPLETE = "INCOMPLETE"
 CATALOG = "esfis.db"
+DUMP = "catalog.pgdump"
 VECTORS = "vectors"
 BATCH = 8192
 Progress = Callable[[int], None]
@@ -96,42 +97,56 @@ class RestoreReport:
 def backup(catalog: Catalog, store: VectorStore, target: Path, *, clock: Clock,
            progress: Progress | None = None) -> BackupReport:
     """A consistent copy of a home into ``target`` (absent or empty) while others write."""
-    if not isinstance(catalog, SqliteCatalog):
-        raise InvalidInput("this catalog is on PostgreSQL: back it up with pg_dump, then the partitions "
-                           "(docs/backup.md, several machines)", field="catalog")
     started = time.monotonic()
     target = _fresh_target(target)
     (target / INCOMPLETE).write_text("a backup under way or killed: not restorable\n")
     taken_at = clock()
-    copy_path = target / CATALOG
-    _copy_catalog(catalog.path, copy_path)
+    copy: Any
+    if isinstance(catalog, SqliteCatalog):
+        copy_path = target / CATALOG
+        _copy_catalog(catalog.path, copy_path)
+        copy = SqliteCatalog(copy_path)
+    else:  # PostgreSQL: pg_dump and the reads below share one snapshot
+        from server import backup_postgres
+
+        copy_path = target / DUMP
+        copy = backup_postgres.Snapshot(catalog.url)  # type: ignore[attr-defined]
+        backup_postgres.dump(catalog.url, copy, copy_path)  # type: ignore[attr-defined]
     failpoints.hit("backup:after-catalog")
-    copy = SqliteCatalog(copy_path)
     vectors = VectorStore(target / VECTORS, model=store.model, dimension=store.dimension)
     try:
-        partitions, forgotten, reread = [], 0, []
+        partitions, forgotten, reread = [], {}, []
         for key in [r["partition"] for r in copy.all(
                 "SELECT DISTINCT partition FROM memories WHERE forgotten_at IS NULL ORDER BY partition")]:
             rows, digest, missing, held = _copy_partition(copy, store, vectors, key, progress)
             reread += [key] if held else []
-            forgotten += _forgotten_since(copy, vectors, catalog, missing)
+            forgotten.update(_forgotten_since(catalog, missing))
             if rows:
                 partitions.append({"key": key, "table": table_name(key), "rows": rows, "sha256": digest})
             failpoints.hit("backup:after-partition")
-        MemoryBook(copy, vectors).finish_forgets()  # the copy's forgets under way: their texts are not here
+        if isinstance(copy, SqliteCatalog):
+            forget(copy, vectors, forgotten)  # the copy says what its partitions hold
+            MemoryBook(copy, vectors).finish_forgets()  # the copy's forgets under way: their texts are not here
     finally:
         copy.close()
         vectors.close()
-    _seal_catalog(copy_path)
+    if isinstance(copy, SqliteCatalog):
+        _seal_catalog(copy_path)
+        described = {"kind": "sqlite", "file": CATALOG, "schema": _schema_of(copy_path)}
+        forgotten_in_dump = {}
+    else:  # a dump cannot be edited: restore forgets these after loading it
+        described = {"kind": "pg_dump", "file": DUMP, "schema": SCHEMA_VERSION, "pg_schema": copy.schema}
+        forgotten_in_dump = forgotten
     for leftover in (target / VECTORS).glob("*"):
         if not leftover.name.endswith(".lance") and leftover.name != "store.json":
             _remove(leftover)  # locks and tokens belong to a live home, not to a backup
     memories = sum(p["rows"] for p in partitions)
     manifest = {
-        "format": FORMAT, "schema": _schema_of(copy_path), "taken_at": iso(taken_at),
+        "format": FORMAT, "schema": described["schema"], "taken_at": iso(taken_at),
         "taken_at_micros": to_micros(taken_at), "model": store.model, "dimension": store.dimension,
-        "memories": memories, "forgotten_since": forgotten, "reread": reread,
-        "catalog": {"file": CATALOG, "bytes": copy_path.stat().st_size, "sha256": _file_digest(copy_path)},
+        "memories": memories, "forgotten_since": len(forgotten), "reread": reread,
+        "catalog": {**described, "bytes": copy_path.stat().st_size, "sha256": _file_digest(copy_path)},
+        "forget_after_load": forgotten_in_dump,
         "partitions": partitions,
     }
     _fsync_tree(target)
@@ -139,7 +154,7 @@ def backup(catalog: Catalog, store: VectorStore, target: Path, *, clock: Clock,
     _write_atomically(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     (target / INCOMPLETE).unlink()
     _fsync_dir(target)
-    return BackupReport(target, taken_at, memories, len(partitions), forgotten, time.monotonic() - started)
+    return BackupReport(target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started)
 
 
 def _fresh_target(target: Path) -> Path:
@@ -232,11 +247,11 @@ def _named_rows(copy: Catalog, batches: Iterator[pa.RecordBatch], key: str, seen
         failpoints.hit("backup:mid-partition")
 
 
-def _forgotten_since(copy: Catalog, vectors: VectorStore, live: Catalog, missing: list[str]) -> int:
-    """Mark forgotten in the copy what the live catalog forgot after the copy was taken (its
-    text is gone from the table, so it is not in the backup either)."""
+def _forgotten_since(live: Catalog, missing: list[str]) -> dict[str, int]:
+    """Of the ids the copy names that the table no longer holds, each with the time the live
+    catalog forgot it (after the copy was taken: its text is not in the backup either)."""
     if not missing:
-        return 0
+        return {}
     forgotten = {r["id"]: r["forgotten_at"] for r in live.all(
         f"SELECT id, forgotten_at FROM memories WHERE id IN (SELECT value FROM {live.sql.values}) "
         "AND forgotten_at IS NOT NULL", (json.dumps(missing),))}
@@ -244,8 +259,7 @@ def _forgotten_since(copy: Catalog, vectors: VectorStore, live: Catalog, missing
     if lost:
         raise StoreUnavailable(f"{len(lost)} memories the catalog names are in no partition (first: {lost[0]}): "
                                "the store is damaged; nothing was backed up")
-    forget(copy, vectors, forgotten)
-    return len(forgotten)
+    return forgotten
 
 
 def forget(catalog: Catalog, store: VectorStore, forgotten: dict[str, int]) -> int:
@@ -291,13 +305,25 @@ def read_manifest(source: Path) -> dict:
     return manifest
 
 
-def restore(source: Path, home: Path, *, forgets_from: Catalog | None = None,
-            progress: Progress | None = None) -> RestoreReport:
+def restore(source: Path, home: Path, *, forgets_from: Catalog | None = None, catalog_url: str | None = None,
+            vectors_uri: str | None = None, progress: Progress | None = None) -> RestoreReport:
     """Restore the backup in ``source`` into ``home`` (absent or empty), checking every digest.
-    With ``forgets_from`` (the live catalog), every memory it forgot is forgotten here too."""
+    With ``forgets_from`` (the live catalog), every memory it forgot is forgotten here too. A
+    backup of a PostgreSQL catalog goes into the empty database ``catalog_url`` (and the
+    partitions into ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
     started = time.monotonic()
     source, home = Path(source), Path(home)
     manifest = read_manifest(source)
+    kind = manifest["catalog"].get("kind", "sqlite")
+    if (kind == "pg_dump") != (catalog_url is not None):
+        raise InvalidInput(f"this backup's catalog is {'PostgreSQL' if kind == 'pg_dump' else 'SQLite'}: it "
+                           f"restores into {'an empty PostgreSQL database (ESFIS_CATALOG)' if kind == 'pg_dump' else 'a home of its own, without ESFIS_CATALOG'}",
+                           field="ESFIS_CATALOG")
+    if kind == "pg_dump":
+        return _restore_postgres(source, home, manifest, catalog_url, vectors_uri, forgets_from, progress, started)
+    if vectors_uri is not None:
+        raise InvalidInput("a backup of a SQLite home restores its partitions into the home, without ESFIS_VECTORS",
+                           field="ESFIS_VECTORS")
     if home.exists() and (not home.is_dir() or any(home.iterdir())):
         raise InvalidInput(f"{home} is not empty: restore goes into an empty ESFIS_HOME", field="home")
     home.parent.mkdir(parents=True, exist_ok=True)
@@ -340,6 +366,60 @@ def restore(source: Path, home: Path, *, forgets_from: Catalog | None = None,
     _fsync_dir(home.parent)
     return RestoreReport(home, from_micros(manifest["taken_at_micros"]), int(memories),  # type: ignore[arg-type]
                          len(manifest["partitions"]), applied, time.monotonic() - started)
+
+
+def _restore_postgres(source: Path, home: Path, manifest: dict, url: str, vectors_uri: str | None,
+                      forgets_from: Catalog | None, progress: Progress | None, started: float) -> RestoreReport:
+    """Partitions first (without the rows of memories forgotten since), then the dump in one
+    transaction, then the forgets marked in the catalog. Not one atomic step as on a disk: a
+    restore killed half way leaves a target to drop and restore again (docs/backup.md)."""
+    from server import backup_postgres
+    from server.catalog_postgres import PostgresCatalog
+
+    backup_postgres.require_empty(url)
+    gone = dict(manifest.get("forget_after_load") or {})
+    if forgets_from is not None:
+        gone.update({r["id"]: r["forgotten_at"] for r in forgets_from.all(
+            "SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")})
+    model, dimension = manifest["model"], int(manifest["dimension"])
+    vectors = VectorStore(vectors_uri or home / VECTORS, local=home / VECTORS, model=model, dimension=dimension)
+    backed_up = VectorStore(source / VECTORS, model=model, dimension=dimension)
+    try:
+        if vectors.partitions():
+            raise InvalidInput(f"the store at {vectors_uri or home / VECTORS} holds partitions: restore goes into "
+                               "an empty one", field="ESFIS_VECTORS")
+        for part in manifest["partitions"]:
+            digest = hashlib.sha256()
+            batches = _digested(backed_up.stream(part["key"], batch_size=BATCH), digest, progress)
+            vectors.create_from(part["key"], _without(batches, gone))
+            if digest.hexdigest() != part["sha256"]:
+                raise StoreUnavailable(f"partition {part['key']} of the backup in {source} does not match its "
+                                       "manifest: damaged")
+            vectors.settle(part["key"])
+            failpoints.hit("restore:after-partition")
+        dump = source / manifest["catalog"]["file"]
+        if _file_digest(dump) != manifest["catalog"]["sha256"]:
+            raise StoreUnavailable(f"the catalog of the backup in {source} does not match its manifest: damaged")
+        backup_postgres.restore_dump(url, dump)
+        failpoints.hit("restore:after-catalog")
+        catalog = PostgresCatalog(url)
+        try:
+            applied = forget(catalog, vectors, gone)
+            failpoints.hit("restore:after-forgets")
+            memories = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"]
+        finally:
+            catalog.close()
+    finally:
+        vectors.close()
+        backed_up.close()
+    return RestoreReport(home, from_micros(manifest["taken_at_micros"]), int(memories),  # type: ignore[arg-type]
+                         len(manifest["partitions"]), applied, time.monotonic() - started)
+
+
+def _without(batches: Iterator[pa.RecordBatch], gone: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        keep = [i for i, id_ in enumerate(batch.column("id").to_pylist()) if id_ not in gone]
+        yield batch if len(keep) == batch.num_rows else batch.take(pa.array(keep, type=pa.int64()))
 
 
 def _digested(batches: Iterator[pa.RecordBatch], digest, progress: Progress | None) -> Iterator[pa.RecordBatch]:

@@ -453,9 +453,6 @@ def restore_home(source: str | os.PathLike[str], settings: Settings | None = Non
     from server.backup import restore
 
     settings = settings or Settings.from_env()
-    if settings.catalog is not None or settings.vectors is not None:
-        raise InvalidInput("esfis restore makes a home with its catalog and partitions in ESFIS_HOME; "
-                           "for PostgreSQL and S3 see docs/backup.md", field="ESFIS_CATALOG")
     failpoints.arm(settings.failpoints)
     make_private(settings.home)  # the umask too: every file restored is its owner's only
     live = None
@@ -467,7 +464,8 @@ def restore_home(source: str | os.PathLike[str], settings: Settings | None = Non
         live = open_catalog(Settings(home=where, model=None) if not re.match(r"postgres(ql)?://", forgets_from)
                             else Settings(home=settings.home, model=None, catalog=forgets_from))
     try:
-        return restore(Path(source).absolute(), settings.home.absolute(), forgets_from=live, progress=progress)
+        return restore(Path(source).absolute(), settings.home.absolute(), forgets_from=live,
+                       catalog_url=settings.catalog, vectors_uri=settings.vectors, progress=progress)
     finally:
         _close_all(live)
 
