@@ -82,3 +82,4 @@ def test_backup_restore_and_export_rates(benchmark, tmp_path: Path, rows: int):
         "export_vectors_s": round(exports[True][0], 2), "export_vectors_per_s": round(rows / exports[True][0]),
         "export_vectors_mb": round(exports[True][1] / 2**20, 1), "peak_rss_mb": round(peak_rss_mb()),
     })
+    print("backup rates:", json.dumps(benchmark.extra_info))  # kept in the run's log as well

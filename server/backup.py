@@ -1,5 +1,5 @@
-"""Backups you can restore: ``esfis backup DIR`` while servers and agents keep working, and
-``esfis restore DIR`` into an empty home.
+"""Backups you can restore: ``esfis backup DIR`` while servers and agents keep working
+(``esfis restore DIR`` into an empty home is ``server.restore``).
 
 A backup folder holds::
 
@@ -23,8 +23,7 @@ without a lock may lose its files: the partition is then read again holding its 
 (no writer on this machine meanwhile), as ``VectorStore.snapshot`` does.
 
 **Killed half way**, a folder has no manifest: restore refuses it and a new backup into it
-starts over. Restore builds the home in a folder beside it and renames it into place last, so
-a killed restore leaves the target empty and is run again.
+starts over.
 
 **Forgets.** A backup made before a forget holds the forgotten text. ``restore`` given the live
 catalog (``forgets_from``) forgets in the restored home every memory the live one forgot.
@@ -81,16 +80,6 @@ class BackupReport:
         return self.memories / self.seconds if self.seconds else 0.0
 
 
-@dataclass(frozen=True)
-class RestoreReport:
-    home: Path
-    taken_at: datetime
-    memories: int
-    partitions: int
-    forgets_applied: int
-    seconds: float
-
-
 # -- backup ----------------------------------------------------------------------------------
 
 
@@ -145,15 +134,15 @@ def backup(catalog: Catalog, store: VectorStore, target: Path, *, clock: Clock,
         "format": FORMAT, "schema": described["schema"], "taken_at": iso(taken_at),
         "taken_at_micros": to_micros(taken_at), "model": store.model, "dimension": store.dimension,
         "memories": memories, "forgotten_since": len(forgotten), "reread": reread,
-        "catalog": {**described, "bytes": copy_path.stat().st_size, "sha256": _file_digest(copy_path)},
+        "catalog": {**described, "bytes": copy_path.stat().st_size, "sha256": file_digest(copy_path)},
         "forget_after_load": forgotten_in_dump,
         "partitions": partitions,
     }
-    _fsync_tree(target)
+    fsync_tree(target)
     failpoints.hit("backup:before-manifest")
     _write_atomically(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     (target / INCOMPLETE).unlink()
-    _fsync_dir(target)
+    fsync_dir(target)
     return BackupReport(target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started)
 
 
@@ -229,13 +218,13 @@ def _named_rows(copy: Catalog, batches: Iterator[pa.RecordBatch], key: str, seen
         vectors = rows.column("vector").values.to_numpy(zero_copy_only=False)
         width = len(vectors) // len(keep)
         kept = []
-        for n, (i, text) in enumerate(zip(rows.column("id").to_pylist(), texts)):
+        for n, (i, text) in enumerate(zip(rows.column("id").to_pylist(), texts, strict=True)):
             if named[i]["digest"] != digest_of(text):
                 raise StoreUnavailable(f"partition {key}: memory {i} holds another text than its catalog "
                                        "entry's digest: the store is damaged")
             seen.add(i)
             kept.append(named[i])
-            digest.update(_row_digest(i, text, vectors[n * width:(n + 1) * width].tobytes()))
+            digest.update(row_digest(i, text, vectors[n * width:(n + 1) * width].tobytes()))
         yield pa.RecordBatch.from_arrays([
             rows.column("id"), rows.column("text"), rows.column("vector"),
             pa.array([r["created_at"] for r in kept], type=pa.int64()),
@@ -288,155 +277,10 @@ def _seal_catalog(path: Path) -> None:
         conn.close()
 
 
-# -- restore ---------------------------------------------------------------------------------
-
-
-def read_manifest(source: Path) -> dict:
-    """A complete backup's manifest; refuses a folder that holds none (a backup killed half
-    way, or not a backup at all) or one newer than this esfis."""
-    path = Path(source) / MANIFEST
-    if (Path(source) / INCOMPLETE).exists() or not path.is_file():
-        raise InvalidInput(f"{source} holds no complete backup (no manifest: a backup killed half way, "
-                           "or not a backup)", field="path")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT or int(manifest.get("schema", 0)) > SCHEMA_VERSION:
-        raise InvalidInput(f"the backup in {source} is of format {manifest.get('format')}, catalog schema "
-                           f"{manifest.get('schema')}: newer than this esfis (upgrade esfis)", field="path")
-    return manifest
-
-
-def restore(source: Path, home: Path, *, forgets_from: Catalog | None = None, catalog_url: str | None = None,
-            vectors_uri: str | None = None, progress: Progress | None = None) -> RestoreReport:
-    """Restore the backup in ``source`` into ``home`` (absent or empty), checking every digest.
-    With ``forgets_from`` (the live catalog), every memory it forgot is forgotten here too. A
-    backup of a PostgreSQL catalog goes into the empty database ``catalog_url`` (and the
-    partitions into ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
-    started = time.monotonic()
-    source, home = Path(source), Path(home)
-    manifest = read_manifest(source)
-    kind = manifest["catalog"].get("kind", "sqlite")
-    if (kind == "pg_dump") != (catalog_url is not None):
-        raise InvalidInput(f"this backup's catalog is {'PostgreSQL' if kind == 'pg_dump' else 'SQLite'}: it "
-                           f"restores into {'an empty PostgreSQL database (ESFIS_CATALOG)' if kind == 'pg_dump' else 'a home of its own, without ESFIS_CATALOG'}",
-                           field="ESFIS_CATALOG")
-    if kind == "pg_dump":
-        return _restore_postgres(source, home, manifest, catalog_url, vectors_uri, forgets_from, progress, started)
-    if vectors_uri is not None:
-        raise InvalidInput("a backup of a SQLite home restores its partitions into the home, without ESFIS_VECTORS",
-                           field="ESFIS_VECTORS")
-    if home.exists() and (not home.is_dir() or any(home.iterdir())):
-        raise InvalidInput(f"{home} is not empty: restore goes into an empty ESFIS_HOME", field="home")
-    home.parent.mkdir(parents=True, exist_ok=True)
-    staging = home.parent / f".{home.name}.restoring"
-    shutil.rmtree(staging, ignore_errors=True)  # a killed restore's
-    staging.mkdir(mode=0o700)
-    catalog_path = staging / CATALOG
-    shutil.copyfile(source / CATALOG, catalog_path)
-    if _file_digest(catalog_path) != manifest["catalog"]["sha256"]:
-        raise StoreUnavailable(f"the catalog of the backup in {source} does not match its manifest: damaged")
-    failpoints.hit("restore:after-catalog")
-    vectors = VectorStore(staging / VECTORS, model=manifest["model"], dimension=int(manifest["dimension"]))
-    backed_up = VectorStore(source / VECTORS, model=manifest["model"], dimension=int(manifest["dimension"]))
-    catalog = SqliteCatalog(catalog_path)
-    applied = 0
-    try:
-        for part in manifest["partitions"]:
-            digest = hashlib.sha256()
-            rows = vectors.create_from(part["key"], _digested(backed_up.stream(part["key"], batch_size=BATCH),
-                                                              digest, progress))
-            if rows != part["rows"] or digest.hexdigest() != part["sha256"]:
-                raise StoreUnavailable(f"partition {part['key']} of the backup in {source} does not match its "
-                                       "manifest: damaged")
-            vectors.settle(part["key"])  # a large partition's image, built now rather than at first recall
-            failpoints.hit("restore:after-partition")
-        if forgets_from is not None:
-            gone = {r["id"]: r["forgotten_at"] for r in forgets_from.all(
-                "SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")}
-            named = {r["id"] for r in catalog.all("SELECT id FROM memories WHERE forgotten_at IS NULL")}
-            applied = forget(catalog, vectors, {i: at for i, at in gone.items() if i in named})
-            failpoints.hit("restore:after-forgets")
-        memories = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"]
-    finally:
-        catalog.close()
-        vectors.close()
-        backed_up.close()
-    _fsync_tree(staging)
-    failpoints.hit("restore:before-rename")
-    os.rename(staging, home)  # over an empty folder, in one step
-    _fsync_dir(home.parent)
-    return RestoreReport(home, from_micros(manifest["taken_at_micros"]), int(memories),  # type: ignore[arg-type]
-                         len(manifest["partitions"]), applied, time.monotonic() - started)
-
-
-def _restore_postgres(source: Path, home: Path, manifest: dict, url: str, vectors_uri: str | None,
-                      forgets_from: Catalog | None, progress: Progress | None, started: float) -> RestoreReport:
-    """Partitions first (without the rows of memories forgotten since), then the dump in one
-    transaction, then the forgets marked in the catalog. Not one atomic step as on a disk: a
-    restore killed half way leaves a target to drop and restore again (docs/backup.md)."""
-    from server import backup_postgres
-    from server.catalog_postgres import PostgresCatalog
-
-    backup_postgres.require_empty(url)
-    gone = dict(manifest.get("forget_after_load") or {})
-    if forgets_from is not None:
-        gone.update({r["id"]: r["forgotten_at"] for r in forgets_from.all(
-            "SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")})
-    model, dimension = manifest["model"], int(manifest["dimension"])
-    vectors = VectorStore(vectors_uri or home / VECTORS, local=home / VECTORS, model=model, dimension=dimension)
-    backed_up = VectorStore(source / VECTORS, model=model, dimension=dimension)
-    try:
-        if vectors.partitions():
-            raise InvalidInput(f"the store at {vectors_uri or home / VECTORS} holds partitions: restore goes into "
-                               "an empty one", field="ESFIS_VECTORS")
-        for part in manifest["partitions"]:
-            digest = hashlib.sha256()
-            batches = _digested(backed_up.stream(part["key"], batch_size=BATCH), digest, progress)
-            vectors.create_from(part["key"], _without(batches, gone))
-            if digest.hexdigest() != part["sha256"]:
-                raise StoreUnavailable(f"partition {part['key']} of the backup in {source} does not match its "
-                                       "manifest: damaged")
-            vectors.settle(part["key"])
-            failpoints.hit("restore:after-partition")
-        dump = source / manifest["catalog"]["file"]
-        if _file_digest(dump) != manifest["catalog"]["sha256"]:
-            raise StoreUnavailable(f"the catalog of the backup in {source} does not match its manifest: damaged")
-        backup_postgres.restore_dump(url, dump)
-        failpoints.hit("restore:after-catalog")
-        catalog = PostgresCatalog(url)
-        try:
-            applied = forget(catalog, vectors, gone)
-            failpoints.hit("restore:after-forgets")
-            memories = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"]
-        finally:
-            catalog.close()
-    finally:
-        vectors.close()
-        backed_up.close()
-    return RestoreReport(home, from_micros(manifest["taken_at_micros"]), int(memories),  # type: ignore[arg-type]
-                         len(manifest["partitions"]), applied, time.monotonic() - started)
-
-
-def _without(batches: Iterator[pa.RecordBatch], gone: dict[str, int]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        keep = [i for i, id_ in enumerate(batch.column("id").to_pylist()) if id_ not in gone]
-        yield batch if len(keep) == batch.num_rows else batch.take(pa.array(keep, type=pa.int64()))
-
-
-def _digested(batches: Iterator[pa.RecordBatch], digest, progress: Progress | None) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        vectors = batch.column("vector").values.to_numpy(zero_copy_only=False)
-        width = len(vectors) // max(batch.num_rows, 1)
-        for n, (i, text) in enumerate(zip(batch.column("id").to_pylist(), batch.column("text").to_pylist())):
-            digest.update(_row_digest(i, text, vectors[n * width:(n + 1) * width].tobytes()))
-        if progress is not None:
-            progress(batch.num_rows)
-        yield batch
-
-
 # -- files -----------------------------------------------------------------------------------
 
 
-def _row_digest(id_: str, text: str, vector: bytes) -> bytes:
+def row_digest(id_: str, text: str, vector: bytes) -> bytes:
     return b"%d:%s\x00%d:%s\x00" % (len(id_), id_.encode(), len(text.encode()), text.encode()) + vector
 
 
@@ -449,7 +293,7 @@ def _schema_of(path: Path) -> int:
         conn.close()
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -466,7 +310,7 @@ def _write_atomically(path: Path, text: str) -> None:
     os.rename(temporary, path)
 
 
-def _fsync_tree(root: Path) -> None:
+def fsync_tree(root: Path) -> None:
     """Every file and folder on disk before the manifest says the backup is whole."""
     for folder, _, files in os.walk(root):
         for name in files:
@@ -475,10 +319,10 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(folder))
+        fsync_dir(Path(folder))
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)

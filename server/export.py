@@ -75,7 +75,7 @@ def export(catalog: Catalog, store: VectorStore, out: BinaryIO, *, now: datetime
             matrix = (batch.column("vector").values.to_numpy(zero_copy_only=False).reshape(len(ids), -1)
                       if vectors and ids else None)
             lines = []
-            for n, (id_, text) in enumerate(zip(ids, texts)):
+            for n, (id_, text) in enumerate(zip(ids, texts, strict=True)):
                 row = current.pop(id_, None)  # once each, whatever the table holds
                 if row is None:
                     continue

@@ -67,7 +67,8 @@ from server.write_journal import JOURNALS, WriteJournal
 
 
 if TYPE_CHECKING:
-    from server.backup import BackupReport, RestoreReport
+    from server.backup import BackupReport
+    from server.restore import RestoreReport
     from server.export import ExportReport
     from server.reindex import ReindexReport
 
@@ -450,7 +451,7 @@ def restore_home(source: str | os.PathLike[str], settings: Settings | None = Non
                  forgets_from: str | None = None, progress: Callable[[int], None] | None = None) -> "RestoreReport":
     """``esfis restore``: a backup into this (empty) home. ``forgets_from`` names the live home
     (a folder, or its catalog's postgresql:// URL) whose forgets are applied after."""
-    from server.backup import restore
+    from server.restore import restore
 
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)

@@ -7,7 +7,6 @@ into an empty prefix and the dump into an empty database. Run by the PostgreSQL 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 
 from http_support import error_of, remember
+
 from tests.conftest import cli_env
 from tests.http.conftest import ESFIS_BIN
 
