@@ -206,10 +206,12 @@ def _named_rows(copy: Catalog, batches: Iterator[pa.RecordBatch], key: str, seen
     """Each batch filtered to the rows the copy names (once each), with the copy's times."""
     for batch in batches:
         ids = batch.column("id").to_pylist()
+        # By id alone: with "partition = ?" beside it, SQLite reads the whole partition by its
+        # digest index for every batch (300k memories over 30 spaces: 36 s against 16 s).
         named = {r["id"]: r for r in copy.all(
-            "SELECT id, created_at, valid_from, valid_until, digest FROM memories WHERE id IN "
-            f"(SELECT value FROM {copy.sql.values}) AND partition = ? AND forgotten_at IS NULL",
-            (json.dumps(ids), key))}
+            "SELECT id, partition, created_at, valid_from, valid_until, digest FROM memories WHERE id IN "
+            f"(SELECT value FROM {copy.sql.values}) AND forgotten_at IS NULL", (json.dumps(ids),))
+            if r["partition"] == key}
         keep = [i for i, id_ in enumerate(ids) if id_ in named and id_ not in seen]
         if not keep:
             continue
