@@ -349,6 +349,8 @@ def cmd_export(args) -> None:
 
     from server.service import export_home
 
+    if args.output and os.path.exists(args.output):
+        raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
     with (open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer)) as out, \
             _bar(" memories") as bar:
         report = export_home(out, spaces=args.export_space or None, vectors=args.vectors, progress=bar.update)

@@ -33,7 +33,7 @@ from indexing.snapshot import OPEN_END, RowBatch
 from indexing.store import VectorStore
 from server.catalog import Catalog
 from server.clock import from_micros, iso, parse_time, to_micros
-from server.errors import EsfisError, InvalidInput
+from server.errors import EsfisError, InvalidInput, SpaceNotFound
 from server.import_journal import batch_lock
 from server.import_rows import _vector, read_lines
 from server.labels import check_origins
@@ -61,7 +61,11 @@ def export(catalog: Catalog, store: VectorStore, out: BinaryIO, *, now: datetime
     personal memories) to ``out`` as JSON Lines."""
     started = time.monotonic()
     if spaces:
-        keys = [partition_key(None if s == "personal" else validate_space_name(s, field="space")) for s in spaces]
+        known = {r["name"] for r in catalog.all("SELECT name FROM spaces")}
+        for name in spaces:
+            if name != "personal" and validate_space_name(name, field="space") not in known:
+                raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
+        keys = [partition_key(None if s == "personal" else s) for s in spaces]
     else:
         keys = [r["key"] for r in catalog.all("SELECT key FROM partitions ORDER BY key")]
     micros, written = to_micros(now), 0

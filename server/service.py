@@ -501,6 +501,9 @@ def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
         store = VectorStore(settings.vectors or settings.vectors_path, local=settings.vectors_path,
                             model=recorded["model"], dimension=int(recorded["dimension"]),
                             coordination=open_coordination(settings))
+    except IndexingError as exc:  # a reindex under way, say
+        catalog.close()
+        raise StoreUnavailable(str(exc)) from exc
     except BaseException:
         catalog.close()
         raise

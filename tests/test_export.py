@@ -117,6 +117,9 @@ def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):
                           capture_output=True, env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "exported 3 memories" in done.stderr
+    unknown = subprocess.run([ESFIS_BIN, "export", "--space", "initech"], cwd=ROOT, text=True, capture_output=True,
+                             env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
+    assert unknown.returncode == 3 and "no space named 'initech'" in unknown.stderr
     target = tmp_path / "target"
     env = cli_env(target)
     assert subprocess.run([ESFIS_BIN, "space", "add", str(tmp_path), "--name", "acme"], env=env, cwd=ROOT,
