@@ -527,6 +527,22 @@ def section_several(rows: list[dict], checks: Checks) -> list[str]:
                "partition cold / warm, local (ms)", "partition cold / warm, S3 (ms)", "answers from other spaces", "test"])
 
 
+def section_backup(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in sorted(rows, key=lambda r: r.get("memories", 0)):
+        cell = f"{fmt(r.get('memories'))} memories"
+        for what in ("backup", "export"):
+            checks.unjudged(f"{what} rate", cell, fmt(r.get(f"{what}_per_s")), "no target is stated")
+        body.append([r.get("memories"), r.get("spaces"), f"{fmt(r.get('backup_per_s'))} ({fmt(r.get('backup_s'))} s, "
+                     f"{fmt(r.get('backup_mb'))} MB)", f"{fmt(r.get('restore_per_s'))} ({fmt(r.get('restore_s'))} s)",
+                     f"{fmt(r.get('export_per_s'))} ({fmt(r.get('export_mb'))} MB)",
+                     f"{fmt(r.get('export_vectors_per_s'))} ({fmt(r.get('export_vectors_mb'))} MB)",
+                     r.get("peak_rss_mb"), r["outcome"]])
+    return ["A store at rest, 384-d vectors; the export goes to a sink that counts bytes.", ""] + table(
+        body, ["memories", "spaces", "backup memories/s", "restore memories/s", "export memories/s",
+               "export with vectors, memories/s", "peak RSS MiB", "test"])
+
+
 SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_evidence_recall.py": section_evidence, "test_lexical_latency.py": section_lexical,
     "test_scope_vs_filter.py": section_scope, "test_longmemeval.py": section_lme,
@@ -535,7 +551,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_embedding.py": section_embedding, "test_cli_wall.py": section_cli, "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import, "test_http_load.py": section_load,
     "test_embedding_batching.py": section_batching,
-    "test_several_machines.py": section_several,
+    "test_several_machines.py": section_several, "test_backup_rates.py": section_backup,
 }
 
 

@@ -157,4 +157,5 @@ MODULES: dict[str, str] = {
     "test_import_throughput.py": "Bulk import, everything but the model",
     "test_http_load.py": "HTTP load, concurrent clients",
     "test_several_machines.py": "Several machines: PostgreSQL catalog and S3 partitions beside the embedded default",
+    "test_backup_rates.py": "Backup, restore and export rates",
 }

@@ -3,7 +3,9 @@ would, to prove that a crash at exactly that step leaves the store whole.
 
 They are armed once, at the edge: ``ESFIS_FAILPOINT`` (``Settings.failpoints``), a comma-separated
 list of names, each optionally ``NAME@N`` for the N-th time the step is reached (default the
-first); ``open_service`` arms them. Unarmed, a step costs one dict lookup. The names:
+first), and ``=stop`` to stop the process there (SIGSTOP) instead, so that a test can act
+while it waits and then let it go on (SIGCONT); ``open_service`` arms them. Unarmed, a step
+costs one dict lookup. The names:
 
     write:after-journal    the write's ids are in its journal, no vector written yet
     write:after-vectors    the vectors are on disk, the catalog not committed
@@ -14,6 +16,14 @@ first); ``open_service`` arms them. Unarmed, a step costs one dict lookup. The n
     forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
     image:before-publish   a partition's image is built in its temporary folder, not yet published
                            (in the build's own process; ``armed`` hands the armed names to it)
+    backup:after-catalog   the catalog is copied into the backup, no partition yet
+    backup:mid-partition   a partition's first batch is read, the rest not yet
+    backup:after-partition a partition is copied (each one: ``@N`` for the N-th)
+    backup:before-manifest every part is copied and on disk, the manifest not yet written
+    restore:after-catalog  the catalog is copied into the staging folder beside the home
+    restore:after-partition a partition is restored (each one)
+    restore:after-forgets  the live home's forgets are applied
+    restore:before-rename  the staging folder is whole, not yet renamed into the home
 """
 
 from __future__ import annotations
@@ -25,35 +35,42 @@ from collections import Counter
 from typing import Iterable
 
 _armed: dict[str, int] = {}
+_stops: set[str] = set()  # armed names that stop the process instead of killing it
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 
 
 def arm(names: Iterable[str]) -> None:
     """Arm these failpoints (``NAME`` or ``NAME@N``), disarming any others."""
-    armed = {}
+    armed, stops = {}, set()
     for spec in names:
-        name, _, nth = spec.strip().partition("@")
+        spec, _, action = spec.strip().partition("=")
+        name, _, nth = spec.partition("@")
         if name:
             armed[name] = int(nth) if nth else 1
+            if action == "stop":
+                stops.add(name)
     with _lock:
         _armed.clear()
         _armed.update(armed)
+        _stops.clear()
+        _stops.update(stops)
         _seen.clear()
 
 
 def hit(name: str) -> None:
-    """Kill this process with SIGKILL if ``name`` is armed and reached for the N-th time."""
+    """Kill this process with SIGKILL (or stop it, for ``=stop``) if ``name`` is armed and
+    reached for the N-th time."""
     if not _armed or name not in _armed:
         return
     with _lock:
         _seen[name] += 1
         if _seen[name] != _armed[name]:
             return
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGSTOP if name in _stops else signal.SIGKILL)
 
 
 def armed() -> list[str]:
     """The armed names as ``arm`` takes them, for a child process to arm the same."""
     with _lock:
-        return [f"{name}@{nth}" for name, nth in _armed.items()]
+        return [f"{name}@{nth}" + ("=stop" if name in _stops else "") for name, nth in _armed.items()]

@@ -503,6 +503,59 @@ class VectorStore:
                 removed += 1
         return removed
 
+    # -- whole partitions (backup, restore, export) -----------------------------------------
+
+    @contextmanager
+    def held_still(self, key: str) -> Iterator[None]:
+        """Hold the partition still: no write, and no purge of old versions, until the block
+        ends. This machine's lock shared; on a shared store the turn among machines as well
+        (other machines' writers of this partition wait for it)."""
+        with self._reading(key), self.coordination.writer_turn(key):
+            yield
+
+    def stream(self, key: str, *, batch_size: int = 8192, with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
+        """The partition's rows at one version (the latest when the stream starts), in batches:
+        id, text, created_at, valid_from, valid_until (and vector). A purge of old versions in
+        another process may delete files under a stream that holds no lock: the caller retries
+        under ``held_still``. Nothing for a partition never written."""
+        dataset = self._dataset(key)
+        if dataset is None:
+            return
+        columns = ["id", "text", "created_at", "valid_from", "valid_until"] + (["vector"] if with_vectors else [])
+        yield from dataset.to_batches(columns=columns, batch_size=batch_size)
+
+    def create_from(self, key: str, batches: Iterator[pa.RecordBatch]) -> int:
+        """Create the partition's table from a stream of rows (the ``stream`` columns, vector
+        included) in one commit, under the write lock; returns the rows written. Refuses a
+        partition that already has a table."""
+        import lance
+
+        schema = self._schema(secrets.token_hex(8))
+        written, failed = 0, []
+
+        def counted() -> Iterator[pa.RecordBatch]:
+            nonlocal written
+            try:
+                for batch in batches:
+                    written += batch.num_rows
+                    yield pa.RecordBatch.from_arrays([batch.column(f.name) for f in schema], schema=schema)
+            except BaseException as exc:  # Lance would raise it as its own error: keep the original
+                failed.append(exc)
+                raise
+
+        with self._writing(key):
+            if self.exists(key):
+                raise ValueError(f"partition {key} already has a table")
+            reader = pa.RecordBatchReader.from_batches(schema, counted())
+            try:
+                lance.write_dataset(reader, self._uri(key), schema=schema, mode="create", session=self.session)
+            except BaseException:
+                if failed:
+                    raise failed[0] from None
+                raise
+            self._known.add(key)
+        return written
+
     def ids_written_before(self, key: str, micros: int) -> list[str]:
         """The ids of a partition's rows written before ``micros``, from its table."""
         dataset = self._dataset(key)

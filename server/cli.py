@@ -318,6 +318,98 @@ def cmd_token(args) -> None:
         service.close()
 
 
+# -- backup, restore, export (one block: server.backup and server.export hold the logic) ------
+
+
+def _bar(unit: str, total: int | None = None):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+
+
+def cmd_backup(args) -> None:
+    """``esfis backup DIR``: a consistent copy of the home while servers keep working."""
+    from server.service import backup_home
+
+    with _bar(" memories") as bar:
+        report = backup_home(args.dir, progress=bar.update)
+    print(f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
+          f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)")
+
+
+def cmd_restore(args) -> None:
+    """``esfis restore DIR``: a backup into an empty ESFIS_HOME."""
+    from server.service import restore_home
+
+    with _bar(" memories") as bar:
+        report = restore_home(args.dir, forgets_from=args.forgets_from, progress=bar.update)
+    print(f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
+          f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
+          f"in {report.seconds:.1f} s")
+
+
+def cmd_export(args) -> None:
+    """``esfis export``: every current memory as JSON Lines, on stdout or into --output."""
+    from contextlib import nullcontext
+
+    from server.service import export_home
+
+    if args.output and os.path.exists(args.output):
+        raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
+    with (open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer)) as out, \
+            _bar(" memories") as bar:
+        report = export_home(out, spaces=args.export_space or None, vectors=args.vectors, progress=bar.update)
+    print(f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
+          file=sys.stderr)
+
+
+def cmd_import_restore(args) -> None:
+    """``esfis import --restore FILE``: an export's rows with their ids, labels and validity."""
+    from contextlib import nullcontext
+
+    from server.service import open_service
+
+    if args.file != "-" and not os.path.isfile(args.file):
+        raise InvalidInput(f"no file {args.file!r}", field="file")
+    service = open_service()
+    try:
+        with open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines, _bar(" rows") as bar:
+            report = service.import_restore(lines, progress=bar.update)
+    finally:
+        service.close()
+    for line, reason in report.errors:
+        print(f"line {line}: {reason}", file=sys.stderr)
+    print(report.summary())
+    if report.failed:
+        raise BadImportLine(f"{report.failed} of {report.rows} rows failed (listed above); the rest were restored")
+
+
+def _import_or_restore(args) -> None:
+    (cmd_import_restore if args.restore else cmd_import)(args)
+
+
+def add_backup_commands(sub) -> None:
+    p = sub.add_parser("backup", help="a consistent copy of this home into an empty folder DIR, while servers "
+                       "keep working (operator)")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(run=cmd_backup)
+    p = sub.add_parser("restore", help="restore the backup in DIR into this (empty) ESFIS_HOME (operator)")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--forgets-from", metavar="HOME", help="the live home (or its postgresql:// catalog): forget "
+                   "again every memory it forgot since the backup")
+    p.set_defaults(run=cmd_restore)
+    p = sub.add_parser("export", help="every current memory as JSON Lines, with its labels (operator)")
+    p.add_argument("--space", dest="export_space", action="append", metavar="S",
+                   help="only this space (repeatable; 'personal' for personal memories)")
+    p.add_argument("--vectors", action="store_true", help="with each memory's vector")
+    p.add_argument("--output", "-o", metavar="FILE", help="write here (a new file) instead of stdout")
+    p.set_defaults(run=cmd_export)
+    p = sub.choices["import"]
+    p.add_argument("--restore", action="store_true", help="FILE is an esfis export: keep its ids, labels and "
+                   "validity")
+    p.set_defaults(run=_import_or_restore)
+
+
 # -- parsing --------------------------------------------------------------------------------
 
 
@@ -511,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = token.add_parser("revoke", help="revoke a token by its id")
     p.add_argument("token_id", metavar="ID")
     p.set_defaults(run=cmd_token)
+    add_backup_commands(sub)
     return parser
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Protocol
 
 from indexing import failpoints
-from indexing.snapshot import OPEN_END
+from indexing.snapshot import OPEN_END, RowBatch
 from indexing.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
@@ -148,6 +148,32 @@ class MemoryBook:
             old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
             if old is not None:
                 self.store.end_validity(old["partition"], supersedes[0], to_micros(supersedes[1]))
+
+    def write_restored(self, key: str, rows: RowBatch, meta: list[tuple]) -> None:
+        """Store memories as an export recorded them (``server.export``): their own ids, writers,
+        times and labels. ``meta`` per row: (id, space, ai, created_at, valid_from, valid_until,
+        digest, labels, run_id, from_spaces), times in microseconds, labels JSON. Same order
+        as every write: journal, vectors, then the catalog in one transaction."""
+        with nullcontext() if self.journal is None else self.journal.writing(key, rows.ids):
+            self.store.add(key, rows)
+            try:
+                with self.catalog.transaction() as tx:
+                    tx.executemany(
+                        "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
+                        "digest, labels, run_id, from_spaces) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [(m[0], key, *m[1:]) for m in meta],
+                    )
+                    tx.execute(
+                        "INSERT INTO partitions (key, live) VALUES (?, ?) "
+                        "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
+                        (key, len(meta)),
+                    )
+            except BaseException:
+                try:
+                    self.store.purge(key, rows.ids)
+                except Exception:
+                    pass  # orphans stay harmless (see write_batch)
+                raise
 
     def _compact(self, key: str) -> None:
         try:

@@ -28,6 +28,8 @@ from server.trail_upkeep import Pruned, prune_trail
 from server.spaces import validate_space_name
 
 if TYPE_CHECKING:
+    from server.backup import BackupReport
+    from server.export import RestoreImportReport
     from server.importer import ImportReport
 
 
@@ -199,6 +201,17 @@ class OperatorVerbs:
                                "still in flight (on any machine, by its own clock)", field="older_than")
         return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
 
+    # -- backup ---------------------------------------------------------------------------
+
+    def backup(self, path: str | os.PathLike[str]) -> "BackupReport":
+        """A consistent backup of this home into ``path`` (``server.backup``): an absolute folder
+        on this machine, absent or empty."""
+        from server.backup import backup
+
+        if not Path(path).is_absolute():
+            raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
+        return backup(self.catalog, self.store, Path(path), clock=self.clock)
+
     # -- bulk import ----------------------------------------------------------------------
 
     def import_jsonl(self, stream: BinaryIO, *, ai: str = "import", batch_size: int | None = None,
@@ -223,6 +236,15 @@ class OperatorVerbs:
         if sized is not None:
             sized(total)
         return import_records(self, records, ai=ai, batch_size=batch, progress=progress)
+
+    def import_restore(self, stream: BinaryIO, *,
+                       progress: Callable[[int], None] | None = None) -> "RestoreImportReport":
+        """Restore the rows of an ``esfis export`` (``server.export``): ids, writers, times and
+        labels kept, never widened; rows already known are skipped."""
+        from server.export import import_restore
+
+        return import_restore(self.catalog, self.store, self.book, self._embed_documents, stream,
+                              now=self.clock(), journals=self.home / "imports", progress=progress)
 
     # -- for the settings pages (server.web) ---------------------------------------------
     # Each is a call on one book: the web layer calls only the façade, never a book.

@@ -10,6 +10,7 @@ in the run's trail in the same transaction as what it did.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -72,6 +73,9 @@ from server.write_journal import JOURNALS, WriteJournal
 
 
 if TYPE_CHECKING:
+    from server.backup import BackupReport
+    from server.restore import RestoreReport
+    from server.export import ExportReport
     from server.reindex import ReindexReport
 
 _log = logging.getLogger("esfis")
@@ -473,6 +477,84 @@ def reindex_store(settings: Settings | None = None, *, embedder: Embedder | None
         return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
     except IndexingError as exc:  # the model, or a store the reindex cannot open
         raise StoreUnavailable(str(exc)) from exc
+
+
+def backup_home(target: str | os.PathLike[str], settings: Settings | None = None, *,
+                progress: Callable[[int], None] | None = None) -> "BackupReport":
+    """``esfis backup``: a consistent copy of the home (``server.backup``), opened without the
+    model (the store says which one its vectors were made with)."""
+    from server.backup import backup
+
+    settings = settings or Settings.from_env()
+    failpoints.arm(settings.failpoints)
+    catalog, store = _open_without_model(settings)
+    try:
+        return backup(catalog, store, Path(target).absolute(), clock=system_clock, progress=progress)
+    finally:
+        _close_all(catalog, store.coordination, store)
+
+
+def restore_home(source: str | os.PathLike[str], settings: Settings | None = None, *,
+                 forgets_from: str | None = None, progress: Callable[[int], None] | None = None) -> "RestoreReport":
+    """``esfis restore``: a backup into this (empty) home. ``forgets_from`` names the live home
+    (a folder, or its catalog's postgresql:// URL) whose forgets are applied after."""
+    from server.restore import restore
+
+    settings = settings or Settings.from_env()
+    failpoints.arm(settings.failpoints)
+    make_private(settings.home)  # the umask too: every file restored is its owner's only
+    live = None
+    if forgets_from is not None:
+        where = Path(forgets_from).expanduser()
+        if not re.match(r"postgres(ql)?://", forgets_from) and not (where / "esfis.db").is_file():
+            raise InvalidInput(f"--forgets-from {forgets_from}: no catalog there (a home folder or a "
+                               "postgresql:// URL)", field="forgets_from")
+        live = open_catalog(Settings(home=where, model=None) if not re.match(r"postgres(ql)?://", forgets_from)
+                            else Settings(home=settings.home, model=None, catalog=forgets_from))
+    try:
+        return restore(Path(source).absolute(), settings.home.absolute(), forgets_from=live,
+                       catalog_url=settings.catalog, vectors_uri=settings.vectors, progress=progress)
+    finally:
+        _close_all(live)
+
+
+def export_home(out, settings: Settings | None = None, *, spaces: list[str] | None = None, vectors: bool = False,
+                progress: Callable[[int], None] | None = None) -> "ExportReport":
+    """``esfis export``: every current memory as JSON Lines into ``out`` (``server.export``)."""
+    from server.export import export
+
+    settings = settings or Settings.from_env()
+    catalog, store = _open_without_model(settings)
+    try:
+        return export(catalog, store, out, now=system_clock(), spaces=spaces, vectors=vectors, progress=progress)
+    finally:
+        _close_all(catalog, store.coordination, store)
+
+
+def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
+    """The catalog and the store for a command that reads vectors but never embeds."""
+    from indexing.location import Location, read_manifest
+
+    make_private(settings.home)
+    catalog = open_catalog(settings)
+    try:
+        if settings.vectors is not None:
+            recorded = read_manifest(Location.of(settings.vectors, settings.vectors_path))
+        else:
+            path = settings.vectors_path / "store.json"
+            recorded = json.loads(path.read_text()) if path.is_file() else None
+        if recorded is None:
+            raise InvalidInput(f"there is no vector store in {settings.vectors or settings.vectors_path}", field="home")
+        store = VectorStore(settings.vectors or settings.vectors_path, local=settings.vectors_path,
+                            model=recorded["model"], dimension=int(recorded["dimension"]),
+                            coordination=open_coordination(settings))
+    except IndexingError as exc:  # a reindex under way, say
+        catalog.close()
+        raise StoreUnavailable(str(exc)) from exc
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog, store
 
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?$")

@@ -396,3 +396,12 @@ class ImportOut(Shape):
     failed: int
     errors: list[ImportErrorOut] = Field(description="the first 1000, by line number")
     seconds: float
+
+
+class BackupOut(Shape):
+    path: str = Field(description="the backup's folder, on the server's machine")
+    taken_at: str = Field(description="ISO 8601, UTC: the moment of the catalog copy: the backup answers as the store did then")
+    memories: int
+    partitions: int
+    forgotten_since: int = Field(description="named by the catalog copy, forgotten before their partition was read")
+    seconds: float

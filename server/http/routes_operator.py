@@ -16,8 +16,9 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import render
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
-from server.http.schemas import ERRORS, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
+from server.http.schemas import ERRORS, BackupIn, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
 from server.shapes import (
+    BackupOut,
     DeliveriesOut,
     DeliveryOut,
     GrantOut,
@@ -180,6 +181,19 @@ def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
     """A run's trail: what it carries and every step, with ids, labels and rules, never texts."""
     run, steps = service_of(request).trail(run_id)
     return render.run_json(run, steps)
+
+
+# -- backup ---------------------------------------------------------------------------------
+
+
+@router.post("/backup", status_code=201, response_model=BackupOut)
+def backup(body: BackupIn, request: Request, _: OperatorToken) -> dict:
+    """A consistent backup of this server's home into ``path``, a folder on the server's
+    machine (absolute; absent or empty). Answers when the backup is complete."""
+    report = service_of(request).backup(body.path)
+    return BackupOut(path=str(report.path), taken_at=report.taken_at.isoformat(), memories=report.memories,
+                     partitions=report.partitions, forgotten_since=report.forgotten_since,
+                     seconds=round(report.seconds, 3)).dump()
 
 
 # -- import ---------------------------------------------------------------------------------

@@ -95,6 +95,10 @@ class TrustIn(_In):
     source: Text = Field(description="an origin mark, e.g. source:github")
 
 
+class BackupIn(_In):
+    path: Cwd = Field(description="an absolute folder on the server's machine, absent or empty")
+
+
 class SpaceIn(_In):
     name: Text = Field(description="1 to 8 segments of [a-z0-9][a-z0-9._-]{0,62} joined by '/'")
     folders: list[Cwd] = Field(default_factory=list, description="folders on the server's machine")

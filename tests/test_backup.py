@@ -1,0 +1,436 @@
+"""Backups you can restore (``server.backup``): ``esfis backup DIR`` while others write, and
+``esfis restore DIR`` into an empty home.
+
+What is proven here, each on a real LanceDB store and a real catalog, with real ``esfis``
+processes for the concurrency and the kills:
+
+- a restored home answers every recall as the source did at backup time (the real model: ids,
+  order, scores within 1e-6), with every catalog table as it was (spaces, folders, policies,
+  grants, trusted sources, tokens, runs, deliveries: whatever tables the catalog has);
+- a backup taken while four processes remember, replace, forget and import is whole: its
+  catalog and partitions agree row for row (validity included), it holds no text outside what
+  its catalog names, and restored with ``--forgets-from`` no forgotten text comes back;
+- a forget racing the backup, between the catalog copy and the partition's read, and in the
+  middle of the read (its purge deletes the files being read), leaves the backup whole;
+- kill -9 at each step of a backup and of a restore: never taken for a complete one, the source
+  untouched, the target empty, and a re-run completes;
+- damage and wrong targets are refused.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from indexing.location import open_dataset
+from indexing.store import table_name
+from indexing.testing import HashingEmbedder
+from server.backup import forget as forget_in
+from server.clock import from_micros
+from server.errors import InvalidInput, MemoryNotFound
+from server.import_journal import sweep_every_partition
+from server.memory_input import digest_of
+from server.service import open_service, restore_home
+from tests import catalogs
+from tests.catalogs import settings_for
+from tests.conftest import ESFIS_BIN, MovableClock, cli_env
+from tests.helpers import files_containing
+from tests.test_concurrent_processes import _start
+from tests.test_faults import ROOT, assert_whole, reopen, run_verb
+
+pytestmark = pytest.mark.skipif(catalogs.BACKEND != "sqlite", reason="esfis backup copies a SQLite catalog; "
+                                "PostgreSQL's is tests/test_backup_postgres.py")
+
+
+def esfis(home: Path, *argv: str, failpoint: str | None = None, **popen) -> subprocess.CompletedProcess[str]:
+    env = cli_env(home, **({"ESFIS_FAILPOINT": failpoint} if failpoint else {}))
+    return subprocess.run([ESFIS_BIN, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+                          **popen)
+
+
+def tables(db: Path) -> dict[str, list[tuple]]:
+    """Every table of a catalog file, rows sorted: what a restore must bring back whole."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'sqlite_%' AND name != 'forgetting'")]
+        return {n: sorted(conn.execute(f"SELECT * FROM {n}").fetchall(), key=repr) for n in names}
+
+
+def assert_backup_whole(folder: Path, *, gone: tuple[str, ...] = ()) -> dict:
+    """A backup folder is complete, and its catalog and partitions agree row for row: every
+    memory the catalog names as not forgotten is in its partition once, with the text its
+    digest names and the catalog's validity; no row is in a partition the catalog does not name.
+    (Read only: opening it as a catalog or a store would write to it.)"""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert not (folder / "INCOMPLETE").exists()
+    named = {r["id"]: r for r in backup_rows(folder, "SELECT * FROM memories WHERE forgotten_at IS NULL")}
+    stored = {}
+    for key in {r["partition"] for r in named.values()}:
+        for row in open_dataset(str(folder / "vectors" / f"{table_name(key)}.lance")).to_table().to_pylist():
+            assert row["id"] not in stored, f"a duplicate row in {key}"
+            stored[row["id"]] = (key, row)
+    assert set(stored) == set(named), "the backup's partitions and catalog disagree"
+    for id_, (key, row) in stored.items():
+        entry = named[id_]
+        assert entry["partition"] == key and entry["digest"] == digest_of(row["text"])
+        assert (row["valid_from"], row["valid_until"]) == (entry["valid_from"], entry["valid_until"]), id_
+    assert manifest["memories"] == len(named)
+    for text in gone:
+        assert files_containing(folder, text) == [], f"a forgotten text is in the backup: {text!r}"
+    return manifest
+
+
+def backup_rows(folder: Path, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+    with sqlite3.connect(f"file:{folder / 'esfis.db'}?mode=ro", uri=True) as conn:
+        conn.row_factory = sqlite3.Row
+        return conn.execute(sql, params).fetchall()
+
+
+def recalls(svc, queries: dict[str | None, list[str]], *, limit: int = 10) -> dict:
+    """(caller's space, query) → [(id, score)], best first."""
+    answers = {}
+    for space, asked in queries.items():
+        caller = svc.caller("claude-code", space=space) if space else svc.caller("claude-code")
+        for query in asked:
+            answers[(space, query)] = [(m.id, m.score) for m in svc.recall(caller, query, limit=limit).memories]
+    return answers
+
+
+def assert_same_answers(got: dict, expected: dict) -> None:
+    assert got.keys() == expected.keys()
+    for asked, answer in expected.items():
+        assert [i for i, _ in got[asked]] == [i for i, _ in answer], asked
+        assert all(abs(a - b) <= 1e-6 for (_, a), (_, b) in zip(got[asked], answer)), asked
+    assert any(expected.values())
+
+
+# -- a restore answers as the source did ------------------------------------------------------
+
+QUERIES = {
+    "acme": ["how does login work?", "where is the staging database password"],
+    "acme/platform": ["how does login work?", "deploy schedule"],
+    "globex": ["how does login work?", "deploy schedule"],
+    None: ["what do I prefer for reviews?"],
+}
+
+
+def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(service, home, tmp_path, clock):
+    """The real model, several spaces, a policy, a grant, a trusted source, tokens, runs and
+    deliveries: after a restore, recall gives the same ids in the same order with the same
+    scores, and every catalog table is as it was."""
+    for name in ("acme", "acme/platform", "globex"):
+        service.create_space(name)
+    facts = {
+        "acme": ["Acme authentication uses Auth0", "the staging database password is in vault secret/acme-stg",
+                 "Acme deploys on Fridays"],
+        "acme/platform": ["the platform API gateway is Kong", "platform deploys go out every Tuesday"],
+        "globex": ["Globex authentication uses Clerk", "Globex deploys on Mondays"],
+    }
+    ids = {}
+    for space, texts in facts.items():
+        for text in texts:
+            ids[text] = service.remember(service.caller("claude-code", space=space), text, labels=["source:slack"]).id
+    service.remember(service.caller("claude-code"), "I prefer small pull requests for reviews", personal=True)
+    service.replace(service.caller("claude-code", space="acme"), ids["Acme deploys on Fridays"],
+                    "Acme deploys on Thursdays now")
+    service.forget(service.caller("claude-code", space="globex"), ids["Globex deploys on Mondays"])
+    clock.advance(minutes=1)
+    service.set_policy("cursor", "acme", "deny")
+    service.add_grant("acme/platform", "acme")
+    service.trust("source:github")
+    service.create_token(operator=True)
+    service.create_token(ai="claude-code", space="acme")
+    service.share(service.caller("claude-code", space="acme"), [ids["Acme authentication uses Auth0"]])
+    before = recalls(service, QUERIES)
+    catalog_then = tables(home / "esfis.db")
+
+    report = service.backup(tmp_path / "backup")
+    assert report.memories == 8 and report.taken_at == clock()
+    # The source goes on: none of this is in the backup.
+    service.remember(service.caller("claude-code", space="acme"), "Acme login moved to Okta")
+    service.forget(service.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"])
+
+    restored = tmp_path / "restored"
+    done = restore_home(tmp_path / "backup", settings_for(restored))
+    assert (done.memories, done.forgets_applied) == (8, 0)
+    assert tables(restored / "esfis.db") == catalog_then
+    svc = open_service(settings_for(restored), embedder=service.embedder, clock=clock)
+    try:
+        assert_whole(svc, restored)
+        assert_same_answers(recalls(svc, QUERIES), before)
+        denied = svc.recall(svc.caller("cursor", space="acme"), "how does login work?").memories
+        assert [m.space for m in denied if m.space == "acme"] == []  # the policy came back too
+        assert svc.get(svc.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"]).labels.origin \
+            == ("source:slack",)
+    finally:
+        svc.close()
+
+
+def test_restore_with_forgets_from_forgets_again_what_the_live_home_forgot(fake_service, home, tmp_path):
+    """A backup made before a forget holds the text; restored with the live home's catalog,
+    the memory is forgotten again and its text is in no file of the restored home."""
+    fake_service.create_space("acme")
+    caller = fake_service.caller("cli", space="acme")
+    secret = fake_service.remember(caller, "the vault unseal key is tangerine-otter-4471")
+    kept = fake_service.remember(caller, "acme builds with bazel")
+    fake_service.backup(tmp_path / "backup")
+    fake_service.forget(caller, secret.id)
+    assert files_containing(tmp_path / "backup", secret.text), "a backup made before a forget holds the text"
+
+    plain = tmp_path / "plain"
+    restore_home(tmp_path / "backup", settings_for(plain))
+    assert files_containing(plain, secret.text)  # without the live catalog, the backup's world comes back
+
+    restored = tmp_path / "restored"
+    report = restore_home(tmp_path / "backup", settings_for(restored), forgets_from=str(home))
+    assert report.forgets_applied == 1
+    svc = reopen(restored)
+    try:
+        with pytest.raises(MemoryNotFound):
+            svc.get(svc.caller("cli", space="acme"), secret.id)
+        assert svc.get(svc.caller("cli", space="acme"), kept.id).text == kept.text
+        assert_whole(svc, restored, gone=(secret.text,))
+    finally:
+        svc.close()
+
+
+# -- while four processes write ----------------------------------------------------------------
+
+
+def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_its_time(fake_service, home, tmp_path):
+    """Four real processes remember, replace, forget, recall and import while a real ``esfis
+    backup`` runs. The backup is whole; restored with ``--forgets-from`` it is whole and holds
+    no forgotten text; and its recalls at the backup's time equal the source's then.
+
+    The source at the backup's time is rebuilt as a reference: the backup's catalog (the copy
+    taken at that time) over the source's partitions as they are afterwards (the texts and
+    vectors the source holds), less the rows that catalog does not name (writes that had not
+    committed then: a recall never returns them, though while a write is in flight its row
+    counts in its partition's BM25 statistics), with every forget since applied to both."""
+    fake_service.create_space("acme")
+    fake_service.create_space("globex")
+    for space in ("acme", "globex"):
+        caller = fake_service.caller("seed", space=space)
+        for i in range(60):
+            fake_service.remember(caller, f"seed note {i} about the {space} build")
+    fake_service.close()
+    workers = [_start(w, home) for w in range(4)]
+    for process in workers:
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    time.sleep(1.5)
+    made = esfis(home, "backup", str(tmp_path / "backup"))
+    logs = []
+    for process in workers:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        logs.append(json.loads(out.strip().splitlines()[-1]))
+    assert made.returncode == 0, made.stderr
+    assert [e for log in logs for e in log["errors"]] == []
+    forgotten = [t for log in logs for _, t in log["forgotten"]]
+    assert forgotten and sum(len(log["replaced"]) for log in logs) and sum(len(log["written"]) for log in logs)
+
+    source = reopen(home)
+    try:
+        taken = assert_backup_whole(tmp_path / "backup")["taken_at_micros"]
+        before = {r["id"] for r in source.catalog.all("SELECT id FROM memories WHERE forgotten_at < ?", (taken,))}
+        gone_before = [t for log in logs for i, t in log["forgotten"] if i in before]
+        assert_backup_whole(tmp_path / "backup", gone=tuple(gone_before))
+        forgotten_ids = {r["id"]: r["forgotten_at"] for r in source.catalog.all(
+            "SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")}
+    finally:
+        source.close()
+
+    restored = tmp_path / "restored"
+    done = esfis(restored, "restore", str(tmp_path / "backup"), "--forgets-from", str(home))
+    assert done.returncode == 0, done.stderr
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    shutil.copy(tmp_path / "backup" / "esfis.db", reference / "esfis.db")
+    shutil.copytree(home / "vectors", reference / "vectors")
+    at = MovableClock(from_micros(taken))
+    ref = open_service(settings_for(reference), embedder=HashingEmbedder(), clock=at)
+    svc = open_service(settings_for(restored), embedder=HashingEmbedder(), clock=at)
+    try:
+        forget_in(ref.catalog, ref.store, forgotten_ids)
+        sweep_every_partition(ref.catalog, ref.store, written_before=2**62)
+        assert_whole(svc, restored, gone=tuple(forgotten))
+        # The hashing embedder gives many texts one vector ("note 5" and "note 6" may share a
+        # bucket), and equal scores go by the partition's row order, which a replace changes
+        # (Lance rewrites the row at the end): the reference's rows are put in the backup's order.
+        # Their validity is the catalog copy's (the catalog has the last word on validity): a
+        # replace that began before the copy and committed after it closed the row since.
+        until = {r["id"]: r["valid_until"] for r in ref.catalog.all("SELECT id, valid_until FROM memories")}
+        for key in ref.store.partitions():
+            order = {i: n for n, i in enumerate(svc.store.row_ids(key))}
+            batches = list(ref.store.stream(key))
+            if not batches:
+                continue
+            rows = pa.Table.from_batches(batches)
+            rows = rows.take(sorted(range(rows.num_rows), key=lambda n: order[rows.column("id")[n].as_py()]))
+            rows = rows.set_column(rows.schema.get_field_index("valid_until"), "valid_until",
+                                   pa.array([until[i] for i in rows.column("id").to_pylist()], type=pa.int64()))
+            ref.store.drop(key)
+            ref.store.create_from(key, iter(rows.to_batches()))
+        queries = {s: [f"notes about the {s} build", f"worker 1 note about the {s} build"] for s in ("acme", "globex")}
+        queries[None] = ["notes about the build"]
+        assert_same_answers(recalls(svc, queries, limit=20), recalls(ref, queries, limit=20))
+    finally:
+        svc.close()
+        ref.close()
+
+
+# -- a forget racing the backup ----------------------------------------------------------------
+
+
+def _stopped(process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "T":
+            return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.02)
+    raise AssertionError("the backup never reached its failpoint")
+
+
+@pytest.fixture
+def big_acme(fake_service, home) -> list[str]:
+    """acme in 30 fragments (a read goes a fragment at a time, and a forget's purge rewrites
+    them all into one, deleting every file the read had open), closed; its ids."""
+    fake_service.create_space("acme")
+    lines = [json.dumps({"text": f"acme fact {i} about the build"
+                                 + (" and the vault unseal key is tangerine-otter-4471" if i == 2900 else ""),
+                         "space": "acme"}) for i in range(3000)]
+    report = fake_service.import_jsonl(io.BytesIO("\n".join(lines).encode()), batch_size=100)
+    assert report.imported == 3000
+    ids = [r["id"] for r in fake_service.catalog.all("SELECT id FROM memories ORDER BY rowid")]
+    fake_service.close()
+    return ids
+
+
+@pytest.mark.parametrize("step", ["backup:after-catalog", "backup:mid-partition"])
+def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, step):
+    """A forget right after the catalog copy (the row is gone when the table is read), or in
+    the middle of the read (its purge deletes the files the read had open, so the partition is
+    read again holding its lock): the backup names the memory as forgotten and holds its text
+    nowhere."""
+    secret, text = big_acme[2900], "the vault unseal key is tangerine-otter-4471"
+    backup = subprocess.Popen([ESFIS_BIN, "backup", str(tmp_path / "backup")], cwd=ROOT,
+                              env=cli_env(home, ESFIS_FAILPOINT=f"{step}=stop"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _stopped(backup)
+        forgot = run_verb(home, None, "forget", "acme", secret)
+        assert forgot.returncode == 0, forgot.stderr
+    finally:
+        backup.send_signal(signal.SIGCONT)
+    out, err = backup.communicate(timeout=300)
+    assert backup.returncode == 0, err
+    manifest = assert_backup_whole(tmp_path / "backup")
+    named = backup_rows(tmp_path / "backup", "SELECT forgotten_at FROM memories WHERE id = ?",
+                        (secret,))[0]["forgotten_at"] is None
+    assert not named and manifest["forgotten_since"] == 1
+    assert manifest["reread"] == ([] if step == "backup:after-catalog" else ["space:acme"])
+    assert files_containing(tmp_path / "backup", text) == []
+    restored = tmp_path / "restored"
+    assert esfis(restored, "restore", str(tmp_path / "backup"), "--forgets-from", str(home)).returncode == 0
+    svc = reopen(restored)
+    try:
+        assert_whole(svc, restored, gone=(text,))
+        assert len(svc.store.row_ids("space:acme")) == 2999
+    finally:
+        svc.close()
+
+
+# -- kill -9 at each step --------------------------------------------------------------------
+
+BACKUP_STEPS = ["backup:after-catalog", "backup:after-partition@1", "backup:after-partition@2",
+                "backup:before-manifest"]
+RESTORE_STEPS = ["restore:after-catalog", "restore:after-partition@1", "restore:after-forgets",
+                 "restore:before-rename"]
+
+
+@pytest.fixture
+def two_spaces(fake_service, home) -> int:
+    """acme and personal memories, one forgotten; closed: how many memories are not forgotten."""
+    fake_service.create_space("acme")
+    caller = fake_service.caller("cli", space="acme")
+    for i in range(30):
+        fake_service.remember(caller, f"acme note {i} about the build", personal=i % 3 == 0)
+    fake_service.forget(caller, fake_service.remember(caller, "acme note to forget").id)
+    fake_service.close()
+    return 30
+
+
+@pytest.mark.parametrize("step", BACKUP_STEPS)
+def test_a_backup_killed_at_any_step_is_never_taken_for_a_complete_one(home, tmp_path, two_spaces, step):
+    killed = esfis(home, "backup", str(tmp_path / "backup"), failpoint=step)
+    assert killed.returncode == -signal.SIGKILL, f"{step} not reached: {killed.stderr}"
+    refused = esfis(tmp_path / "new-home", "restore", str(tmp_path / "backup"))
+    assert refused.returncode == 2 and "no complete backup" in refused.stderr
+    assert not (tmp_path / "new-home").exists() or not any((tmp_path / "new-home").iterdir())
+    svc = reopen(home)
+    try:
+        assert_whole(svc, home)  # the source never noticed
+    finally:
+        svc.close()
+    again = esfis(home, "backup", str(tmp_path / "backup"))  # a killed backup's folder is started over
+    assert again.returncode == 0, again.stderr
+    assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces
+
+
+@pytest.mark.parametrize("step", RESTORE_STEPS)
+def test_a_restore_killed_at_any_step_leaves_the_home_empty_and_reruns(home, tmp_path, two_spaces, step):
+    assert esfis(home, "backup", str(tmp_path / "backup")).returncode == 0
+    restored = tmp_path / "restored"
+    killed = esfis(restored, "restore", str(tmp_path / "backup"), "--forgets-from", str(home), failpoint=step)
+    assert killed.returncode == -signal.SIGKILL, f"{step} not reached: {killed.stderr}"
+    assert not restored.exists() or not any(restored.iterdir()), "a half-restored home"
+    again = esfis(restored, "restore", str(tmp_path / "backup"), "--forgets-from", str(home))
+    assert again.returncode == 0, again.stderr
+    assert not list(tmp_path.glob(".restored.restoring*"))
+    svc = reopen(restored)
+    try:
+        assert_whole(svc, restored)
+        assert svc.catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"] == two_spaces
+    finally:
+        svc.close()
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_path):
+    fake_service.create_space("acme")
+    fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidInput, match="not empty"):
+        fake_service.backup(tmp_path / "busy")
+    with pytest.raises(InvalidInput, match="absolute"):
+        fake_service.backup("relative/folder")
+    fake_service.backup(tmp_path / "backup")
+    with pytest.raises(InvalidInput, match="complete backup"):
+        fake_service.backup(tmp_path / "backup")
+    with pytest.raises(InvalidInput, match="not empty"):
+        restore_home(tmp_path / "backup", settings_for(home))
+    with pytest.raises(InvalidInput, match="no complete backup"):
+        restore_home(tmp_path / "busy", settings_for(tmp_path / "elsewhere"))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "backup", damaged)
+    with open(damaged / "esfis.db", "r+b") as f:
+        f.seek(200)
+        f.write(b"\xff")
+    with pytest.raises(Exception, match="does not match its manifest"):
+        restore_home(damaged, settings_for(tmp_path / "from-damaged"))
+    assert not (tmp_path / "from-damaged").exists() or not any((tmp_path / "from-damaged").iterdir())

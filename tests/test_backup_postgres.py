@@ -1,0 +1,95 @@
+"""Backups of the several-machines layout: the catalog on PostgreSQL, the partitions under an
+S3 prefix (the test PostgreSQL of ``tests/catalogs.py`` and moto's S3 server). ``esfis backup``
+dumps the catalog with ``pg_dump --snapshot`` and reads which memories it names in that same
+snapshot, then copies exactly those rows from the bucket; ``esfis restore`` loads the partitions
+into an empty prefix and the dump into an empty database. Run by the PostgreSQL pass."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from indexing.snapshot import Row
+from indexing.testing import HashingEmbedder
+from server.clock import to_micros
+from server.service import backup_home, open_service, restore_home
+from server.settings import Settings
+from tests import catalogs
+from tests.catalogs import settings_for
+from tests.helpers import files_containing
+from tests.test_backup import QUERIES, assert_same_answers, recalls
+
+pytestmark = pytest.mark.postgresql
+ORPHAN = "a half-written acme secret nobody committed"
+FORGOTTEN = "the vault unseal key is tangerine-otter-4471"
+
+
+def _database(name: str, schema: str) -> str:
+    """A new, empty database of the test cluster; its URL looks in ``schema`` (the dump's)."""
+    assert catalogs.CLUSTER is not None
+    catalogs.CLUSTER._admin.execute(f"CREATE DATABASE {name}")
+    return f"{catalogs.CLUSTER.url(name)}?options=-csearch_path%3D{schema}"
+
+
+def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(home, tmp_path, clock, s3, s3_env):
+    bucket = s3.bucket()
+    settings = settings_for(home, vectors=f"s3://{bucket}/live")
+    svc = open_service(settings, embedder=HashingEmbedder(), clock=clock)
+    try:
+        for name in ("acme", "acme/platform", "globex"):
+            svc.create_space(name)
+        for space, texts in {"acme": ["Acme authentication uses Auth0", FORGOTTEN, "Acme deploys on Fridays"],
+                             "acme/platform": ["the platform gateway is Kong"],
+                             "globex": ["Globex authentication uses Clerk"]}.items():
+            for text in texts:
+                svc.remember(svc.caller("claude-code", space=space), text)
+        svc.remember(svc.caller("claude-code"), "I prefer small pull requests for reviews", personal=True)
+        svc.set_policy("cursor", "acme", "deny")
+        svc.create_token(operator=True)
+        before = recalls(svc, QUERIES)
+        # A write killed between its vectors and its catalog rows (asked before it: until a
+        # sweep, such a row counts in its partition's BM25 statistics and feedback).
+        micros = to_micros(clock())
+        svc.store.add("space:acme", [Row("mem_" + "a" * 26, ORPHAN, HashingEmbedder().embed_documents([ORPHAN])[0],
+                                         micros, micros)])
+        spaces_then = svc.catalog.all("SELECT * FROM spaces ORDER BY name")
+
+        report = backup_home(tmp_path / "backup", settings)
+        assert report.memories == 6
+        manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+        assert manifest["catalog"]["kind"] == "pg_dump"
+        assert files_containing(tmp_path / "backup", ORPHAN) == []  # no text outside what the catalog names
+        forgotten = next(r["id"] for r in svc.catalog.all("SELECT id FROM memories WHERE digest IS NOT NULL")
+                         if svc.book.load(r["id"]).text == FORGOTTEN)
+        svc.forget(svc.caller("claude-code", space="acme"), forgotten)
+    finally:
+        svc.close()
+
+    schema = manifest["catalog"]["pg_schema"]
+    plain = Settings(home=tmp_path / "plain", model=None, catalog=_database("plain_restore", schema),
+                     vectors=f"s3://{bucket}/plain")
+    restore_home(tmp_path / "backup", plain)
+    restored = open_service(plain, embedder=HashingEmbedder(), clock=clock)
+    try:
+        assert_same_answers(recalls(restored, QUERIES), before)
+        assert [tuple(r) for r in restored.catalog.all("SELECT * FROM spaces ORDER BY name")] \
+            == [tuple(r) for r in spaces_then]
+        assert restored.policies()[0].describe().startswith("deny cursor")
+    finally:
+        restored.close()
+    assert not any(ORPHAN.encode() in body for body in s3.objects(bucket, "plain/").values())
+
+    again = Settings(home=tmp_path / "again", model=None, catalog=_database("again_restore", schema),
+                     vectors=f"s3://{bucket}/again")
+    done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog)
+    assert done.forgets_applied == 1
+    restored = open_service(again, embedder=HashingEmbedder(), clock=clock)
+    try:
+        assert restored.book.load(forgotten).forgotten
+        assert restored.catalog.one("SELECT digest FROM memories WHERE id = ?", (forgotten,))["digest"] is None
+    finally:
+        restored.close()
+    assert not any(FORGOTTEN.encode() in body for body in s3.objects(bucket, "again/").values())
+    with pytest.raises(Exception, match="not empty"):
+        restore_home(tmp_path / "backup", again)

@@ -1,0 +1,130 @@
+"""``esfis export`` → another home → ``esfis import --restore`` (``server.export``): ids, labels,
+writers and validity come through intact, across catalogs (the source is always SQLite; the
+target is the backend under test, so the PostgreSQL pass proves SQLite → PostgreSQL), and no
+label is ever widened on the way in."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from indexing.testing import HashingEmbedder
+from server.clock import iso
+from server.service import export_home, open_service
+from server.settings import Settings
+from tests.conftest import ESFIS_BIN, cli_env
+from tests.test_faults import ROOT
+
+
+@pytest.fixture
+def source(tmp_path: Path, clock):
+    """A SQLite home with labels of every kind: origin marks, a ``from`` label (a run that read
+    acme/platform wrote into acme), an end of validity, a superseded and a forgotten memory."""
+    svc = open_service(Settings(home=tmp_path / "source", model=None), embedder=HashingEmbedder(), clock=clock)
+    svc.create_space("acme")
+    svc.create_space("acme/platform")
+    platform = svc.caller("claude-code", space="acme/platform", run="task-7")
+    svc.remember(platform, "the platform gateway is Kong", labels=["source:slack"])
+    svc.recall(platform, "gateway")
+    svc.remember(svc.caller("claude-code", space="acme", run="task-8"), "acme builds with bazel",
+                 valid_until="2099-01-01T00:00:00Z")
+    old = svc.remember(svc.caller("cursor", space="acme"), "acme deploys on Fridays")
+    svc.replace(svc.caller("cursor", space="acme"), old.id, "acme deploys on Thursdays")
+    gone = svc.remember(svc.caller("cursor", space="acme"), "the vault unseal key is tangerine-otter-4471")
+    svc.forget(svc.caller("cursor", space="acme"), gone.id)
+    svc.remember(svc.caller("cursor"), "I prefer small pull requests", personal=True)
+    # A run that read acme/platform writes into acme: its memory carries from = [acme/platform].
+    carrier = svc.caller("claude-code", space="acme", run="task-9")
+    svc.recall(svc.caller("claude-code", space="acme", run="task-9"), "platform gateway Kong")
+    svc.remember(carrier, "summary: acme's edge is Kong")
+    yield svc
+    svc.close()
+
+
+def exported(svc, **options) -> list[dict]:
+    out = io.BytesIO()
+    report = export_home(out, Settings(home=svc.home, model=None), **options)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert report.memories == len(lines)
+    return lines
+
+
+def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_service):
+    lines = exported(source, vectors=True)
+    texts = {line["text"] for line in lines}
+    assert texts == {"the platform gateway is Kong", "acme builds with bazel", "acme deploys on Thursdays",
+                     "I prefer small pull requests", "summary: acme's edge is Kong"}  # current ones only
+    carried = next(line for line in lines if line["text"].startswith("summary"))
+    assert carried["labels"]["from"] == ["acme/platform"] and carried["space"] == "acme"
+    fake_service.create_space("acme")
+    fake_service.create_space("acme/platform")
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    report = fake_service.import_restore(io.BytesIO(body))
+    assert (report.imported, report.skipped, report.failed) == (5, 0, 0), report.errors
+    for line in lines:
+        memory = fake_service.book.load(line["id"])
+        assert memory is not None and memory.text == line["text"] and memory.space == line["space"]
+        assert (memory.origin, memory.from_spaces, memory.run_id, memory.digest, memory.ai) == (
+            tuple(line["labels"]["origin"]), tuple(line["labels"]["from"]), line["labels"]["run"],
+            line["labels"]["digest"], line["ai"])
+        assert [iso(m) for m in (memory.created_at, memory.valid_from, memory.valid_until)] \
+            == [line["created_at"], line["valid_from"], line["valid_until"]]
+    # The barrier still knows where the summary's data came from: a run that reads it carries acme/platform.
+    reader = fake_service.caller("claude-code", space="acme", run="reader")
+    assert fake_service.get(reader, carried["id"]).from_spaces == ("acme/platform",)
+    again = fake_service.import_restore(io.BytesIO(body))
+    assert (again.imported, again.skipped) == (0, 5)  # a re-run adds nothing
+    query = "how does acme build and deploy"
+    ours = fake_service.recall(fake_service.caller("cli", space="acme"), query).memories
+    theirs = source.recall(source.caller("cli", space="acme"), query).memories
+    assert [m.id for m in ours] == [m.id for m in theirs]
+
+
+def test_import_restore_never_widens_a_label(source, fake_service):
+    fake_service.create_space("acme")
+    fake_service.create_space("acme/platform")
+    carried = next(line for line in exported(source) if line["text"].startswith("summary"))
+
+    def variant(**changes):
+        line = json.loads(json.dumps(carried))
+        for path, value in changes.items():
+            where, key = (line["labels"], path[7:]) if path.startswith("labels_") else (line, path)
+            if value is ...:
+                del where[key]
+            else:
+                where[key] = value
+        return line
+
+    bad = [variant(space=...), variant(space=None), variant(labels_space=...), variant(labels_from=...),
+           variant(labels_from="acme/platform"), variant(labels_digest="0" * 64), variant(space="globex",
+                                                                                           labels_space="globex")]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in bad)
+    report = fake_service.import_restore(io.BytesIO(body))
+    assert (report.imported, report.failed) == (0, len(bad)), report.errors
+    reasons = [reason for _, reason in report.errors]
+    assert "labels.space None is not the row's space" not in reasons[0]
+    assert all(reasons), reasons
+    assert fake_service.book.load(carried["id"]) is None
+
+
+def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):
+    out = tmp_path / "acme.jsonl"
+    done = subprocess.run([ESFIS_BIN, "export", "--space", "acme", "-o", str(out)], cwd=ROOT, text=True,
+                          capture_output=True, env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "exported 3 memories" in done.stderr
+    unknown = subprocess.run([ESFIS_BIN, "export", "--space", "initech"], cwd=ROOT, text=True, capture_output=True,
+                             env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
+    assert unknown.returncode == 3 and "no space named 'initech'" in unknown.stderr
+    target = tmp_path / "target"
+    env = cli_env(target)
+    assert subprocess.run([ESFIS_BIN, "space", "add", str(tmp_path), "--name", "acme"], env=env, cwd=ROOT,
+                          capture_output=True, timeout=120).returncode == 0
+    done = subprocess.run([ESFIS_BIN, "import", "--restore", str(out)], cwd=ROOT, text=True, capture_output=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "restored 3, skipped 0, failed 0" in done.stdout
