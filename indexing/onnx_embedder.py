@@ -9,8 +9,8 @@ When the export is refused on first use (``ExportRefused``: the model's pipeline
 the graph does not carry, or the graph's vectors would differ), this embedder says why, once,
 and runs the model on torch from then on: the same vectors, so the store cannot tell.
 
-Texts are sorted by length before batching, as sentence-transformers does, so a batch pads to
-similar lengths.
+Texts are sorted by token length before batching, as sentence-transformers does, so a batch
+pads to similar lengths, and a batch of long texts holds fewer of them (``TOKEN_BUDGET``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from indexing.errors import EmbedderUnavailable
 from indexing.identity import Prompts
 from indexing.model_files import default_model_path, model_name_for, read_dimension, read_prompts
 from indexing.onnx_export import ExportRefused, ensure_export
-from indexing.onnx_graph import Graph, GraphSpec
+from indexing.onnx_graph import Graph, GraphSpec, batches
 from indexing.torch_embedder import SentenceTransformerEmbedder
 
 _log = logging.getLogger(__name__)
+TOKEN_BUDGET = 64 * 256 * 256  # rows × longest² of a batch: MiniLM's full batch (64 texts of 256 tokens)
 
 
 class OnnxEmbedder:
@@ -117,13 +118,11 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         if not texts:
             return out
-        prompt = self._prompts.document
-        order = np.argsort([len(t) for t in texts], kind="stable")
         graph = self._batch() if len(texts) > 1 else self._query
         assert graph is not None
-        for start in range(0, len(texts), self.batch_size):
-            chosen = order[start : start + self.batch_size]
-            out[chosen] = graph.run([prompt + texts[i] for i in chosen])
+        encodings = graph.encode([self._prompts.document + t for t in texts])
+        for chosen in batches([len(e.ids) for e in encodings], self.batch_size, TOKEN_BUDGET):
+            out[chosen] = graph.run_encoded([encodings[i] for i in chosen])
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
