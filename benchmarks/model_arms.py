@@ -122,6 +122,23 @@ def query_latency(embedder: Embedder, questions: list[str]) -> dict[str, float]:
             "p95_ms": float(np.percentile(times, 95) * 1000)}
 
 
+def interleaved_latency(arms: list[str], questions: list[str], rounds: int = 5) -> dict[str, dict[str, float]]:
+    """Query latency of each arm, the arms taking turns query by query, so a machine whose load
+    changes during the run weighs on every arm alike."""
+    embedders = {key: ARMS[key].make() for key in arms}
+    for embedder in embedders.values():
+        embedder.load()
+        embedder.embed_query(questions[0])
+    times: dict[str, list[float]] = {key: [] for key in arms}
+    for question in questions * rounds:
+        for key, embedder in embedders.items():
+            started = time.perf_counter()
+            embedder.embed_query(question)
+            times[key].append(time.perf_counter() - started)
+    return {key: {"queries": len(t), "p50_ms": float(np.percentile(t, 50) * 1000),
+                  "p95_ms": float(np.percentile(t, 95) * 1000)} for key, t in times.items()}
+
+
 def run(arms: list[str], levels: list[str], full: bool, limit: int | None = None, log=print) -> dict:
     out: dict = {"data": "LongMemEval_S full" if full else "LongMemEval_S shipped sample", "arms": {}}
     for key in arms:
@@ -176,12 +193,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--limit", type=int, default=None, help="the first N questions with evidence only")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the query latency, the arms taking turns query by query")
     parser.add_argument("--note", default="", help="how the machine was (shared cores, …), recorded with the figures")
     args = parser.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "indexing", "benchmarks"],
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "indexing", "benchmarks", ":!benchmarks/results"],
                                 capture_output=True, text=True).stdout.strip())
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.latency_only:
+        questions = [q.text for q in load_workload(full=args.data == "full").questions[:100]]
+        latency = interleaved_latency(args.arms.split(","), questions)
+        result = {"commit": commit, "dirty": dirty, "note": args.note, "cpus": os.cpu_count(),
+                  "interleaved_query_latency": {k: {"model": ARMS[k].model, "runtime": ARMS[k].runtime, **v}
+                                                for k, v in latency.items()}}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
+        print(json.dumps(result, indent=1))
+        return 0
     result = run(args.arms.split(","), args.levels.split(","), args.data == "full", args.limit, log)
     result |= {"commit": commit, "dirty": dirty, "note": args.note, "cpus": os.cpu_count()}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ paying for another attempt at every start. A model whose files already show that
 exported (``blocker``) is refused without trying.
 
 The export needs torch (a ~10 s import), so it runs once per model and machine — at set-up
-(``python -m indexing.onnx_export``) or, failing that, on the first embedding — and never again.
+(``scripts/setup``, through ``main``) or, failing that, on the first embedding — and never again.
 """
 
 from __future__ import annotations
@@ -86,10 +86,6 @@ def refusal(model_path: Path, cache: Path) -> str | None:
         return reason
     refused = _beside(export_base(model_path, cache), ".refused")
     return refused.read_text().strip() if refused.is_file() else None
-
-
-def exported(model_path: Path, cache: Path) -> bool:
-    return _beside(export_base(model_path, cache), ".json").is_file()
 
 
 def ensure_export(model_path: Path, cache: Path) -> tuple[GraphSpec, Path]:
