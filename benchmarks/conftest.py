@@ -20,7 +20,7 @@ MODE = os.environ.get("ESFIS_BENCH_MODE", "quick")
 FULL = MODE == "full"
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_PREFIX = "benchmarks/results/"  # the run's own outputs: listed, never counted as dirty
-OVERRIDES = ("ESFIS_BENCH_ARMS", "ESFIS_BENCH_SIZES")
+OVERRIDES = ("ESFIS_BENCH_ARMS", "ESFIS_BENCH_SIZES", "ESFIS_BENCH_MODEL_ARMS", "ESFIS_BENCH_REINDEX_ROWS")
 
 
 def rss_mb() -> float:

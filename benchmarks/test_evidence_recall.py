@@ -4,6 +4,9 @@
 Quick mode takes the first questions of the shipped sample and embeds their texts with the real
 model; full mode takes all 498 questions with the cached vectors (``python -m
 benchmarks.longmemeval``) and writes ``results/evidence-recall.json`` and ``results/EVIDENCE.md``.
+``test_evidence_recall_by_model`` puts the embedding models side by side (``benchmarks/model_arms.py``):
+in full mode every arm, EmbeddingGemma-300m included (assembled from its verified PyPI chunks into
+``benchmarks/.cache``), to ``results/evidence-models.json``; in quick mode the default model only.
 Asserted in both: the default method's ranking is what ``VectorStore.search`` serves, and what
 ``Esfis.recall`` answers; in full mode also the issue's targets, as figures in the report.
 """
@@ -23,6 +26,9 @@ from benchmarks.arms import NOW as SERVICE_NOW
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
+from benchmarks.model_arms import ARMS
+from benchmarks.model_arms import markdown as models_markdown
+from benchmarks.model_arms import run as run_arms
 from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
 from indexing.embedder import load_embedder
 from server.memory_input import NewMemory, new_id
@@ -149,3 +155,30 @@ def write_results(granularity: str, result: dict) -> None:
                      "", overall(r["methods"]), "", "Split haystacks (two partitions merged by score):", "",
                      overall(r["split"]), "", markdown(r["methods"], "per question type"), ""]
     (RESULTS / "EVIDENCE.md").write_text("\n".join(sections))
+
+
+# Embedding models side by side (benchmarks/model_arms.py): every arm in full mode, on the whole
+# S split; the default model alone in quick mode, so the default test run never fetches or loads
+# EmbeddingGemma.
+MODEL_ARMS = list(ARMS) if FULL else ["minilm"]
+
+
+@pytest.mark.parametrize("arm", MODEL_ARMS)
+def test_evidence_recall_by_model(benchmark, arm):
+    result = run_arms([arm], ["turn", "session"], full=FULL, limit=None if FULL else QUICK_QUESTIONS)
+    entry = result["arms"][arm]
+    for level in entry["levels"].values():
+        for m in level["methods"].values():
+            assert all(0.0 <= m[k] <= 1.0 for k in ("any@5", "all@5", "all@10", "ndcg@10"))
+    benchmark.extra_info.update({"model": entry["model"], "runtime": entry["runtime"], "licence": entry["licence"],
+                                 "dimension": entry["dimension"], **entry["query_latency"],
+                                 **{f"{level}/{name}/{k}": v for level, r in entry["levels"].items()
+                                    for name, m in r["methods"].items() for k, v in m.items()}})
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    if FULL:
+        path = RESULTS / "evidence-models.json"
+        saved = json.loads(path.read_text()) if path.exists() else {"data": result["data"], "arms": {}}
+        saved["arms"][arm] = entry
+        path.write_text(json.dumps(saved, indent=1, sort_keys=True))
+        (RESULTS / "EVIDENCE-MODELS.md").write_text("# Embedding models on LongMemEval_S (full mode)\n\n"
+                                                    + models_markdown(saved) + "\n")

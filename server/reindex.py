@@ -1,8 +1,8 @@
 """``esfis reindex``: every memory embedded again with the model now configured, into a new
 vector store that then takes the old one's place.
 
-A store records the model its vectors were made with, and refuses to open with another
-(``indexing.store``). To change models, the texts are read partition by partition from the
+A store records the model its vectors were made with (name, dimension, prompts), and refuses to
+open with another (``indexing.store``): a change of prompts alone is reindexed too. To change models, the texts are read partition by partition from the
 old store's tables (never all at once), embedded in batches with the new model and written to
 ``$ESFIS_HOME/vectors.reindex/``, with their ids and validity unchanged; the catalog, which holds
 no vector, is not touched. Then the two folders are swapped:
@@ -36,6 +36,7 @@ import numpy as np
 
 from indexing import failpoints
 from indexing.embedder import Embedder
+from indexing.identity import ModelIdentity, identity_of
 from indexing.location import open_dataset
 from indexing.snapshot import OPEN_END, RowBatch
 from indexing.store import IN_USE, VectorStore, key_of
@@ -75,17 +76,19 @@ def reindex(home: Path, embedder: Embedder, *, batch: int = BATCH,
     manifest = current / "store.json"
     if not manifest.exists():
         raise InvalidInput(f"there is no vector store in {home} to reindex", field="home")
-    recorded = json.loads(manifest.read_text())
-    before = str(recorded.get("model"))
-    if recorded.get("model") == embedder.name and recorded.get("dimension") == embedder.dimension:
+    wanted = identity_of(embedder)
+    recorded = ModelIdentity.from_manifest(json.loads(manifest.read_text()))
+    before = recorded.model
+    if recorded == wanted:  # the same model fed the same prompts: nothing to do
         shutil.rmtree(ready, ignore_errors=True)  # an earlier run for a model since given up
         return ReindexReport(before, embedder.name, 0, 0, time.monotonic() - started)
     written = 0
     names = sorted(p.name.removesuffix(".lance") for p in current.glob("p.*.lance"))
     with _alone(current):
-        if (ready / "store.json").exists() and json.loads((ready / "store.json").read_text()).get("model") != embedder.name:
-            shutil.rmtree(ready)  # half-written for another model than this run's: start over
-        target = VectorStore(ready, model=embedder.name, dimension=embedder.dimension)
+        half = ready / "store.json"
+        if half.exists() and ModelIdentity.from_manifest(json.loads(half.read_text())) != wanted:
+            shutil.rmtree(ready)  # half-written for another model or prompts than this run's: start over
+        target = VectorStore(ready, model=embedder.name, dimension=embedder.dimension, prompts=embedder.prompts)
         try:
             for name in names:
                 key = key_of(name)

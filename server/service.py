@@ -570,8 +570,8 @@ def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorS
 
         finish_swap(settings.home)  # a reindex killed while swapping stores: finished, never opened half-way
     try:
-        return VectorStore(where, local=settings.vectors_path, model=embedder.name,
-                           dimension=embedder.dimension, coordination=coordination)
+        return VectorStore(where, local=settings.vectors_path, model=embedder.name, dimension=embedder.dimension,
+                           prompts=embedder.prompts, coordination=coordination)
     except (OSError, RuntimeError, ValueError) as exc:  # an object store that cannot be reached (Lance's IO errors)
         if settings.vectors is None:
             raise

@@ -89,6 +89,21 @@ def real_embedder():
     return embedder
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A tiny random sentence-transformers model (mean pooling, Dense to 48-d, Normalize) with
+    ``query: `` / ``passage: `` prompts, built here (``tests/tiny_model.py``)."""
+    from tests.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "tiny-prompted")
+
+
+@pytest.fixture(scope="session")
+def tiny_cache(tmp_path_factory) -> Path:
+    """Where the tiny models' ONNX exports go, apart from this machine's own cache."""
+    return tmp_path_factory.mktemp("tiny-onnx-cache")
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "esfis-home"

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 import indexing.store as store_module
 from indexing.coordination import LocalCoordination
 from indexing.errors import StoreMismatch
+from indexing.identity import Prompts
 from indexing.snapshot import Row
 from indexing.store import VectorStore, table_name
 from tests.helpers import files_containing
@@ -120,6 +121,17 @@ def test_a_store_on_s3_refuses_another_model(bucket, tmp_path):
     with pytest.raises(StoreMismatch, match="built with model 'm'"):
         VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "b", model="other", dimension=DIM)
     VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "c", model="m", dimension=DIM)
+
+
+def test_a_store_on_s3_records_the_prompts_and_refuses_others(bucket, tmp_path):
+    prompts = Prompts("task: search result | query: ", "title: none | text: ")
+    VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "a", model="m", dimension=DIM, prompts=prompts)
+    with pytest.raises(StoreMismatch, match="query prompt 'task: search result.*the model in use is 'm' \\(16-d\\)"):
+        VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "b", model="m", dimension=DIM)
+    with pytest.raises(StoreMismatch, match="document prompt 'passage: '"):
+        VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "c", model="m", dimension=DIM,
+                    prompts=Prompts(prompts.query, "passage: "))
+    VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "d", model="m", dimension=DIM, prompts=prompts)
 
 
 def test_dropping_a_partition_removes_every_object_of_its_table(s3, bucket, tmp_path):
