@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +38,13 @@ from benchmarks.synthetic import DIM, Store, Truth, recall_truth
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
 from indexing.snapshot import merge_best
 from indexing.testing import HashingEmbedder
-from server.memory_input import NewMemory, new_id
-from server.recall import RUNNERS_UP
+from server.memories.input import NewMemory, new_id
+from server.memories.recall import RUNNERS_UP
 from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def scratch(prefix: str) -> Path:
@@ -93,7 +93,9 @@ class ScopeFirst:
         )
         self.row_of: dict[str, int] = {}
         self._load(store)
-        self.callers = {label: self.service.caller("bench", space=store.spaces[idx[0]]) for label, idx in store.scopes.items()}
+        self.callers = {
+            label: self.service.caller("bench", space=store.spaces[idx[0]]) for label, idx in store.scopes.items()
+        }
         self.keys = {
             label: [partition_key(None)] + [partition_key(store.spaces[i]) for i in idx]
             for label, idx in store.scopes.items()
@@ -112,11 +114,18 @@ class ScopeFirst:
                 id_ = new_id()
                 self.row_of[id_] = int(r)
                 ended = bool(store.expired[r])
-                memories.append(NewMemory(
-                    id=id_, space=space, text=f"row{r}", vector=store.vectors[r], ai="bench",
-                    created_at=NOW - timedelta(days=2), valid_from=NOW - timedelta(days=2),
-                    valid_until=NOW - timedelta(days=1) if ended else None,
-                ))
+                memories.append(
+                    NewMemory(
+                        id=id_,
+                        space=space,
+                        text=f"row{r}",
+                        vector=store.vectors[r],
+                        ai="bench",
+                        created_at=NOW - timedelta(days=2),
+                        valid_from=NOW - timedelta(days=2),
+                        valid_until=NOW - timedelta(days=1) if ended else None,
+                    )
+                )
             svc.book.write(memories)
             svc.store.settle(partition_key(space))  # as an import does: a large space's index now
 
@@ -125,10 +134,18 @@ class ScopeFirst:
         outside = sum(n for key, n in scored.items() if key not in self.keys[label])
         return Answer(rows, outside, sum(scored.values()))
 
-    def truth(self, store: Store, label: str, query: np.ndarray, k: int) -> "Truth":
+    def truth(self, store: Store, label: str, query: np.ndarray, k: int) -> Truth:
         """The exact answer of ``recall`` for this query (synthetic texts match no query term)."""
-        return recall_truth(store.vectors, store.space_of, store.in_scope(label), query, k,
-                            k + RUNNERS_UP, FEEDBACK_ROWS, FEEDBACK_WEIGHT)
+        return recall_truth(
+            store.vectors,
+            store.space_of,
+            store.in_scope(label),
+            query,
+            k,
+            k + RUNNERS_UP,
+            FEEDBACK_ROWS,
+            FEEDBACK_WEIGHT,
+        )
 
     def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
         """esfis recall; with ``query`` None the service embeds ``text`` itself."""
@@ -159,8 +176,12 @@ class ScopeFirst:
                 exact += 1
         kind = "IVF image" if lists and not exact else "exact scan" if not lists else "IVF image + exact scan"
         detail = ", ".join(f"IVF {n} lists, nprobe {p}" for n, p in lists)
-        return {"served_by": kind, "ivf_partitions": len(lists), "exact_partitions": exact,
-                "config": f"esfis, {len(self.keys[label])} partitions searched" + (f" ({detail})" if detail else "")}
+        return {
+            "served_by": kind,
+            "ivf_partitions": len(lists),
+            "exact_partitions": exact,
+            "config": f"esfis, {len(self.keys[label])} partitions searched" + (f" ({detail})" if detail else ""),
+        }
 
 
 _PLAN_NODE = re.compile(r"(KNNVectorDistance|ANNSubIndex):.*?metrics=\[(.*?)\]")
@@ -172,7 +193,7 @@ def _plan_figure(text: str) -> tuple[float, float]:
     number, _, scale = text.strip().partition(" ")
     decimals = len(number.partition(".")[2])
     unit = _SCALE.get(scale.strip(), 1)
-    return float(number) * unit, 0.5 * 10 ** -decimals * unit if scale or decimals else 0.0
+    return float(number) * unit, 0.5 * 10**-decimals * unit if scale or decimals else 0.0
 
 
 def plan_scored(plan: str) -> dict[str, tuple[float, float]]:
@@ -201,24 +222,37 @@ class SingleTable:
         self.root = root or scratch("esfis-bench-single-")
         db = lancedb.connect(str(self.root))
         n = store.size
-        schema = pa.schema([
-            pa.field("row", pa.int64()), pa.field("space", pa.string()), pa.field("expired", pa.bool_()),
-            pa.field("vector", pa.list_(pa.float32(), DIM)),
-        ])
+        schema = pa.schema(
+            [
+                pa.field("row", pa.int64()),
+                pa.field("space", pa.string()),
+                pa.field("expired", pa.bool_()),
+                pa.field("vector", pa.list_(pa.float32(), DIM)),
+            ]
+        )
         self.table = db.create_table("all", schema=schema)
         names = np.array(store.spaces, dtype=object)
         for start in range(0, n, 100_000):
             end = min(n, start + 100_000)
-            self.table.add(pa.table({
-                "row": np.arange(start, end), "space": names[store.space_of[start:end]],
-                "expired": store.expired[start:end],
-                "vector": pa.FixedSizeListArray.from_arrays(pa.array(store.vectors[start:end].reshape(-1)), DIM),
-            }, schema=schema))
+            self.table.add(
+                pa.table(
+                    {
+                        "row": np.arange(start, end),
+                        "space": names[store.space_of[start:end]],
+                        "expired": store.expired[start:end],
+                        "vector": pa.FixedSizeListArray.from_arrays(
+                            pa.array(store.vectors[start:end].reshape(-1)), DIM
+                        ),
+                    },
+                    schema=schema,
+                )
+            )
         self.table.create_index("expired", config=Bitmap())  # a boolean: what a bitmap is for
         self.indexed = n >= ANN_ROWS
         if self.indexed:
-            self.table.create_index(metric="cosine", index_type="IVF_PQ",
-                                    num_partitions=int(np.sqrt(n)), num_sub_vectors=48)
+            self.table.create_index(
+                metric="cosine", index_type="IVF_PQ", num_partitions=int(np.sqrt(n)), num_sub_vectors=48
+            )
         self.partitions = int(np.sqrt(n))
         self.prefilter_config = self._calibrate_prefilter()
 
@@ -234,8 +268,11 @@ class SingleTable:
         """The prefilter's best configuration at this size: each candidate index on ``space``
         timed on a few queries (in-scope rows, not the benchmark's queries); the fastest kept."""
         labels = list(self.store.scopes)[:6]
-        probes = [(label, self.store.vectors[r]) for label in labels
-                  for r in np.flatnonzero(self.store.in_scope(label))[:per_scope]]
+        probes = [
+            (label, self.store.vectors[r])
+            for label in labels
+            for r in np.flatnonzero(self.store.in_scope(label))[:per_scope]
+        ]
         timings: dict[str, float] = {}
         for kind in ("none", "BTREE", "BITMAP"):
             self._space_index(kind)
@@ -255,7 +292,7 @@ class SingleTable:
 
     @property
     def post_filter_config(self) -> str:
-        return ("LanceDB IVF_PQ (nprobes 50, refine ×10)" if self.indexed else "LanceDB flat (exact)")
+        return "LanceDB IVF_PQ (nprobes 50, refine ×10)" if self.indexed else "LanceDB flat (exact)"
 
     def in_scope_names(self, label: str) -> list[str]:
         return [self.store.spaces[i] for i in self.store.scopes[label]]
@@ -267,8 +304,11 @@ class SingleTable:
     def post_filter(self, label: str, query: np.ndarray, k: int, fetch: int) -> Answer:
         found = self._post_query(query, k * fetch).to_arrow()
         allowed = set(self.in_scope_names(label))
-        rows = [r for r, s, e in zip(found["row"].to_pylist(), found["space"].to_pylist(), found["expired"].to_pylist())
-                if s in allowed and not e]
+        rows = [
+            r
+            for r, s, e in zip(found["row"].to_pylist(), found["space"].to_pylist(), found["expired"].to_pylist())
+            if s in allowed and not e
+        ]
         return Answer(rows[:k], 0, None)
 
     def count_post_filter(self, label: str, query: np.ndarray, k: int, fetch: int) -> Answer:
@@ -288,9 +328,14 @@ class SingleTable:
 
     def _pre_query(self, label: str, query: np.ndarray, k: int):
         names = ", ".join(f"'{n}'" for n in self.in_scope_names(label))
-        return (self.table.search(query).distance_type("cosine")
-                .where(f"space IN ({names}) AND NOT expired", prefilter=True)
-                .bypass_vector_index().limit(k).select(["row"]))
+        return (
+            self.table.search(query)
+            .distance_type("cosine")
+            .where(f"space IN ({names}) AND NOT expired", prefilter=True)
+            .bypass_vector_index()
+            .limit(k)
+            .select(["row"])
+        )
 
     def prefilter(self, label: str, query: np.ndarray, k: int) -> Answer:
         return Answer(self._pre_query(label, query, k).to_arrow()["row"].to_pylist(), 0, None)

@@ -17,8 +17,8 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from benchmarks.arms import ScopeFirst
 from benchmarks.synthetic import build_store
 from benchmarks.test_http_load import Clients, _cpu_s, _ms, _server_pids
 from indexing.embedder import load_embedder
-from tests.http.conftest import ESFIS_BIN, Server, free_port, start_server, stop_server, stop_process
+from tests.http.conftest import Server, free_port, start_server, stop_process, stop_server
 
 
 def start_base(base: Path, home: Path, work: Path, env: dict[str, str]) -> Server:
@@ -39,8 +39,13 @@ def start_base(base: Path, home: Path, work: Path, env: dict[str, str]) -> Serve
     log = home.parent / f"base-{port}.log"
     code = f"import sys; from server.cli import main; sys.exit(main(['serve', '--port', '{port}']))"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-c", code], cwd=base, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**env, "PYTHONPATH": str(base)})
+        process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=base,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**env, "PYTHONPATH": str(base)},
+        )
     server = Server(f"http://127.0.0.1:{port}", home, work, env, process, log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -72,24 +77,35 @@ def main() -> None:
     ScopeFirst(store, home=args.scratch / "new" / "home", embedder=load_embedder(None)).service.close()
     shutil.copytree(args.scratch / "new" / "home", args.scratch / "base" / "home", symlinks=True)
     sizes = np.bincount(store.space_of, minlength=len(store.spaces))
-    hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[:max(counts)]]
+    hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[: max(counts)]]
 
     new = start_server(args.scratch / "new" / "home", args.scratch / "new", workers=args.workers)
-    base = start_base(args.base, args.scratch / "base" / "home", args.scratch / "base", new.env | {
-        "ESFIS_HOME": str(args.scratch / "base" / "home")})
+    base = start_base(
+        args.base,
+        args.scratch / "base" / "home",
+        args.scratch / "base",
+        new.env | {"ESFIS_HOME": str(args.scratch / "base" / "home")},
+    )
     servers = {"base": base, "new": new}
     clients = {name: Clients(s.url, max(counts)) for name, s in servers.items()}
-    results: dict = {"size": args.size, "base_tree": str(args.base), "rounds": args.rounds, "seconds": args.seconds,
-                     "workers_new": args.workers, "steps": []}
+    results: dict = {
+        "size": args.size,
+        "base_tree": str(args.base),
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "workers_new": args.workers,
+        "steps": [],
+    }
     try:
-        tokens = {name: [(s.agent_token("bench-load", space=space), space) for space in hot]
-                  for name, s in servers.items()}
+        tokens = {
+            name: [(s.agent_token("bench-load", space=space), space) for space in hot] for name, s in servers.items()
+        }
         for name in servers:
-            clients[name].step(tokens[name][:max(counts)], 1.0, seed=7)  # warm
+            clients[name].step(tokens[name][: max(counts)], 1.0, seed=7)  # warm
         for count in counts:
             tallies: dict = {name: {"all_s": [], "requests": 0, "errors": 0, "cpu_s": 0.0} for name in servers}
             for r in range(args.rounds):
-                for name in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                for name in ("base", "new") if r % 2 == 0 else ("new", "base"):
                     pids = _server_pids(servers[name].process.pid)
                     before = _cpu_s(pids)
                     tally, _ = clients[name].step(tokens[name][:count], args.seconds, seed=100 * r + count)
@@ -98,11 +114,19 @@ def main() -> None:
                     tallies[name]["errors"] += tally.error_count
             for name, t in tallies.items():
                 done = max(1, len(t["all_s"]))
-                results["steps"].append({
-                    "server": name, "clients": count, "requests": len(t["all_s"]),
-                    "throughput_rps": round(len(t["all_s"]) / (args.rounds * args.seconds), 1),
-                    "p50_ms": _ms(t["all_s"], 50), "p95_ms": _ms(t["all_s"], 95), "p99_ms": _ms(t["all_s"], 99),
-                    "errors": t["errors"], "server_cpu_ms_per_request": round(1000 * t["cpu_s"] / done, 2)})
+                results["steps"].append(
+                    {
+                        "server": name,
+                        "clients": count,
+                        "requests": len(t["all_s"]),
+                        "throughput_rps": round(len(t["all_s"]) / (args.rounds * args.seconds), 1),
+                        "p50_ms": _ms(t["all_s"], 50),
+                        "p95_ms": _ms(t["all_s"], 95),
+                        "p99_ms": _ms(t["all_s"], 99),
+                        "errors": t["errors"],
+                        "server_cpu_ms_per_request": round(1000 * t["cpu_s"] / done, 2),
+                    }
+                )
                 print(json.dumps(results["steps"][-1]), flush=True)
     finally:
         for c in clients.values():

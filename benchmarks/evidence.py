@@ -27,9 +27,9 @@ import math
 import shutil
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from indexing.fusion import DEFAULT, Fusion, fuse_lexical
 from indexing.lexical import STEM, LexicalIndex
 from indexing.snapshot import OPEN_END, RowBatch, Snapshot, merge_best
 from indexing.store import VectorStore
-from server.recall import RUNNERS_UP
+from server.memories.recall import RUNNERS_UP
 
 METRICS = ("any@5", "all@5", "all@10", "ndcg@10")
 NOW = 10**15  # microseconds: every row is valid
@@ -102,12 +102,17 @@ class EvidenceStore:
             rows = np.flatnonzero(workload.memory_space == qi)
             self.rows[qi] = rows
             n = len(rows)
-            self.store.add(self.key(qi), RowBatch(
-                ids=[f"m{r}" for r in rows], texts=[workload.texts[t] for t in workload.memory_text[rows]],
-                vectors=np.ascontiguousarray(vectors[workload.memory_text[rows]], dtype=np.float32),
-                created_at=np.zeros(n, dtype=np.int64), valid_from=np.zeros(n, dtype=np.int64),
-                valid_until=np.full(n, OPEN_END, dtype=np.int64),
-            ))
+            self.store.add(
+                self.key(qi),
+                RowBatch(
+                    ids=[f"m{r}" for r in rows],
+                    texts=[workload.texts[t] for t in workload.memory_text[rows]],
+                    vectors=np.ascontiguousarray(vectors[workload.memory_text[rows]], dtype=np.float32),
+                    created_at=np.zeros(n, dtype=np.int64),
+                    valid_from=np.zeros(n, dtype=np.int64),
+                    valid_until=np.full(n, OPEN_END, dtype=np.int64),
+                ),
+            )
 
     def key(self, qi: int) -> str:
         return f"space:{self.workload.spaces[qi]}"
@@ -116,8 +121,9 @@ class EvidenceStore:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, split: bool = True,
-             keys: np.ndarray | None = None) -> dict:
+def evaluate(
+    ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, split: bool = True, keys: np.ndarray | None = None
+) -> dict:
     """Every method on every question with evidence; the default also through ``search``.
     ``keys``: each memory row's neighbour key vector (turn level), for the write-time rows."""
     w, table, split_table = ev.workload, Table(), Table()
@@ -135,7 +141,9 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         cos = snap.vectors[:n] @ qvec
         ranked: dict[str, np.ndarray] = {}
         for name, fusion in FUSIONS.items():
-            ranked[name] = fuse_lexical(snap.lexicon(), snap.vectors, qvec, q.text, everything, cos, valid, fusion).scores
+            ranked[name] = fuse_lexical(
+                snap.lexicon(), snap.vectors, qvec, q.text, everything, cos, valid, fusion
+            ).scores
         ranked[DEFAULT_NAME] = feedback_scores(snap.vectors[:n], qvec, cos, ranked[FUSED_NAME])
         index = snap.lexicon()
         ranked["bm25 alone"] = index.score(index.query_terms(q.text), valid).scores
@@ -152,7 +160,8 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
                 before = np.where(local_prev >= 0, cos[np.maximum(local_prev, 0)], 0.0)
                 smoothed = (cos + share * before).astype(np.float32)
                 ranked[f"neighbour {share} + {FUSED_NAME}"] = fuse_lexical(
-                    snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT).scores
+                    snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT
+                ).scores
             own = snap.vectors[:n]
             before_vecs = np.where((local_prev >= 0)[:, None], own[np.maximum(local_prev, 0)], own)
             for share in KEY_OWN_SHARES:
@@ -168,9 +177,15 @@ def evaluate(ev: EvidenceStore, q_vecs: np.ndarray, questions: list[int], *, spl
         mismatches += [h.text for h in served] != [snap.texts[i] for i in top(ranked[DEFAULT_NAME])]
         if split:
             for name in SPLIT:
-                split_table.add(name, q.type, metrics(split_recall(snap, qvec, q.text, w, rows, FUSIONS.get(name)), evidence))
-    return {"methods": table.summary(), "split": split_table.summary(), "default": DEFAULT_NAME,
-            "default_mismatches": mismatches}
+                split_table.add(
+                    name, q.type, metrics(split_recall(snap, qvec, q.text, w, rows, FUSIONS.get(name)), evidence)
+                )
+    return {
+        "methods": table.summary(),
+        "split": split_table.summary(),
+        "default": DEFAULT_NAME,
+        "default_mismatches": mismatches,
+    }
 
 
 def feedback_scores(vectors: np.ndarray, qvec: np.ndarray, cos: np.ndarray, fused: np.ndarray) -> np.ndarray:
@@ -193,8 +208,11 @@ def keyed(name: str, keys: np.ndarray, snap: Snapshot, qvec: np.ndarray, text: s
     n = len(keys)
     cos = (keys @ qvec).astype(np.float32)
     fused = fuse_lexical(snap.lexicon(), keys, qvec, text, np.arange(n), cos, np.ones(n, dtype=bool), DEFAULT).scores
-    return {f"{name}, cosine": cos, f"{name}, {FUSED_NAME}": fused,
-            f"{name}, {DEFAULT_NAME}": feedback_scores(keys, qvec, cos, fused)}
+    return {
+        f"{name}, cosine": cos,
+        f"{name}, {FUSED_NAME}": fused,
+        f"{name}, {DEFAULT_NAME}": feedback_scores(keys, qvec, cos, fused),
+    }
 
 
 def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) -> list:
@@ -203,7 +221,9 @@ def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) ->
     return [result.hit(j) for j in range(min(10, len(result)))]
 
 
-def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion | None) -> list[int]:
+def split_recall(
+    snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion | None
+) -> list[int]:
     """The haystack as two partitions (every fifth session, and the rest), merged by score."""
     if w.previous is not None:
         session = np.cumsum(w.previous[rows] < 0)
@@ -216,16 +236,23 @@ def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows:
         if not len(local):
             continue
         sub = Snapshot(dimension=snap.dimension)
-        sub.append(RowBatch(
-            ids=[str(i) for i in local], texts=[snap.texts[i] or "" for i in local],
-            vectors=snap.vectors[local], created_at=np.zeros(len(local), dtype=np.int64),
-            valid_from=np.zeros(len(local), dtype=np.int64), valid_until=np.full(len(local), OPEN_END, dtype=np.int64),
-        ))
+        sub.append(
+            RowBatch(
+                ids=[str(i) for i in local],
+                texts=[snap.texts[i] or "" for i in local],
+                vectors=snap.vectors[local],
+                created_at=np.zeros(len(local), dtype=np.int64),
+                valid_from=np.zeros(len(local), dtype=np.int64),
+                valid_until=np.full(len(local), OPEN_END, dtype=np.int64),
+            )
+        )
         if fusion is None:  # the product's path: each partition searched, then feedback over both
             results.append(sub.search(qvec, POOL, NOW, text))
             continue
         cos = sub.vectors[: sub.rows] @ qvec
-        fused = fuse_lexical(sub.lexicon(), sub.vectors, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion)
+        fused = fuse_lexical(
+            sub.lexicon(), sub.vectors, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion
+        )
         pool.extend((float(fused.scores[j]), int(local[j])) for j in top(fused.scores))
     if fusion is None:
         merged = merge_best(with_feedback(results, qvec), 10)
@@ -236,14 +263,20 @@ def split_recall(snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows:
 
 def markdown(result: dict, title: str, pick: Callable[[str], bool] = lambda name: True) -> str:
     """One table: a row per method and question type."""
-    lines = [f"**{title}**", "", "| method | question type | questions | any@5 | all@5 | all@10 | ndcg@10 |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"**{title}**",
+        "",
+        "| method | question type | questions | any@5 | all@5 | all@10 | ndcg@10 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for method, types in result.items():
         if not pick(method):
             continue
         for qtype, m in types.items():
             label = f"**{qtype}**" if qtype == "all" else qtype
-            lines.append(f"| {method} | {label} | {m['questions']} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " |")
+            lines.append(
+                f"| {method} | {label} | {m['questions']} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -267,7 +300,11 @@ def evidence_section(results: Path) -> list[str]:
     out = ["## Evidence recall, LongMemEval_S (benchmarks/test_evidence_recall.py; per type: EVIDENCE.md)", ""]
     for level, r in sorted(saved.items(), reverse=True):
         questions = r["methods"]["cosine"]["all"]["questions"]
-        out += [f"{level} level, {questions} questions with evidence, commit {r['commit']}"
-                f"{' (dirty)' if r['dirty'] else ''}; the default is {r['default']}.", "",
-                overall(r["methods"]), ""]
+        out += [
+            f"{level} level, {questions} questions with evidence, commit {r['commit']}"
+            f"{' (dirty)' if r['dirty'] else ''}; the default is {r['default']}.",
+            "",
+            overall(r["methods"]),
+            "",
+        ]
     return out

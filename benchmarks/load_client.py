@@ -17,8 +17,18 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-TOPICS = ["deploys", "login", "billing retries", "the on-call rotation", "database backups", "feature flags",
-          "the build cache", "rate limits", "the staging cluster", "error budgets"]
+TOPICS = [
+    "deploys",
+    "login",
+    "billing retries",
+    "the on-call rotation",
+    "database backups",
+    "feature flags",
+    "the build cache",
+    "rate limits",
+    "the staging cluster",
+    "error budgets",
+]
 MAX_ERRORS_KEPT = 20
 
 
@@ -27,8 +37,7 @@ def run_step(url: str, command: dict) -> dict:
     token, space = command["token"], command["space"]
     rng = random.Random(command["seed"])
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    out: dict = {"recall_s": [], "write_s": [], "errors": [], "error_count": 0, "outside": 0, "empty": 0,
-                 "written": []}
+    out: dict = {"recall_s": [], "write_s": [], "errors": [], "error_count": 0, "outside": 0, "empty": 0, "written": []}
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
 
     def error(text: str) -> None:

@@ -119,8 +119,15 @@ def load_workload(full: bool | None = None, granularity: str = "turn") -> Worklo
                 mem_text.append(text_index[text])
                 mem_space.append(space_idx)
         questions.append(Question(q["question_id"], q["question"], space, frozenset(evidence), q["question_type"]))
-    return Workload(texts, np.array(mem_text), np.array(mem_space), spaces, questions, granularity,
-                    np.array(previous) if granularity == "turn" else None)
+    return Workload(
+        texts,
+        np.array(mem_text),
+        np.array(mem_space),
+        spaces,
+        questions,
+        granularity,
+        np.array(previous) if granularity == "turn" else None,
+    )
 
 
 def text_vectors(workload: Workload, embedder=None) -> np.ndarray:
@@ -150,8 +157,11 @@ def embed_cached(texts: list[str], prefix: str, embedder=None) -> np.ndarray:
         np.save(part.with_suffix(".tmp.npy"), vectors)
         os.replace(part.with_suffix(".tmp.npy"), part)
         done = start + CHUNK
-        print(f"{prefix}: {min(done, len(texts))}/{len(texts)} texts, "
-              f"{done / (time.time() - started):.0f}/s", file=sys.stderr, flush=True)
+        print(
+            f"{prefix}: {min(done, len(texts))}/{len(texts)} texts, {done / (time.time() - started):.0f}/s",
+            file=sys.stderr,
+            flush=True,
+        )
     vectors = np.concatenate([np.load(chunks / f"{s:07d}.npy") for s in range(0, len(texts), CHUNK)])
     np.save(target, vectors)
     return vectors
@@ -218,8 +228,11 @@ if __name__ == "__main__":
         neighbour_vectors(load_workload(full=True))
         sys.exit(0)
     w = load_workload(full=True)
-    print(f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "
-          f"{sum(1 for q in w.questions if q.evidence)} questions with evidence", file=sys.stderr)
+    print(
+        f"{len(w.memory_text)} memories, {len(w.texts)} distinct texts, {len(w.spaces)} spaces, "
+        f"{sum(1 for q in w.questions if q.evidence)} questions with evidence",
+        file=sys.stderr,
+    )
     question_vectors(w)
     text_vectors(w)
     text_vectors(load_workload(full=True, granularity="session"))

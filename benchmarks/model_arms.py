@@ -22,9 +22,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -62,8 +62,13 @@ def _gemma_int8() -> Embedder:
 ARMS = {
     "minilm": ModelArm("minilm", "all-MiniLM-L6-v2", "Apache 2.0", "ONNX fp32", _minilm),
     "embeddinggemma": ModelArm("embeddinggemma", "EmbeddingGemma-300m", "Gemma Terms of Use", "ONNX fp32", _gemma),
-    "embeddinggemma-int8": ModelArm("embeddinggemma-int8", "EmbeddingGemma-300m", "Gemma Terms of Use",
-                                    "ONNX int8 (dynamic quantization)", _gemma_int8),
+    "embeddinggemma-int8": ModelArm(
+        "embeddinggemma-int8",
+        "EmbeddingGemma-300m",
+        "Gemma Terms of Use",
+        "ONNX int8 (dynamic quantization)",
+        _gemma_int8,
+    ),
 }
 
 
@@ -85,7 +90,9 @@ def quantized(model_path: Path) -> tuple[GraphSpec, Path]:
     return spec.with_model_file(target.name), target.parent
 
 
-def vectors(arm: ModelArm, workload: Workload, embedder: Embedder, questions: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def vectors(
+    arm: ModelArm, workload: Workload, embedder: Embedder, questions: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """Every text the questions' haystacks hold, and the questions, embedded by the arm (cached)."""
     needed = np.unique(workload.memory_text[np.isin(workload.memory_space, questions)])
     level = workload.granularity
@@ -118,8 +125,11 @@ def query_latency(embedder: Embedder, questions: list[str]) -> dict[str, float]:
         started = time.perf_counter()
         embedder.embed_query(q)
         times.append(time.perf_counter() - started)
-    return {"queries": len(questions), "p50_ms": float(np.percentile(times, 50) * 1000),
-            "p95_ms": float(np.percentile(times, 95) * 1000)}
+    return {
+        "queries": len(questions),
+        "p50_ms": float(np.percentile(times, 50) * 1000),
+        "p95_ms": float(np.percentile(times, 95) * 1000),
+    }
 
 
 def interleaved_latency(arms: list[str], questions: list[str], rounds: int = 5) -> dict[str, dict[str, float]]:
@@ -135,8 +145,14 @@ def interleaved_latency(arms: list[str], questions: list[str], rounds: int = 5) 
             started = time.perf_counter()
             embedder.embed_query(question)
             times[key].append(time.perf_counter() - started)
-    return {key: {"queries": len(t), "p50_ms": float(np.percentile(t, 50) * 1000),
-                  "p95_ms": float(np.percentile(t, 95) * 1000)} for key, t in times.items()}
+    return {
+        key: {
+            "queries": len(t),
+            "p50_ms": float(np.percentile(t, 50) * 1000),
+            "p95_ms": float(np.percentile(t, 95) * 1000),
+        }
+        for key, t in times.items()
+    }
 
 
 def run(arms: list[str], levels: list[str], full: bool, limit: int | None = None, log=print) -> dict:
@@ -145,8 +161,14 @@ def run(arms: list[str], levels: list[str], full: bool, limit: int | None = None
         arm = ARMS[key]
         embedder = arm.make()
         embedder.load()
-        entry: dict = {"model": arm.model, "licence": arm.licence, "runtime": arm.runtime,
-                       "dimension": embedder.dimension, "prompts": embedder.prompts.as_dict(), "levels": {}}
+        entry: dict = {
+            "model": arm.model,
+            "licence": arm.licence,
+            "runtime": arm.runtime,
+            "dimension": embedder.dimension,
+            "prompts": embedder.prompts.as_dict(),
+            "levels": {},
+        }
         for level in levels:
             workload = load_workload(full=full, granularity=level)
             questions = [i for i, q in enumerate(workload.questions) if q.evidence][:limit]
@@ -159,8 +181,11 @@ def run(arms: list[str], levels: list[str], full: bool, limit: int | None = None
             finally:
                 ev.close()
             entry["levels"][level] = {
-                "questions": len(questions), "embed_seconds_or_cached": embedded_s,
-                "methods": {m: result["methods"][m]["all"] for m in ("cosine", "scaled w=0.5", "scaled w=0.5 + feedback")},
+                "questions": len(questions),
+                "embed_seconds_or_cached": embedded_s,
+                "methods": {
+                    m: result["methods"][m]["all"] for m in ("cosine", "scaled w=0.5", "scaled w=0.5 + feedback")
+                },
                 "by_type": {m: result["methods"][m] for m in ("cosine", "scaled w=0.5 + feedback")},
             }
             log(f"{key} {level}: " + json.dumps(entry["levels"][level]["methods"]))
@@ -171,14 +196,20 @@ def run(arms: list[str], levels: list[str], full: bool, limit: int | None = None
 
 
 def markdown(result: dict) -> str:
-    lines = [f"Data: {result['data']}.", "",
-             "| model | runtime | level | questions | method | " + " | ".join(METRICS) + " |",
-             "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in METRICS) + " |"]
+    lines = [
+        f"Data: {result['data']}.",
+        "",
+        "| model | runtime | level | questions | method | " + " | ".join(METRICS) + " |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in METRICS) + " |",
+    ]
     for arm in result["arms"].values():
         for level, r in arm["levels"].items():
             for method, m in r["methods"].items():
-                lines.append(f"| {arm['model']} | {arm['runtime']} | {level} | {r['questions']} | {method} | "
-                             + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " |")
+                lines.append(
+                    f"| {arm['model']} | {arm['runtime']} | {level} | {r['questions']} | {method} | "
+                    + " | ".join(f"{m[k]:.3f}" for k in METRICS)
+                    + " |"
+                )
     lines += ["", "| model | runtime | query p50 | p95 |", "| --- | --- | --- | --- |"]
     for arm in result["arms"].values():
         lat = arm["query_latency"]
@@ -193,20 +224,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--limit", type=int, default=None, help="the first N questions with evidence only")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--latency-only", action="store_true",
-                        help="only the query latency, the arms taking turns query by query")
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the query latency, the arms taking turns query by query"
+    )
     parser.add_argument("--note", default="", help="how the machine was (shared cores, …), recorded with the figures")
     args = parser.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "indexing", "benchmarks", ":!benchmarks/results"],
-                                capture_output=True, text=True).stdout.strip())
+    dirty = bool(
+        subprocess.run(
+            ["git", "status", "--porcelain", "--", "indexing", "benchmarks", ":!benchmarks/results"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.latency_only:
         questions = [q.text for q in load_workload(full=args.data == "full").questions[:100]]
         latency = interleaved_latency(args.arms.split(","), questions)
-        result = {"commit": commit, "dirty": dirty, "note": args.note, "cpus": os.cpu_count(),
-                  "interleaved_query_latency": {k: {"model": ARMS[k].model, "runtime": ARMS[k].runtime, **v}
-                                                for k, v in latency.items()}}
+        result = {
+            "commit": commit,
+            "dirty": dirty,
+            "note": args.note,
+            "cpus": os.cpu_count(),
+            "interleaved_query_latency": {
+                k: {"model": ARMS[k].model, "runtime": ARMS[k].runtime, **v} for k, v in latency.items()
+            },
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
         print(json.dumps(result, indent=1))
@@ -215,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     result |= {"commit": commit, "dirty": dirty, "note": args.note, "cpus": os.cpu_count()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
-    args.out.with_suffix(".md").write_text(f"# Models on LongMemEval_S, commit {commit}{' (dirty)' if dirty else ''}\n\n"
-                                           f"{args.note}\n\n{markdown(result)}\n")
+    args.out.with_suffix(".md").write_text(
+        f"# Models on LongMemEval_S, commit {commit}{' (dirty)' if dirty else ''}\n\n"
+        f"{args.note}\n\n{markdown(result)}\n"
+    )
     print(markdown(result))
     return 0
 

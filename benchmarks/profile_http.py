@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import tempfile
-import sys
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -86,9 +86,24 @@ def main() -> None:
                 embed.append(time.perf_counter() - began)
             profiled: list[float] = []
             for fmt, suffix in (("flamegraph", ".svg"), ("raw", ".txt")):
-                spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.process.pid), "--idle",
-                                        "--rate", "1000", "--format", fmt, "-o", str(args.out.with_suffix(suffix)),
-                                        "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                spy = subprocess.Popen(
+                    [
+                        args.py_spy,
+                        "record",
+                        "--pid",
+                        str(server.process.pid),
+                        "--idle",
+                        "--rate",
+                        "1000",
+                        "--format",
+                        fmt,
+                        "-o",
+                        str(args.out.with_suffix(suffix)),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 time.sleep(0.3)  # py-spy attaches
                 profiled += timed(client, questions)
                 spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
@@ -96,9 +111,12 @@ def main() -> None:
     finally:
         stop_server(server)
     figures = {
-        "store_memories": args.size, "queries": len(questions),
-        "http_p50_ms": float(np.percentile(latencies, 50) * 1000), "http_p95_ms": float(np.percentile(latencies, 95) * 1000),
-        "embed_p50_ms": float(np.percentile(embed, 50) * 1000), "embed_p95_ms": float(np.percentile(embed, 95) * 1000),
+        "store_memories": args.size,
+        "queries": len(questions),
+        "http_p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "http_p95_ms": float(np.percentile(latencies, 95) * 1000),
+        "embed_p50_ms": float(np.percentile(embed, 50) * 1000),
+        "embed_p95_ms": float(np.percentile(embed, 95) * 1000),
         "profiled_p50_ms": float(np.percentile(profiled, 50) * 1000),
     }
     figures["http_p50_over_embed_ms"] = figures["http_p50_ms"] - figures["embed_p50_ms"]

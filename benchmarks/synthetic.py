@@ -52,15 +52,16 @@ def _memories(rng: np.random.Generator, topics: np.ndarray, n: int) -> np.ndarra
     mine = topics[rng.choice(len(topics), size=8, replace=False)]
     accent = _unit(rng.normal(size=DIM)) * 0.35
     subtopics = max(4, n // 200)
-    centres = _unit(mine[rng.integers(0, len(mine), size=subtopics)]
-                    + rng.normal(size=(subtopics, DIM)).astype(np.float32) * (0.5 / np.sqrt(DIM)))
+    centres = _unit(
+        mine[rng.integers(0, len(mine), size=subtopics)]
+        + rng.normal(size=(subtopics, DIM)).astype(np.float32) * (0.5 / np.sqrt(DIM))
+    )
     picks = centres[rng.integers(0, subtopics, size=n)]
     noise = rng.normal(size=(n, DIM)).astype(np.float32) * (0.35 / np.sqrt(DIM))
     return _unit(picks + accent + noise)
 
 
-def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7,
-                space_count: int = SPACES) -> Store:
+def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7, space_count: int = SPACES) -> Store:
     """A store of about ``total`` memories over ``space_count`` (1,000) Zipf-sized spaces plus planted scopes.
 
     ``scopes`` maps a caller label to (rows, partitions): a probe space of that many rows, split
@@ -113,8 +114,16 @@ class Truth:
     candidates: np.ndarray  # bool: the rows that may count
 
 
-def recall_truth(vectors: np.ndarray, space_of: np.ndarray, mask: np.ndarray, query: np.ndarray, k: int,
-                 pool: int, feedback_rows: int, feedback_weight: float) -> Truth:
+def recall_truth(
+    vectors: np.ndarray,
+    space_of: np.ndarray,
+    mask: np.ndarray,
+    query: np.ndarray,
+    k: int,
+    pool: int,
+    feedback_rows: int,
+    feedback_weight: float,
+) -> Truth:
     """What esfis's whole recall answers when no query term matches a stored text (so relevance is
     the cosine), computed exactly: each partition's best ``pool`` valid rows, the query moved
     towards the best ``feedback_rows`` of them all (``indexing.feedback``), those candidates
@@ -135,8 +144,9 @@ def recall_truth(vectors: np.ndarray, space_of: np.ndarray, mask: np.ndarray, qu
     return Truth(rows[picked][np.argsort(-scores)[:k]], moved, candidates)
 
 
-def recall_at_k(vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray,
-                allowed: np.ndarray | None = None) -> float:
+def recall_at_k(
+    vectors: np.ndarray, query: np.ndarray, rows: list[int], truth: np.ndarray, allowed: np.ndarray | None = None
+) -> float:
     """Tie-aware recall@k, the one definition every benchmark uses (``targets.RECALL_DEFINITION``):
     the share of the k answers wanted (``truth``, the exact in-scope top k) whose exact score
     reaches the exact k-th best score. A row counts once; a row outside ``allowed`` (the caller's

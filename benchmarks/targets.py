@@ -64,79 +64,153 @@ def _num(value: float) -> str:
 
 TARGETS: dict[str, Target] = {
     # benchmarks/test_scope_vs_filter.py (targets from the README's table, issue 13)
-    "scope.index_vs_floor": Target("scope-first index search p50, each grid cell", "<=", 1.5, "ms",
-                                   relative_to="the floor's p50 in the same cell", source="README, issue 13"),
-    "scope.recall_exact": Target("scope-first recall@10, partitions served by an exact scan", ">=", 1.0,
-                                 source="issue 13"),
-    "scope.recall_ivf": Target("scope-first recall@10, a partition served by its IVF image", ">=", 0.95,
-                               source="issue 13"),
-    "scope.vs_prefilter": Target("scope-first whole recall p50 against single-table prefilter", "<=", 0.2, "ms",
-                                 relative_to="the prefilter's p50 in the same cell", source="README (≥ 5× faster)"),
-    "scope.out_of_scope": Target("scope-first vectors scored outside the caller's partitions, per query", "==", 0,
-                                 source="benchmarks/test_scope_vs_filter.py"),
-    "scope.underfilled": Target("scope-first answers with fewer than k rows", "==", 0,
-                                source="benchmarks/test_scope_vs_filter.py"),
-    "single_space.recall": Target("one large space, recall@10", ">=", 0.95, source="benchmarks/test_scope_vs_filter.py"),
-    "single_space.p50_ms": Target("one large space, recall p50", "<=", 10, "ms", source="benchmarks/test_scope_vs_filter.py",
-                                  full_only=True),
+    "scope.index_vs_floor": Target(
+        "scope-first index search p50, each grid cell",
+        "<=",
+        1.5,
+        "ms",
+        relative_to="the floor's p50 in the same cell",
+        source="README, issue 13",
+    ),
+    "scope.recall_exact": Target(
+        "scope-first recall@10, partitions served by an exact scan", ">=", 1.0, source="issue 13"
+    ),
+    "scope.recall_ivf": Target(
+        "scope-first recall@10, a partition served by its IVF image", ">=", 0.95, source="issue 13"
+    ),
+    "scope.vs_prefilter": Target(
+        "scope-first whole recall p50 against single-table prefilter",
+        "<=",
+        0.2,
+        "ms",
+        relative_to="the prefilter's p50 in the same cell",
+        source="README (≥ 5× faster)",
+    ),
+    "scope.out_of_scope": Target(
+        "scope-first vectors scored outside the caller's partitions, per query",
+        "==",
+        0,
+        source="benchmarks/test_scope_vs_filter.py",
+    ),
+    "scope.underfilled": Target(
+        "scope-first answers with fewer than k rows", "==", 0, source="benchmarks/test_scope_vs_filter.py"
+    ),
+    "single_space.recall": Target(
+        "one large space, recall@10", ">=", 0.95, source="benchmarks/test_scope_vs_filter.py"
+    ),
+    "single_space.p50_ms": Target(
+        "one large space, recall p50", "<=", 10, "ms", source="benchmarks/test_scope_vs_filter.py", full_only=True
+    ),
     # benchmarks/test_large_partition.py (issue 16)
-    "large.first_recall_s": Target("large partition, first recall in any process", "<=", 1, "s",
-                                   source="benchmarks/test_large_partition.py"),
-    "large.p50_ms": Target("large partition, steady HTTP recall p50", "<=", 15, "ms", source="benchmarks/test_large_partition.py"),
-    "large.p95_ms": Target("large partition, steady HTTP recall p95", "<=", 30, "ms", source="benchmarks/test_large_partition.py"),
-    "large.server_rss_gb": Target("large partition, server RSS", "<=", 2.5, "GB", source="benchmarks/test_large_partition.py",
-                                  full_only=True),
-    "large.reader_pss_mb": Target("large partition, PSS each further process adds", "<=", 300, "MB",
-                                  source="benchmarks/test_large_partition.py"),
-    "large.other_spaces": Target("large partition, answers from other spaces", "==", 0,
-                                 source="benchmarks/test_large_partition.py"),
+    "large.first_recall_s": Target(
+        "large partition, first recall in any process", "<=", 1, "s", source="benchmarks/test_large_partition.py"
+    ),
+    "large.p50_ms": Target(
+        "large partition, steady HTTP recall p50", "<=", 15, "ms", source="benchmarks/test_large_partition.py"
+    ),
+    "large.p95_ms": Target(
+        "large partition, steady HTTP recall p95", "<=", 30, "ms", source="benchmarks/test_large_partition.py"
+    ),
+    "large.server_rss_gb": Target(
+        "large partition, server RSS", "<=", 2.5, "GB", source="benchmarks/test_large_partition.py", full_only=True
+    ),
+    "large.reader_pss_mb": Target(
+        "large partition, PSS each further process adds", "<=", 300, "MB", source="benchmarks/test_large_partition.py"
+    ),
+    "large.other_spaces": Target(
+        "large partition, answers from other spaces", "==", 0, source="benchmarks/test_large_partition.py"
+    ),
     # benchmarks/test_real_text_ivf.py
-    "ivf_text.recall": Target("IVF image on real text, recall@10", ">=", 0.95, source="benchmarks/test_real_text_ivf.py"),
+    "ivf_text.recall": Target(
+        "IVF image on real text, recall@10", ">=", 0.95, source="benchmarks/test_real_text_ivf.py"
+    ),
     # benchmarks/test_recall_overhead.py: the core's share of the HTTP target (embedding + 2.5 ms, p95 ≤ 12 ms)
-    "overhead.p50_ms": Target("recall path without embedding, p50", "<=", 2.5, "ms", source="benchmarks/test_recall_overhead.py",
-                              full_only=True),
-    "overhead.p95_ms": Target("recall path without embedding, p95", "<=", 12, "ms", source="benchmarks/test_recall_overhead.py",
-                              full_only=True),
+    "overhead.p50_ms": Target(
+        "recall path without embedding, p50",
+        "<=",
+        2.5,
+        "ms",
+        source="benchmarks/test_recall_overhead.py",
+        full_only=True,
+    ),
+    "overhead.p95_ms": Target(
+        "recall path without embedding, p95",
+        "<=",
+        12,
+        "ms",
+        source="benchmarks/test_recall_overhead.py",
+        full_only=True,
+    ),
     # benchmarks/test_http_recall.py (issue 5) and its issue-13 form against the run's own embedding figure
-    "http.p50_ms": Target("HTTP recall p50, embedding included", "<=", 15, "ms", source="benchmarks/test_http_recall.py",
-                          full_only=True),
-    "http.p95_ms": Target("HTTP recall p95, embedding included", "<=", 30, "ms", source="benchmarks/test_http_recall.py",
-                          full_only=True),
-    "http.p50_over_embedding_ms": Target("HTTP recall p50 less the ONNX query embedding p50", "<=", 2.5, "ms",
-                                         source="benchmarks/test_recall_overhead.py (issue 13)", full_only=True),
-    "http.other_spaces": Target("HTTP recall, answers from other spaces", "==", 0, source="benchmarks/test_http_recall.py"),
+    "http.p50_ms": Target(
+        "HTTP recall p50, embedding included", "<=", 15, "ms", source="benchmarks/test_http_recall.py", full_only=True
+    ),
+    "http.p95_ms": Target(
+        "HTTP recall p95, embedding included", "<=", 30, "ms", source="benchmarks/test_http_recall.py", full_only=True
+    ),
+    "http.p50_over_embedding_ms": Target(
+        "HTTP recall p50 less the ONNX query embedding p50",
+        "<=",
+        2.5,
+        "ms",
+        source="benchmarks/test_recall_overhead.py (issue 13)",
+        full_only=True,
+    ),
+    "http.other_spaces": Target(
+        "HTTP recall, answers from other spaces", "==", 0, source="benchmarks/test_http_recall.py"
+    ),
     # benchmarks/test_cli_wall.py (issue 13), median of the rounds
     "cli.recall_s": Target("CLI recall wall time, median", "<=", 1, "s", source="benchmarks/test_cli_wall.py"),
-    "cli.other_s": Target("CLI command without embedding, wall time, median", "<=", 0.3, "s",
-                          source="benchmarks/test_cli_wall.py"),
+    "cli.other_s": Target(
+        "CLI command without embedding, wall time, median", "<=", 0.3, "s", source="benchmarks/test_cli_wall.py"
+    ),
     # benchmarks/test_embedding.py (issue 5)
     "embed.p50_ms": Target("ONNX query embedding p50", "<=", 5, "ms", source="benchmarks/test_embedding.py"),
-    "embed.cosine": Target("ONNX against torch vectors, min cosine", ">=", 0.999, source="benchmarks/test_embedding.py"),
+    "embed.cosine": Target(
+        "ONNX against torch vectors, min cosine", ">=", 0.999, source="benchmarks/test_embedding.py"
+    ),
     # benchmarks/test_import_throughput.py
-    "import.rows_per_s": Target("bulk import without the model", ">=", 50_000, "rows/s",
-                                source="benchmarks/test_import_throughput.py", full_only=True),
+    "import.rows_per_s": Target(
+        "bulk import without the model",
+        ">=",
+        50_000,
+        "rows/s",
+        source="benchmarks/test_import_throughput.py",
+        full_only=True,
+    ),
     # benchmarks/test_mcp_startup.py
     "mcp.median_s": Target("MCP launch → tools/list, median", "<=", 1, "s", source="benchmarks/test_mcp_startup.py"),
     # benchmarks/test_http_load.py
-    "load.p95_ms": Target("HTTP load, 16 clients, p95 of all requests", "<=", 50, "ms", source="benchmarks/test_http_load.py",
-                          full_only=True),
+    "load.p95_ms": Target(
+        "HTTP load, 16 clients, p95 of all requests",
+        "<=",
+        50,
+        "ms",
+        source="benchmarks/test_http_load.py",
+        full_only=True,
+    ),
     "load.errors": Target("HTTP load, errors", "==", 0, source="benchmarks/test_http_load.py"),
-    "batch.lone_overhead_ms": Target("a lone query through the batcher, p50 less the direct p50", "<=", 0.3, "ms",
-                                     source="issue 23", full_only=True),
+    "batch.lone_overhead_ms": Target(
+        "a lone query through the batcher, p50 less the direct p50", "<=", 0.3, "ms", source="issue 23", full_only=True
+    ),
     # issue 23: many agents at once, on two cores, the clients separate processes on the same machine
-    "load.rps": Target("HTTP load, 16 clients, throughput", ">=", 300, "requests/s", source="issue 23",
-                       full_only=True),
+    "load.rps": Target("HTTP load, 16 clients, throughput", ">=", 300, "requests/s", source="issue 23", full_only=True),
     "load.max_errors": Target("HTTP load, 64 clients, errors", "==", 0, source="issue 23", full_only=True),
     "load.max_p99_ms": Target("HTTP load, 64 clients, p99", "<=", 500, "ms", source="issue 23", full_only=True),
     # "no worse than today": the 1-client p50 of a real esfis serve at 100k memories (FIELD-NOTES, before issue 23)
     "load.one_p50_ms": Target("HTTP load, 1 client, p50", "<=", 6.6, "ms", source="issue 23", full_only=True),
     # benchmarks/test_longmemeval.py
-    "lme.other_spaces": Target("LongMemEval, scope-first results from another space", "==", 0,
-                               source="benchmarks/test_longmemeval.py"),
+    "lme.other_spaces": Target(
+        "LongMemEval, scope-first results from another space", "==", 0, source="benchmarks/test_longmemeval.py"
+    ),
     "lme.recall": Target("LongMemEval, scope-first recall@10", ">=", 1.0, source="benchmarks/test_longmemeval.py"),
     # benchmarks/test_several_machines.py (issue 15): measured beside the default; only isolation is bounded
-    "several.other_spaces": Target("PostgreSQL + S3 and embedded HTTP recall, answers from other spaces", "==", 0,
-                                   source="benchmarks/test_several_machines.py"),
+    "several.other_spaces": Target(
+        "PostgreSQL + S3 and embedded HTTP recall, answers from other spaces",
+        "==",
+        0,
+        source="benchmarks/test_several_machines.py",
+    ),
 }
 
 # Every benchmark file and the report section that shows it, in the report's order.

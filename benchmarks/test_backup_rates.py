@@ -1,4 +1,4 @@
-"""Backup, restore and export rates (``server.backup``, ``server.export``) on a store of short
+"""Backup, restore and export rates (``server.bulk.backup``, ``server.bulk.export``) on a store of short
 texts over 100 spaces (10 in quick mode), built by the import with an embedder that costs
 nothing (384-d vectors from a fixed pool, as the model's would be).
 
@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks.conftest import FULL, peak_rss_mb
 from benchmarks.test_import_throughput import PoolEmbedder
-from server.importer import import_stream
+from server.bulk.importer import import_stream
 from server.service import export_home, open_service, restore_home
 from server.settings import Settings
 
@@ -44,8 +44,15 @@ def _store(home: Path, rows: int, spaces: int):
     service = open_service(Settings(home=home, model=None), embedder=PoolEmbedder())
     for s in range(spaces):
         service.create_space(f"client{s:03d}")
-    lines = (json.dumps({"text": f"note {i} of client {i % spaces}: the build uses cache {i % 97}",
-                         "space": f"client{i % spaces:03d}"}) for i in range(rows))
+    lines = (
+        json.dumps(
+            {
+                "text": f"note {i} of client {i % spaces}: the build uses cache {i % 97}",
+                "space": f"client{i % spaces:03d}",
+            }
+        )
+        for i in range(rows)
+    )
     report = import_stream(service, lines, batch_size=8192)
     assert report.imported == rows
     return service
@@ -73,13 +80,22 @@ def test_backup_restore_and_export_rates(benchmark, tmp_path: Path, rows: int):
         exports[vectors] = (time.perf_counter() - started, sink.bytes, done.memories)
     assert report.memories == restored.memories == rows
     assert exports[False][2] == exports[True][2] == rows
-    benchmark.extra_info.update({
-        "memories": rows, "spaces": spaces, "backup_s": round(backup_s, 2),
-        "backup_per_s": round(rows / backup_s), "backup_mb": round(size / 2**20, 1),
-        "restore_s": round(restore_s, 2), "restore_per_s": round(rows / restore_s),
-        "export_s": round(exports[False][0], 2), "export_per_s": round(rows / exports[False][0]),
-        "export_mb": round(exports[False][1] / 2**20, 1),
-        "export_vectors_s": round(exports[True][0], 2), "export_vectors_per_s": round(rows / exports[True][0]),
-        "export_vectors_mb": round(exports[True][1] / 2**20, 1), "peak_rss_mb": round(peak_rss_mb()),
-    })
+    benchmark.extra_info.update(
+        {
+            "memories": rows,
+            "spaces": spaces,
+            "backup_s": round(backup_s, 2),
+            "backup_per_s": round(rows / backup_s),
+            "backup_mb": round(size / 2**20, 1),
+            "restore_s": round(restore_s, 2),
+            "restore_per_s": round(rows / restore_s),
+            "export_s": round(exports[False][0], 2),
+            "export_per_s": round(rows / exports[False][0]),
+            "export_mb": round(exports[False][1] / 2**20, 1),
+            "export_vectors_s": round(exports[True][0], 2),
+            "export_vectors_per_s": round(rows / exports[True][0]),
+            "export_vectors_mb": round(exports[True][1] / 2**20, 1),
+            "peak_rss_mb": round(peak_rss_mb()),
+        }
+    )
     print("backup rates:", json.dumps(benchmark.extra_info))  # kept in the run's log as well

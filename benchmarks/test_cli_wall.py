@@ -39,8 +39,9 @@ def store(tmp_path_factory):
 def esfis(home, folder, *args: str) -> str:
     env = cli_env(home)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode compiled
-    done = subprocess.run([sys.executable, "-m", "server.cli", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -61,5 +62,6 @@ def test_cli_wall_time(benchmark, store, command):
     out = benchmark.pedantic(once, rounds=ROUNDS, iterations=1)
     if command == "recall":
         assert "blue-green" in out
-    benchmark.extra_info.update({"command": command, "rounds": ROUNDS,
-                                 "p50_s": float(np.percentile(walls, 50)), "max_s": float(max(walls))})
+    benchmark.extra_info.update(
+        {"command": command, "rounds": ROUNDS, "p50_s": float(np.percentile(walls, 50)), "max_s": float(max(walls))}
+    )

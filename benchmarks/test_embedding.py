@@ -39,10 +39,15 @@ def test_query_embedding(benchmark, embedders, questions, backend):
         embedder.embed_query(q)
         latencies.append(time.perf_counter() - started)
     agreement = min(float(embedders["onnx"].embed_query(q) @ embedders["torch"].embed_query(q)) for q in questions[:20])
-    benchmark.extra_info.update({
-        "backend": backend, "queries": len(questions), "p50_ms": float(np.percentile(latencies, 50) * 1000),
-        "p95_ms": float(np.percentile(latencies, 95) * 1000), "min_cosine_onnx_vs_torch": agreement,
-    })
+    benchmark.extra_info.update(
+        {
+            "backend": backend,
+            "queries": len(questions),
+            "p50_ms": float(np.percentile(latencies, 50) * 1000),
+            "p95_ms": float(np.percentile(latencies, 95) * 1000),
+            "min_cosine_onnx_vs_torch": agreement,
+        }
+    )
     cycle = iter(questions * 3)
     benchmark.pedantic(lambda: embedder.embed_query(next(cycle)), rounds=len(questions), iterations=1)
     assert agreement > 1 - 1e-3

@@ -50,11 +50,16 @@ def test_lone_query_through_the_batcher(benchmark, model, questions):
     cycle = iter(questions * 3)
     benchmark.pedantic(lambda: batching.embed_query(next(cycle)), rounds=len(questions), iterations=1)
     p50 = {name: float(np.percentile(v, 50) * 1000) for name, v in (("direct", direct), ("batched", batched))}
-    benchmark.extra_info.update({
-        "queries": len(direct), "direct_p50_ms": p50["direct"], "batched_p50_ms": p50["batched"],
-        "lone_overhead_p50_ms": p50["batched"] - p50["direct"],
-        "direct_p95_ms": float(np.percentile(direct, 95) * 1000), "batched_p95_ms": float(np.percentile(batched, 95) * 1000),
-    })
+    benchmark.extra_info.update(
+        {
+            "queries": len(direct),
+            "direct_p50_ms": p50["direct"],
+            "batched_p50_ms": p50["batched"],
+            "lone_overhead_p50_ms": p50["batched"] - p50["direct"],
+            "direct_p95_ms": float(np.percentile(direct, 95) * 1000),
+            "batched_p95_ms": float(np.percentile(batched, 95) * 1000),
+        }
+    )
     assert batching.queries.stats.sizes.keys() == {1}  # alone, every one
 
 
@@ -71,6 +76,7 @@ def _hammer(embed, questions: list[str], threads: int, seconds: float) -> tuple[
             embed(questions[n % len(questions)])
             latencies[i].append(time.perf_counter() - began)
             n += threads
+
     workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
@@ -86,15 +92,23 @@ def test_concurrent_queries_with_and_without_the_batcher(benchmark, model, quest
     batching.load()
     done_direct, direct = _hammer(model.embed_query, questions, threads, CONCURRENT_S)
     result: dict = {}
-    benchmark.pedantic(lambda: result.update(zip(("n", "lat"), _hammer(batching.embed_query, questions, threads,
-                                                                          CONCURRENT_S))), rounds=1, iterations=1)
+    benchmark.pedantic(
+        lambda: result.update(zip(("n", "lat"), _hammer(batching.embed_query, questions, threads, CONCURRENT_S))),
+        rounds=1,
+        iterations=1,
+    )
     sizes = batching.queries.stats.sizes
-    benchmark.extra_info.update({
-        "threads": threads, "seconds": CONCURRENT_S,
-        "direct_qps": round(done_direct / CONCURRENT_S, 1), "batched_qps": round(result["n"] / CONCURRENT_S, 1),
-        "direct_p50_ms": float(np.percentile(direct, 50) * 1000), "direct_p95_ms": float(np.percentile(direct, 95) * 1000),
-        "batched_p50_ms": float(np.percentile(result["lat"], 50) * 1000),
-        "batched_p95_ms": float(np.percentile(result["lat"], 95) * 1000),
-        "mean_batch": round(sum(k * v for k, v in sizes.items()) / max(1, sum(sizes.values())), 2),
-    })
+    benchmark.extra_info.update(
+        {
+            "threads": threads,
+            "seconds": CONCURRENT_S,
+            "direct_qps": round(done_direct / CONCURRENT_S, 1),
+            "batched_qps": round(result["n"] / CONCURRENT_S, 1),
+            "direct_p50_ms": float(np.percentile(direct, 50) * 1000),
+            "direct_p95_ms": float(np.percentile(direct, 95) * 1000),
+            "batched_p50_ms": float(np.percentile(result["lat"], 50) * 1000),
+            "batched_p95_ms": float(np.percentile(result["lat"], 95) * 1000),
+            "mean_batch": round(sum(k * v for k, v in sizes.items()) / max(1, sum(sizes.values())), 2),
+        }
+    )
     assert result["n"] > 0

@@ -26,12 +26,12 @@ from benchmarks.arms import NOW as SERVICE_NOW
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
+from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
 from benchmarks.model_arms import ARMS
 from benchmarks.model_arms import markdown as models_markdown
 from benchmarks.model_arms import run as run_arms
-from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
 from indexing.embedder import load_embedder
-from server.memory_input import NewMemory, new_id
+from server.memories.input import NewMemory, new_id
 from server.service import open_service
 from server.settings import Settings
 
@@ -89,9 +89,15 @@ def test_evidence_recall(benchmark, granularity):
     assert methods["cosine"]["all"]["questions"] == asked > 0
     for types in methods.values():
         assert all(0.0 <= m[k] <= 1.0 for m in types.values() for k in ("any@5", "all@5", "all@10", "ndcg@10"))
-    benchmark.extra_info.update({"dataset": "longmemeval_s_evidence", "granularity": granularity,
-                                 "default": DEFAULT_NAME, "questions": asked,
-                                 **{f"{name}/{k}": v for name, t in methods.items() for k, v in t["all"].items()}})
+    benchmark.extra_info.update(
+        {
+            "dataset": "longmemeval_s_evidence",
+            "granularity": granularity,
+            "default": DEFAULT_NAME,
+            "questions": asked,
+            **{f"{name}/{k}": v for name, t in methods.items() for k, v in t["all"].items()},
+        }
+    )
     ev, qvecs = w["ev"], w["q_vecs"]
     order = iter(w["questions"] * 3)
 
@@ -110,17 +116,30 @@ def test_esfis_recall_answers_what_the_benchmark_measures(real_embedder_or_defau
     ev = w["ev"]
     qi = next(qi for qi in w["questions"] if ev.workload.questions[qi].evidence)
     question = ev.workload.questions[qi]
-    service = open_service(Settings(home=scratch("esfis-evidence-svc-"), model=None),
-                           embedder=real_embedder_or_default, clock=lambda: SERVICE_NOW)
+    service = open_service(
+        Settings(home=scratch("esfis-evidence-svc-"), model=None),
+        embedder=real_embedder_or_default,
+        clock=lambda: SERVICE_NOW,
+    )
     try:
         service.registry.add_named(question.space)
         rows = ev.rows[qi]
         texts = [ev.workload.texts[t] for t in ev.workload.memory_text[rows]]
-        service.book.write([
-            NewMemory(id=new_id(), space=question.space, text=text, vector=w["vectors"][t], ai="bench",
-                      created_at=SERVICE_NOW - timedelta(days=1), valid_from=SERVICE_NOW - timedelta(days=1), valid_until=None)
-            for text, t in zip(texts, ev.workload.memory_text[rows])
-        ])
+        service.book.write(
+            [
+                NewMemory(
+                    id=new_id(),
+                    space=question.space,
+                    text=text,
+                    vector=w["vectors"][t],
+                    ai="bench",
+                    created_at=SERVICE_NOW - timedelta(days=1),
+                    valid_from=SERVICE_NOW - timedelta(days=1),
+                    valid_until=None,
+                )
+                for text, t in zip(texts, ev.workload.memory_text[rows])
+            ]
+        )
         caller = service.caller("bench", space=question.space)
         answer = service.recall(caller, question.text, limit=10, query_vector=w["q_vecs"][qi])
         served = served_default(ev.store, ev.key(qi), w["q_vecs"][qi], question.text)
@@ -143,17 +162,33 @@ def write_results(granularity: str, result: dict) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "evidence-recall.json"
     saved = json.loads(path.read_text()) if path.exists() else {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "indexing", "benchmarks/evidence.py"],
-                                capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip())
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
+    dirty = bool(
+        subprocess.run(
+            ["git", "status", "--porcelain", "--", "indexing", "benchmarks/evidence.py"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    )
     saved[granularity] = {"commit": commit, "dirty": dirty, **result}
     path.write_text(json.dumps(saved, indent=1, sort_keys=True))
     sections = ["# Evidence recall on LongMemEval_S (benchmarks/test_evidence_recall.py, full mode)", ""]
     for level, r in sorted(saved.items(), reverse=True):
-        sections += [f"## {level} level, commit {r['commit']}{' (dirty)' if r['dirty'] else ''}; default: {r['default']}",
-                     "", overall(r["methods"]), "", "Split haystacks (two partitions merged by score):", "",
-                     overall(r["split"]), "", markdown(r["methods"], "per question type"), ""]
+        sections += [
+            f"## {level} level, commit {r['commit']}{' (dirty)' if r['dirty'] else ''}; default: {r['default']}",
+            "",
+            overall(r["methods"]),
+            "",
+            "Split haystacks (two partitions merged by score):",
+            "",
+            overall(r["split"]),
+            "",
+            markdown(r["methods"], "per question type"),
+            "",
+        ]
     (RESULTS / "EVIDENCE.md").write_text("\n".join(sections))
 
 
@@ -170,15 +205,27 @@ def test_evidence_recall_by_model(benchmark, arm):
     for level in entry["levels"].values():
         for m in level["methods"].values():
             assert all(0.0 <= m[k] <= 1.0 for k in ("any@5", "all@5", "all@10", "ndcg@10"))
-    benchmark.extra_info.update({"model": entry["model"], "runtime": entry["runtime"], "licence": entry["licence"],
-                                 "dimension": entry["dimension"], **entry["query_latency"],
-                                 **{f"{level}/{name}/{k}": v for level, r in entry["levels"].items()
-                                    for name, m in r["methods"].items() for k, v in m.items()}})
+    benchmark.extra_info.update(
+        {
+            "model": entry["model"],
+            "runtime": entry["runtime"],
+            "licence": entry["licence"],
+            "dimension": entry["dimension"],
+            **entry["query_latency"],
+            **{
+                f"{level}/{name}/{k}": v
+                for level, r in entry["levels"].items()
+                for name, m in r["methods"].items()
+                for k, v in m.items()
+            },
+        }
+    )
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     if FULL:
         path = RESULTS / "evidence-models.json"
         saved = json.loads(path.read_text()) if path.exists() else {"data": result["data"], "arms": {}}
         saved["arms"][arm] = entry
         path.write_text(json.dumps(saved, indent=1, sort_keys=True))
-        (RESULTS / "EVIDENCE-MODELS.md").write_text("# Embedding models on LongMemEval_S (full mode)\n\n"
-                                                    + models_markdown(saved) + "\n")
+        (RESULTS / "EVIDENCE-MODELS.md").write_text(
+            "# Embedding models on LongMemEval_S (full mode)\n\n" + models_markdown(saved) + "\n"
+        )

@@ -59,7 +59,7 @@ class Tally:
     empty: int = 0
     written: list[tuple[str, str, str]] = field(default_factory=list)  # (space, id, text)
 
-    def merge(self, other: dict | "Tally") -> None:
+    def merge(self, other: dict | Tally) -> None:
         get = other.get if isinstance(other, dict) else other.__dict__.get
         self.recall_s += get("recall_s")
         self.write_s += get("write_s")
@@ -79,9 +79,17 @@ class Clients:
 
     def __init__(self, url: str, count: int) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.processes = [subprocess.Popen([sys.executable, "-m", "benchmarks.load_client", url], cwd=REPO, env=env,
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                          for _ in range(count)]
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.load_client", url],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(count)
+        ]
         for p in self.processes:
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
 
@@ -89,8 +97,14 @@ class Clients:
         """Each of the first ``len(assignments)`` clients, as (token, space), for ``seconds``."""
         start_at = time.time() + 0.3 + 0.01 * len(assignments)
         for i, (token, space) in enumerate(assignments):
-            command = {"token": token, "space": space, "start_at": start_at, "seconds": seconds, "seed": seed + i,
-                       "write_share": WRITE_SHARE}
+            command = {
+                "token": token,
+                "space": space,
+                "start_at": start_at,
+                "seconds": seconds,
+                "seed": seed + i,
+                "write_share": WRITE_SHARE,
+            }
             stdin = self.processes[i].stdin
             assert stdin is not None
             stdin.write(json.dumps(command) + "\n")
@@ -164,7 +178,7 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
     built = ScopeFirst(store, settings=settings, embedder=load_embedder(None))
     built.service.close()
     sizes = np.bincount(store.space_of, minlength=len(store.spaces))
-    hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[:max(CURVE[-1], MAIN_CLIENTS)]]
+    hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[: max(CURVE[-1], MAIN_CLIENTS)]]
     extra = {"ESFIS_CATALOG": url} if url else {}
     workers = int(WORKERS) if WORKERS else default_workers()
     server = start_server(home, tmp_path, workers=workers, **extra)
@@ -186,12 +200,19 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
             server_cpu, client_cpu = _cpu_s(servers) - cpu_before[0], _cpu_s(drivers) - cpu_before[1]
             everything.merge(tally)
             done = max(1, len(tally.all_s))
-            curve.append({"clients": count, "requests": len(tally.all_s),
-                          "server_cpu_ms_per_request": round(1000 * server_cpu / done, 2),
-                          "client_cpu_ms_per_request": round(1000 * client_cpu / done, 2),
-                          "throughput_rps": round(len(tally.all_s) / seconds, 1),
-                          "p50_ms": _ms(tally.all_s, 50), "p95_ms": _ms(tally.all_s, 95), "p99_ms": _ms(tally.all_s, 99),
-                          "errors": tally.error_count})
+            curve.append(
+                {
+                    "clients": count,
+                    "requests": len(tally.all_s),
+                    "server_cpu_ms_per_request": round(1000 * server_cpu / done, 2),
+                    "client_cpu_ms_per_request": round(1000 * client_cpu / done, 2),
+                    "throughput_rps": round(len(tally.all_s) / seconds, 1),
+                    "p50_ms": _ms(tally.all_s, 50),
+                    "p95_ms": _ms(tally.all_s, 95),
+                    "p99_ms": _ms(tally.all_s, 99),
+                    "errors": tally.error_count,
+                }
+            )
         main: dict[str, Tally | float] = {}
 
         def run_main() -> None:
@@ -203,11 +224,17 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
         everything.merge(tally)
         peak_rss = _peak_rss_mb(server.process.pid)
         with server.client(token) as client:  # every write is readable afterwards, where it was written
-            sample = everything.written if not FULL else random.Random(5).sample(
-                everything.written, min(1000, len(everything.written)))
-            unreadable = [i for space, i, text in sample
-                          if (got := client.get(f"/v1/memories/{i}", params={"space": space})).status_code != 200
-                          or got.json()["text"] != text]
+            sample = (
+                everything.written
+                if not FULL
+                else random.Random(5).sample(everything.written, min(1000, len(everything.written)))
+            )
+            unreadable = [
+                i
+                for space, i, text in sample
+                if (got := client.get(f"/v1/memories/{i}", params={"space": space})).status_code != 200
+                or got.json()["text"] != text
+            ]
     finally:
         clients.close()
         stop_server(server)
@@ -219,19 +246,33 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
 
     served = [c["clients"] for c in curve if c["p95_ms"] is not None and c["p95_ms"] <= P95_TARGET_MS]
     by_clients = {c["clients"]: c for c in curve}
-    benchmark.extra_info.update({
-        "catalog": catalog, "workers": workers, "batch_window_ms": Settings.from_env().batch_window_ms,
-        "store_memories": store.size, "spaces": len(store.spaces), "clients": MAIN_CLIENTS, "seconds": round(seconds, 1),
-        "requests": len(tally.all_s), "throughput_rps": round(len(tally.all_s) / seconds, 1),
-        "write_share": round(len(tally.write_s) / max(1, len(tally.all_s)), 3),
-        "p50_ms": _ms(tally.all_s, 50), "p95_ms": _ms(tally.all_s, 95), "p99_ms": _ms(tally.all_s, 99),
-        "recall_p95_ms": _ms(tally.recall_s, 95), "write_p95_ms": _ms(tally.write_s, 95),
-        "errors": everything.error_count, "server_peak_rss_mb": round(peak_rss, 1), "curve": curve,
-        "one_client_p50_ms": by_clients[1]["p50_ms"],
-        "max_clients_p99_ms": by_clients[CURVE[-1]]["p99_ms"], "max_clients_errors": by_clients[CURVE[-1]]["errors"],
-        "max_clients": CURVE[-1],
-        "most_clients_p95_le_50ms": max(served) if served else 0,
-    })
+    benchmark.extra_info.update(
+        {
+            "catalog": catalog,
+            "workers": workers,
+            "batch_window_ms": Settings.from_env().batch_window_ms,
+            "store_memories": store.size,
+            "spaces": len(store.spaces),
+            "clients": MAIN_CLIENTS,
+            "seconds": round(seconds, 1),
+            "requests": len(tally.all_s),
+            "throughput_rps": round(len(tally.all_s) / seconds, 1),
+            "write_share": round(len(tally.write_s) / max(1, len(tally.all_s)), 3),
+            "p50_ms": _ms(tally.all_s, 50),
+            "p95_ms": _ms(tally.all_s, 95),
+            "p99_ms": _ms(tally.all_s, 99),
+            "recall_p95_ms": _ms(tally.recall_s, 95),
+            "write_p95_ms": _ms(tally.write_s, 95),
+            "errors": everything.error_count,
+            "server_peak_rss_mb": round(peak_rss, 1),
+            "curve": curve,
+            "one_client_p50_ms": by_clients[1]["p50_ms"],
+            "max_clients_p99_ms": by_clients[CURVE[-1]]["p99_ms"],
+            "max_clients_errors": by_clients[CURVE[-1]]["errors"],
+            "max_clients": CURVE[-1],
+            "most_clients_p95_le_50ms": max(served) if served else 0,
+        }
+    )
     print(json.dumps(benchmark.extra_info))
     assert everything.errors == [], everything.errors[:5]
     assert everything.outside == 0

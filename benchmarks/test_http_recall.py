@@ -36,12 +36,21 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
             client.post("/v1/recall", json={"query": "warm up", "space": space}).raise_for_status()
             latencies, outside = timed_recalls(client, questions, space)
             cycle = iter(questions * 3)
-            benchmark.pedantic(lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
-                               rounds=len(questions), iterations=1)
+            benchmark.pedantic(
+                lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
+                rounds=len(questions),
+                iterations=1,
+            )
     finally:
         stop_server(server)
-    benchmark.extra_info.update({
-        "store_memories": store.size, "scope": label, "queries": len(questions),
-        **percentiles_ms(latencies), "answers_from_other_spaces": outside, "served_by": served_by,
-    })
+    benchmark.extra_info.update(
+        {
+            "store_memories": store.size,
+            "scope": label,
+            "queries": len(questions),
+            **percentiles_ms(latencies),
+            "answers_from_other_spaces": outside,
+            "served_by": served_by,
+        }
+    )
     assert outside == 0

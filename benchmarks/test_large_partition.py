@@ -92,23 +92,38 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
             server_memory = memory_of(server.process.pid)
             reports = []
             for seed in (1, 2):
-                reader = subprocess.Popen([sys.executable, "-c", READER, str(home), SPACE, str(seed)], cwd=REPO,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", READER, str(home), SPACE, str(seed)],
+                    cwd=REPO,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
                 readers.append(reader)
                 reports.append(json.loads(reader.stdout.readline()))
             reader_memory = [memory_of(r.pid) for r in readers]
             cycle = iter(questions * 3)
-            benchmark.pedantic(lambda: client.post("/v1/recall", json={"query": next(cycle), "space": SPACE}),
-                               rounds=len(questions), iterations=1)
+            benchmark.pedantic(
+                lambda: client.post("/v1/recall", json={"query": next(cycle), "space": SPACE}),
+                rounds=len(questions),
+                iterations=1,
+            )
     finally:
         for reader in readers:
             reader.kill()
         stop_server(server)
     stats = {
-        "rows": SIZE, "write_with_index_s": write_s, "write_rate_rows_per_s": SIZE / write_s,
-        "index_builds": builds, "first_http_recall_s": first_http_s,
-        **percentiles_ms(latencies), "server": server_memory, "readers": [{**r, **m} for r, m in zip(reports, reader_memory)],
-        "vectors_mib": vectors.nbytes / 2**20, "answers_from_other_spaces": outside, "served_by": served_by,
+        "rows": SIZE,
+        "write_with_index_s": write_s,
+        "write_rate_rows_per_s": SIZE / write_s,
+        "index_builds": builds,
+        "first_http_recall_s": first_http_s,
+        **percentiles_ms(latencies),
+        "server": server_memory,
+        "readers": [{**r, **m} for r, m in zip(reports, reader_memory)],
+        "vectors_mib": vectors.nbytes / 2**20,
+        "answers_from_other_spaces": outside,
+        "served_by": served_by,
     }
     benchmark.extra_info.update(stats)
     print(json.dumps(stats, indent=1))

@@ -31,9 +31,17 @@ def partition(size: int) -> tuple[VectorStore, list[str]]:
     vectors = rng.normal(size=(size, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     store = VectorStore(scratch("esfis-lexical-latency-"), model="bench", dimension=384)
-    store.add("p", RowBatch([f"m{i}" for i in range(size)], [texts[i % len(texts)] for i in range(size)], vectors,
-                            np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64),
-                            np.full(size, OPEN_END, dtype=np.int64)))
+    store.add(
+        "p",
+        RowBatch(
+            [f"m{i}" for i in range(size)],
+            [texts[i % len(texts)] for i in range(size)],
+            vectors,
+            np.zeros(size, dtype=np.int64),
+            np.zeros(size, dtype=np.int64),
+            np.full(size, OPEN_END, dtype=np.int64),
+        ),
+    )
     return store, [q.text for q in workload.questions]
 
 
@@ -51,7 +59,7 @@ def test_lexical_signal_cost(benchmark, size):
     times: dict[str, list[float]] = {arm: [] for arm in arms}
     for i in range(ROUNDS):
         q, text = queries[i % len(queries)], questions[i % len(questions)]
-        for arm in arms[i % 3:] + arms[:i % 3]:  # each arm first as often as the others
+        for arm in arms[i % 3 :] + arms[: i % 3]:  # each arm first as often as the others
             t0 = time.perf_counter()
             result = store.search("p", q, 20, NOW, None if arm == "cosine" else text)
             if arm == "feedback":
@@ -62,15 +70,24 @@ def test_lexical_signal_cost(benchmark, size):
     p95 = {arm: float(np.percentile(t, 95) * 1000) for arm, t in times.items()}
     store.stats.reset()
     store.search("p", queries[0], 20, NOW, questions[0])
-    benchmark.extra_info.update({
-        "partition_rows": size, "cosine_p50_ms": p50["cosine"], "hybrid_p50_ms": p50["hybrid"],
-        "cosine_p95_ms": p95["cosine"], "hybrid_p95_ms": p95["hybrid"],
-        "added_p50_ms": p50["hybrid"] - p50["cosine"], "ratio_p50": p50["hybrid"] / p50["cosine"],
-        "feedback_p50_ms": p50["feedback"], "feedback_p95_ms": p95["feedback"],
-        "feedback_added_p50_ms": p50["feedback"] - p50["hybrid"],
-        "lexical_build_ms": build_ms, "postings_per_query": store.stats.postings["p"],
-        "index_postings": snap.lexicon().postings, "index_terms": len(snap.lexicon().terms),
-    })
+    benchmark.extra_info.update(
+        {
+            "partition_rows": size,
+            "cosine_p50_ms": p50["cosine"],
+            "hybrid_p50_ms": p50["hybrid"],
+            "cosine_p95_ms": p95["cosine"],
+            "hybrid_p95_ms": p95["hybrid"],
+            "added_p50_ms": p50["hybrid"] - p50["cosine"],
+            "ratio_p50": p50["hybrid"] / p50["cosine"],
+            "feedback_p50_ms": p50["feedback"],
+            "feedback_p95_ms": p95["feedback"],
+            "feedback_added_p50_ms": p50["feedback"] - p50["hybrid"],
+            "lexical_build_ms": build_ms,
+            "postings_per_query": store.stats.postings["p"],
+            "index_postings": snap.lexicon().postings,
+            "index_terms": len(snap.lexicon().terms),
+        }
+    )
     order = iter(range(10**6))
 
     def hybrid() -> None:

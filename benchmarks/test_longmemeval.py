@@ -51,8 +51,13 @@ def world() -> dict:
     )
     evidence = {q.id: {renumber[r] for r in q.evidence if r in renumber} for q in questions}
     _world.update(
-        store=store, questions=questions, q_vecs=q_vecs, evidence=evidence,
-        scope_first=ScopeFirst(store, embedder=embedder), single=SingleTable(store), floor=Floor(store),
+        store=store,
+        questions=questions,
+        q_vecs=q_vecs,
+        evidence=evidence,
+        scope_first=ScopeFirst(store, embedder=embedder),
+        single=SingleTable(store),
+        floor=Floor(store),
         truth={q.id: exact_top_k(store.vectors, store.in_scope(q.id), v, K) for q, v in zip(questions, q_vecs)},
     )
     return _world
@@ -64,8 +69,10 @@ def served(w: dict, arm: str) -> dict:
         kinds = sorted({w["scope_first"].served_by(q.id)["served_by"] for q in w["questions"]})
         return {"served_by": " / ".join(kinds), "config": "esfis, the question's partition"}
     if arm.startswith("post-filter"):
-        return {"served_by": "LanceDB IVF_PQ" if w["single"].indexed else "LanceDB flat",
-                "config": w["single"].post_filter_config}
+        return {
+            "served_by": "LanceDB IVF_PQ" if w["single"].indexed else "LanceDB flat",
+            "config": w["single"].post_filter_config,
+        }
     if arm == "prefilter":
         return {"served_by": "LanceDB flat", "config": w["single"].prefilter_config}
     return {"served_by": "numpy, scope gathered", "config": "the question's rows gathered beforehand"}
@@ -95,7 +102,9 @@ def test_longmemeval(benchmark, arm):
         latencies.append(time.perf_counter() - started)
         if arm.startswith("scope-first"):  # the whole recall: judged against its own exact answer (feedback included)
             whole = w["scope_first"].truth(store, q.id, w["q_vecs"][qi], K)
-            recalls.append(recall_at_k(store.vectors, whole.query, rows, whole.rows, whole.candidates & store.in_scope(q.id)))
+            recalls.append(
+                recall_at_k(store.vectors, whole.query, rows, whole.rows, whole.candidates & store.in_scope(q.id))
+            )
         else:
             recalls.append(recall_at_k(store.vectors, w["q_vecs"][qi], rows, w["truth"][q.id], store.in_scope(q.id)))
         if w["evidence"][q.id]:
@@ -103,10 +112,16 @@ def test_longmemeval(benchmark, arm):
         other_space += sum(1 for r in rows if store.space_of[r] != store.scopes[q.id][0])
         short += len(rows) < K
     stats = {
-        "dataset": "longmemeval_s", "arm": arm, "questions": len(w["questions"]), "memories": store.size,
-        "recall_at_10": float(np.mean(recalls)), "evidence_recall_at_10": float(np.mean(evidence_recalls)),
-        "results_from_other_spaces": other_space, "underfilled_share": short / len(w["questions"]),
-        "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
+        "dataset": "longmemeval_s",
+        "arm": arm,
+        "questions": len(w["questions"]),
+        "memories": store.size,
+        "recall_at_10": float(np.mean(recalls)),
+        "evidence_recall_at_10": float(np.mean(evidence_recalls)),
+        "results_from_other_spaces": other_space,
+        "underfilled_share": short / len(w["questions"]),
+        "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p95_ms": float(np.percentile(latencies, 95) * 1000),
         **served(w, arm),
     }
     benchmark.extra_info.update(stats)

@@ -35,8 +35,19 @@ def _rpc(client: httpx.Client, body: dict) -> dict:
 
 
 def _open_session(client: httpx.Client) -> None:
-    opened = client.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    opened = client.post(
+        "/mcp",
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        },
+    )
     opened.raise_for_status()
     client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
     client.headers["mcp-protocol-version"] = "2025-06-18"
@@ -57,34 +68,67 @@ def test_mcp_recall_over_http_beside_the_plain_api(benchmark, tmp_path):
     try:
         token = server.agent_token("bench", space=space)
         auth = {"Authorization": f"Bearer {token}"}
-        with server.client(token) as plain, httpx.Client(base_url=server.url, headers={**HEADERS, **auth},
-                                                         timeout=60) as mcp:
+        with (
+            server.client(token) as plain,
+            httpx.Client(base_url=server.url, headers={**HEADERS, **auth}, timeout=60) as mcp,
+        ):
             _open_session(mcp)
             plain.post("/v1/recall", json={"query": "warm up"}).raise_for_status()
-            _rpc(mcp, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "recall", "arguments": {"query": "warm up"}}})
+            _rpc(
+                mcp,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "recall", "arguments": {"query": "warm up"}},
+                },
+            )
             for n, question in enumerate(questions):
                 started = time.perf_counter()
                 answer = plain.post("/v1/recall", json={"query": question})
                 plain_s.append(time.perf_counter() - started)
                 outside += sum(m["space"] != space for m in answer.json()["memories"])
                 started = time.perf_counter()
-                result = _rpc(mcp, {"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
-                                    "params": {"name": "recall", "arguments": {"query": question}}})
+                result = _rpc(
+                    mcp,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": n + 2,
+                        "method": "tools/call",
+                        "params": {"name": "recall", "arguments": {"query": question}},
+                    },
+                )
                 mcp_s.append(time.perf_counter() - started)
                 memories = result["result"]["structuredContent"]["memories"]
                 outside += sum(m["space"] != space for m in memories)
             cycle = iter(questions * 3)
-            benchmark.pedantic(lambda: _rpc(mcp, {"jsonrpc": "2.0", "id": 10**6, "method": "tools/call", "params": {
-                "name": "recall", "arguments": {"query": next(cycle)}}}), rounds=len(questions), iterations=1)
+            benchmark.pedantic(
+                lambda: _rpc(
+                    mcp,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 10**6,
+                        "method": "tools/call",
+                        "params": {"name": "recall", "arguments": {"query": next(cycle)}},
+                    },
+                ),
+                rounds=len(questions),
+                iterations=1,
+            )
     finally:
         stop_server(server)
     p50 = {k: float(np.percentile(v, 50) * 1000) for k, v in (("plain", plain_s), ("mcp", mcp_s))}
-    benchmark.extra_info.update({
-        "store_memories": store.size, "scope": label, "queries": len(questions),
-        "plain_http_p50_ms": p50["plain"], "mcp_http_p50_ms": p50["mcp"],
-        "plain_http_p95_ms": float(np.percentile(plain_s, 95) * 1000),
-        "mcp_http_p95_ms": float(np.percentile(mcp_s, 95) * 1000),
-        "mcp_minus_plain_p50_ms": p50["mcp"] - p50["plain"], "answers_from_other_spaces": outside,
-    })
+    benchmark.extra_info.update(
+        {
+            "store_memories": store.size,
+            "scope": label,
+            "queries": len(questions),
+            "plain_http_p50_ms": p50["plain"],
+            "mcp_http_p50_ms": p50["mcp"],
+            "plain_http_p95_ms": float(np.percentile(plain_s, 95) * 1000),
+            "mcp_http_p95_ms": float(np.percentile(mcp_s, 95) * 1000),
+            "mcp_minus_plain_p50_ms": p50["mcp"] - p50["plain"],
+            "answers_from_other_spaces": outside,
+        }
+    )
     assert outside == 0

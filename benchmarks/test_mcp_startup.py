@@ -34,8 +34,13 @@ def acme(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("mcp-startup")
     home, folder = base / "home", base / "acme"
     folder.mkdir()
-    subprocess.run([ESFIS, "space", "add", str(folder)], env={"ESFIS_HOME": str(home), "PATH": "/usr/bin:/bin"},
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [ESFIS, "space", "add", str(folder)],
+        env={"ESFIS_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return home, folder
 
 
@@ -45,7 +50,14 @@ async def launch_to_tools_list(home: Path, folder: Path) -> float:
     async with Client(params, mode="legacy", client_info=Implementation(name="Bench Agent", version="0")) as client:
         tools = await client.list_tools()
         ready = time.perf_counter() - started
-        assert sorted(t.name for t in tools.tools) == ["forget", "open_context", "recall", "remember", "replace", "share"]
+        assert sorted(t.name for t in tools.tools) == [
+            "forget",
+            "open_context",
+            "recall",
+            "remember",
+            "replace",
+            "share",
+        ]
         assert "'acme'" in (client.instructions or "")
     return ready
 
@@ -53,12 +65,18 @@ async def launch_to_tools_list(home: Path, folder: Path) -> float:
 def test_mcp_server_answers_initialize_and_tools_list_fast(benchmark, acme):
     home, folder = acme
     ready: list[float] = []
-    benchmark.pedantic(lambda: ready.append(asyncio.run(launch_to_tools_list(home, folder))),
-                       rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(
+        lambda: ready.append(asyncio.run(launch_to_tools_list(home, folder))),
+        rounds=ROUNDS,
+        iterations=1,
+        warmup_rounds=1,
+    )
     median = statistics.median(ready[-ROUNDS:])
     benchmark.extra_info.update(launch_to_tools_list_s=[round(x, 3) for x in ready], median_s=round(median, 3))
-    print(f"\nlaunch → initialize → tools/list: median {median:.3f} s over {len(ready)} launches "
-          f"({', '.join(f'{x:.3f}' for x in ready)})")
+    print(
+        f"\nlaunch → initialize → tools/list: median {median:.3f} s over {len(ready)} launches "
+        f"({', '.join(f'{x:.3f}' for x in ready)})"
+    )
     if FULL:
         assert median < BUDGET_S, f"median {median:.3f} s to tools/list, budget {BUDGET_S} s"
 

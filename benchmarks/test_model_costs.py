@@ -29,7 +29,7 @@ from benchmarks.longmemeval import load_workload
 from benchmarks.model_arms import ARMS
 from benchmarks.synthetic import build_store
 from indexing.testing import HashingEmbedder
-from server.memory_input import NewMemory, new_id
+from server.memories.input import NewMemory, new_id
 from server.service import open_service, reindex_store
 from server.settings import Settings
 from tests.http.conftest import start_server, stop_server
@@ -62,8 +62,21 @@ def test_reindex_time_per_100k_memories(benchmark, tmp_path, arm):
         for start in range(0, len(texts), 4096):
             chunk = texts[start : start + 4096]
             vectors = old.embed_documents(chunk)
-            svc.book.write([NewMemory(id=new_id(), space="lme", text=t, vector=v, ai="bench", created_at=NOW,
-                                      valid_from=NOW, valid_until=None) for t, v in zip(chunk, vectors)])
+            svc.book.write(
+                [
+                    NewMemory(
+                        id=new_id(),
+                        space="lme",
+                        text=t,
+                        vector=v,
+                        ai="bench",
+                        created_at=NOW,
+                        valid_from=NOW,
+                        valid_until=None,
+                    )
+                    for t, v in zip(chunk, vectors)
+                ]
+            )
     finally:
         svc.close()
     embedder = ARMS[arm].make()
@@ -72,9 +85,16 @@ def test_reindex_time_per_100k_memories(benchmark, tmp_path, arm):
     report = reindex_store(Settings(home=home, model=None), embedder=embedder)
     seconds = time.perf_counter() - started
     assert report.rows == len(texts)
-    benchmark.extra_info.update({"model": ARMS[arm].model, "runtime": ARMS[arm].runtime, "rows": report.rows,
-                                 "seconds": seconds, "rows_per_s": report.rows / seconds,
-                                 "seconds_per_100k": seconds * 100_000 / report.rows})
+    benchmark.extra_info.update(
+        {
+            "model": ARMS[arm].model,
+            "runtime": ARMS[arm].runtime,
+            "rows": report.rows,
+            "seconds": seconds,
+            "rows_per_s": report.rows / seconds,
+            "seconds_per_100k": seconds * 100_000 / report.rows,
+        }
+    )
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
 
 
@@ -98,12 +118,23 @@ def test_http_recall_with_the_model(benchmark, tmp_path, arm):
             client.post("/v1/recall", json={"query": "warm up", "space": space}).raise_for_status()
             latencies, outside = timed_recalls(client, questions, space)
             cycle = iter(questions * 3)
-            benchmark.pedantic(lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
-                               rounds=min(len(questions), 50), iterations=1)
+            benchmark.pedantic(
+                lambda: client.post("/v1/recall", json={"query": next(cycle), "space": space}),
+                rounds=min(len(questions), 50),
+                iterations=1,
+            )
     finally:
         stop_server(server)
-    benchmark.extra_info.update({"model": ARMS[arm].model, "store_memories": store.size, "scope": label,
-                                 "dimension": embedder.dimension, "queries": len(questions),
-                                 **percentiles_ms(latencies), "answers_from_other_spaces": outside,
-                                 "served_by": served_by})
+    benchmark.extra_info.update(
+        {
+            "model": ARMS[arm].model,
+            "store_memories": store.size,
+            "scope": label,
+            "dimension": embedder.dimension,
+            "queries": len(questions),
+            **percentiles_ms(latencies),
+            "answers_from_other_spaces": outside,
+            "served_by": served_by,
+        }
+    )
     assert outside == 0

@@ -37,8 +37,18 @@ def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monk
     for start in range(0, n, 4096):
         part = slice(start, min(start + 4096, n))
         m = part.stop - part.start
-        store.add(KEY, RowBatch([f"t{i}" for i in range(part.start, part.stop)], ["turn"] * m, vectors[part],
-                                np.zeros(m, np.int64), np.zeros(m, np.int64), np.full(m, OPEN_END)), compact=False)
+        store.add(
+            KEY,
+            RowBatch(
+                [f"t{i}" for i in range(part.start, part.stop)],
+                ["turn"] * m,
+                vectors[part],
+                np.zeros(m, np.int64),
+                np.zeros(m, np.int64),
+                np.full(m, OPEN_END),
+            ),
+            compact=False,
+        )
     store.settle(KEY)
     build_s = time.perf_counter() - started
     reader = VectorStore(tmp_path, model="all-MiniLM-L6-v2", dimension=vectors.shape[1])
@@ -54,10 +64,18 @@ def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monk
         recalls.append(recall_at_k(vectors, q, [int(h.id[1:]) for h in hits], truth, every))
     cycle = iter(np.concatenate([queries] * 3))
     benchmark.pedantic(lambda: reader.search(KEY, next(cycle), K, now=1), rounds=min(len(queries), 200), iterations=1)
-    stats = {"rows": n, "queries": len(queries), "recall_at_10": float(np.mean(recalls)),
-             "served_by": "IVF image" if snap.base is not None else "exact scan", "threshold": store_module.ANN_THRESHOLD,
-             "write_and_build_s": build_s, "ivf_lists": len(snap.base.lists.centroids), "nprobe": snap.base.lists.nprobe,
-             "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000)}
+    stats = {
+        "rows": n,
+        "queries": len(queries),
+        "recall_at_10": float(np.mean(recalls)),
+        "served_by": "IVF image" if snap.base is not None else "exact scan",
+        "threshold": store_module.ANN_THRESHOLD,
+        "write_and_build_s": build_s,
+        "ivf_lists": len(snap.base.lists.centroids),
+        "nprobe": snap.base.lists.nprobe,
+        "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p95_ms": float(np.percentile(latencies, 95) * 1000),
+    }
     benchmark.extra_info.update(stats)
     print(stats)
     assert stats["recall_at_10"] >= 0.95, stats

@@ -22,7 +22,7 @@ import pytest
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from indexing.testing import HashingEmbedder
-from server.memory_input import NewMemory, new_ids
+from server.memories.input import NewMemory, new_ids
 from server.service import open_service
 from server.settings import Settings
 
@@ -35,8 +35,9 @@ CALLER_SPACE = "s0001"
 
 @pytest.fixture(scope="module")
 def world():
-    service = open_service(Settings(home=scratch("esfis-bench-recall-") / "home", model=None),
-                           embedder=HashingEmbedder(dimension=DIM))
+    service = open_service(
+        Settings(home=scratch("esfis-bench-recall-") / "home", model=None), embedder=HashingEmbedder(dimension=DIM)
+    )
     rng = np.random.default_rng(13)
     since = service.clock() - timedelta(days=1)
     for s in range(SPACES):
@@ -44,11 +45,21 @@ def world():
         service.registry.add_named(name)
         vectors = rng.normal(size=(PER_SPACE, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        service.book.write([
-            NewMemory(id=i, space=name, text=f"memory {j} of {name}", vector=v, ai="seeder",
-                      created_at=since, valid_from=since, valid_until=None)
-            for j, (i, v) in enumerate(zip(new_ids(PER_SPACE), vectors))
-        ])
+        service.book.write(
+            [
+                NewMemory(
+                    id=i,
+                    space=name,
+                    text=f"memory {j} of {name}",
+                    vector=v,
+                    ai="seeder",
+                    created_at=since,
+                    valid_from=since,
+                    valid_until=None,
+                )
+                for j, (i, v) in enumerate(zip(new_ids(PER_SPACE), vectors))
+            ]
+        )
     query = rng.normal(size=DIM).astype(np.float32)
     yield service, query / np.linalg.norm(query)
     service.close()
@@ -73,7 +84,12 @@ def test_recall_path_without_embedding(benchmark, world):
     recorded = service.catalog.one("SELECT count(*) AS n FROM deliveries")["n"] - deliveries_before
     assert recorded == len(answers)
     data = took[-ROUNDS:]
-    benchmark.extra_info.update({
-        "spaces": SPACES, "memories": SPACES * PER_SPACE, "rounds": ROUNDS,
-        "p50_ms": float(np.percentile(data, 50) * 1000), "p95_ms": float(np.percentile(data, 95) * 1000),
-    })
+    benchmark.extra_info.update(
+        {
+            "spaces": SPACES,
+            "memories": SPACES * PER_SPACE,
+            "rounds": ROUNDS,
+            "p50_ms": float(np.percentile(data, 50) * 1000),
+            "p95_ms": float(np.percentile(data, 95) * 1000),
+        }
+    )

@@ -28,15 +28,26 @@ def test_every_benchmark_file_has_a_report_section():
 
 def raw_file(path: Path, *, commit: str, dirty: bool, p50_s: float, run: str = "complete") -> Path:
     bench = {
-        "name": "test_recall_path_without_embedding", "fullname": "benchmarks/test_recall_overhead.py::"
-        "test_recall_path_without_embedding", "extra_info": {"spaces": 2, "memories": 4, "rounds": 3},
+        "name": "test_recall_path_without_embedding",
+        "fullname": "benchmarks/test_recall_overhead.py::test_recall_path_without_embedding",
+        "extra_info": {"spaces": 2, "memories": 4, "rounds": 3},
         "stats": {"data": [p50_s] * 3, "median": p50_s},
     }
-    path.write_text(json.dumps({
-        "machine_info": {}, "datetime": "2026-01-01T00:00:00", "benchmarks": [bench],
-        "commit_info": {"id": commit, "dirty": dirty, "porcelain_at_start": [" M server/x.py"] if dirty else []},
-        "esfis": {"mode": "full", "run": run, "outcomes": {bench["fullname"]: "passed"}},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "machine_info": {},
+                "datetime": "2026-01-01T00:00:00",
+                "benchmarks": [bench],
+                "commit_info": {
+                    "id": commit,
+                    "dirty": dirty,
+                    "porcelain_at_start": [" M server/x.py"] if dirty else [],
+                },
+                "esfis": {"mode": "full", "run": run, "outcomes": {bench["fullname"]: "passed"}},
+            }
+        )
+    )
     return path
 
 
@@ -85,7 +96,9 @@ def test_lancedb_plan_figures_are_read_with_their_precision(text, value, err):
 
 
 def test_lancedb_plan_nodes_are_summed_per_kind():
-    plan = ("SortExec: metrics=[output_rows=40]\n"
-            "  KNNVectorDistance: elapsed=1ms, metric=cosine, metrics=[output_rows=400, elapsed_compute=30.56µs]\n"
-            "    ANNSubIndex: name=vector_idx, k=400, metrics=[output_rows=400, index_comparisons=6.10 K, iops=26]\n")
+    plan = (
+        "SortExec: metrics=[output_rows=40]\n"
+        "  KNNVectorDistance: elapsed=1ms, metric=cosine, metrics=[output_rows=400, elapsed_compute=30.56µs]\n"
+        "    ANNSubIndex: name=vector_idx, k=400, metrics=[output_rows=400, index_comparisons=6.10 K, iops=26]\n"
+    )
     assert plan_scored(plan) == {"KNNVectorDistance": (400, 0), "ANNSubIndex": (6100, 5)}

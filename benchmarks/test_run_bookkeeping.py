@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.conftest import FULL
 from indexing.testing import HashingEmbedder
-from server.recall import run_recall
+from server.memories.recall import run_recall
 from server.service import open_service
 from server.settings import Settings
 
@@ -33,14 +33,18 @@ def world(tmp_path_factory):
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(500)]
     texts = [" ".join(rng.choice(words, 8)) for _ in range(MEMORIES)]
-    from server.memory_input import NewMemory, new_ids
+    from server.memories.input import NewMemory, new_ids
 
     now = service.clock()
     vectors = service.embedder.embed_documents(texts)
-    service.book.write([
-        NewMemory(id=i, space="acme", text=t, vector=v, ai="seeder", created_at=now, valid_from=now, valid_until=None)
-        for i, t, v in zip(new_ids(len(texts)), texts, vectors)
-    ])
+    service.book.write(
+        [
+            NewMemory(
+                id=i, space="acme", text=t, vector=v, ai="seeder", created_at=now, valid_from=now, valid_until=None
+            )
+            for i, t, v in zip(new_ids(len(texts)), texts, vectors)
+        ]
+    )
     query = service.embedder.embed_query("w1 w2 w3 w4")
     yield service, writer, query
     service.close()
@@ -64,8 +68,9 @@ def test_recall_with_run_bookkeeping(benchmark, world, arm):
         caller = service.caller("claude-code", space="acme")
         call = lambda: before(service, caller, query)  # noqa: E731
     elif arm == "fresh-run":
-        call = lambda: [m.id for m in service.recall(  # noqa: E731
-            service.caller("claude-code", space="acme"), "q", query_vector=query).memories]
+        call = lambda: [  # noqa: E731
+            m.id for m in service.recall(service.caller("claude-code", space="acme"), "q", query_vector=query).memories
+        ]
     else:
         caller = service.caller("claude-code", space="acme", run="long-session")
         call = lambda: [m.id for m in service.recall(caller, "q", query_vector=query).memories]  # noqa: E731

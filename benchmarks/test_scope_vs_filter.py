@@ -32,8 +32,17 @@ IN_MEMORY_FETCH = 16
 SIZES = [10_000, 100_000, 1_000_000] if FULL else [10_000]
 FIXED_SCOPES = {"1p-10k": (10_000, 1), "3p-10k": (10_000, 3)} if FULL else {"1p-2k": (2_000, 1), "3p-2k": (2_000, 3)}
 SWEEP = {"1p-1k": (1_000, 1), "1p-50k": (50_000, 1), "1p-100k": (100_000, 1)} if FULL else {}
-ARMS = ["scope-first", "scope-first-index", "post-filter-x1", "post-filter-x4", "post-filter-x16", "prefilter",
-        "in-memory-scope-mask", f"in-memory-post-filter-x{IN_MEMORY_FETCH}", "floor"]
+ARMS = [
+    "scope-first",
+    "scope-first-index",
+    "post-filter-x1",
+    "post-filter-x4",
+    "post-filter-x16",
+    "prefilter",
+    "in-memory-scope-mask",
+    f"in-memory-post-filter-x{IN_MEMORY_FETCH}",
+    "floor",
+]
 # ESFIS_BENCH_ARMS=scope-first-index,floor re-measures some arms without building the others.
 ARMS = [a for a in ARMS if a in os.environ.get("ESFIS_BENCH_ARMS", ",".join(ARMS)).split(",")]
 SIZES = [int(s) for s in os.environ.get("ESFIS_BENCH_SIZES", ",".join(map(str, SIZES))).split(",")]
@@ -56,12 +65,19 @@ def world(size: int) -> dict:
         floor = Floor(store)
         queries = {label: queries_for(store, label, QUERIES) for label in store.scopes}
         allowed = {label: store.in_scope(label) for label in store.scopes}
-        truth = {
-            label: [exact_top_k(store.vectors, allowed[label], q, K) for q in qs]
-            for label, qs in queries.items()
-        }
-        _built[size] = dict(store=store, scope_first=scope_first, single=single, floor=floor, memory=InMemory(store),
-                            queries=queries, truth=truth, allowed=allowed, rss=rss_mb() - before, build_s=built_scope)
+        truth = {label: [exact_top_k(store.vectors, allowed[label], q, K) for q in qs] for label, qs in queries.items()}
+        _built[size] = dict(
+            store=store,
+            scope_first=scope_first,
+            single=single,
+            floor=floor,
+            memory=InMemory(store),
+            queries=queries,
+            truth=truth,
+            allowed=allowed,
+            rss=rss_mb() - before,
+            build_s=built_scope,
+        )
     return _built[size]
 
 
@@ -94,12 +110,18 @@ def served(w: dict, arm: str, label: str) -> dict:
         return w["scope_first"].served_by(label)
     if arm.startswith("post-filter"):
         single = w["single"]
-        return {"served_by": "LanceDB IVF_PQ" if single.indexed else "LanceDB flat", "config": single.post_filter_config}
+        return {
+            "served_by": "LanceDB IVF_PQ" if single.indexed else "LanceDB flat",
+            "config": single.post_filter_config,
+        }
     if arm == "prefilter":
         return {"served_by": "LanceDB flat", "config": w["single"].prefilter_config}
     if arm.startswith("in-memory"):
-        what = ("mask over every row, kept rows gathered and scanned" if arm == "in-memory-scope-mask"
-                else f"every row scanned, top {K * IN_MEMORY_FETCH}, then the mask")
+        what = (
+            "mask over every row, kept rows gathered and scanned"
+            if arm == "in-memory-scope-mask"
+            else f"every row scanned, top {K * IN_MEMORY_FETCH}, then the mask"
+        )
         return {"served_by": "numpy, whole store", "config": f"one in-memory matrix: {what}"}
     return {"served_by": "numpy, scope gathered", "config": "the caller's valid rows gathered beforehand"}
 
@@ -108,8 +130,10 @@ def scored_counts(w: dict, arm: str, label: str, queries: np.ndarray) -> tuple[l
     """Vectors scored per query and those out of scope, counted (see ``Answer``)."""
     if arm.startswith("post-filter") or arm == "prefilter":
         single, fetch = w["single"], int(arm.rsplit("x", 1)[1]) if arm.startswith("post") else 0
-        answers = [single.count_post_filter(label, q, K, fetch) if fetch else single.count_prefilter(label, q, K)
-                   for q in queries[:COUNTED_QUERIES]]
+        answers = [
+            single.count_post_filter(label, q, K, fetch) if fetch else single.count_prefilter(label, q, K)
+            for q in queries[:COUNTED_QUERIES]
+        ]
     else:
         run = runner(w, arm, label, counted=True)
         answers = [run(q) for q in queries[:COUNTED_QUERIES]]
@@ -142,15 +166,23 @@ def test_scope_first_vs_filters(benchmark, size, label, arm):
     scored, outside, kind = scored_counts(w, arm, label, queries)
     store = w["store"]
     stats = {
-        "store_size": store.size, "scope": label, "arm": arm,
-        "scope_rows": int(allowed.sum()), "partition_rows": partition_rows(store, label),
+        "store_size": store.size,
+        "scope": label,
+        "arm": arm,
+        "scope_rows": int(allowed.sum()),
+        "partition_rows": partition_rows(store, label),
         "scope_partitions": len(store.scopes[label]),
         "largest_partition_rows": int(max(np.sum(store.space_of == i) for i in store.scopes[label])),
-        "recall_at_10": float(np.mean(recalls)), "underfilled_share": short / len(queries),
-        "scored_per_query": float(np.mean(scored)), "out_of_scope_scored_per_query": float(np.mean(outside)),
-        "out_of_scope_kind": kind, "counted_queries": len(scored),
-        "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
-        "queries": len(queries), **served(w, arm, label),
+        "recall_at_10": float(np.mean(recalls)),
+        "underfilled_share": short / len(queries),
+        "scored_per_query": float(np.mean(scored)),
+        "out_of_scope_scored_per_query": float(np.mean(outside)),
+        "out_of_scope_kind": kind,
+        "counted_queries": len(scored),
+        "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p95_ms": float(np.percentile(latencies, 95) * 1000),
+        "queries": len(queries),
+        **served(w, arm, label),
     }
     benchmark.extra_info.update(stats)
     cycle = iter(np.concatenate([queries] * 3))
@@ -178,8 +210,13 @@ def test_single_large_space_uses_ann_inside_the_partition(benchmark):
     keep = store.space_of == store.scopes["1p-all"][0]
     from benchmarks.synthetic import Store
 
-    store = Store(store.vectors[keep], np.zeros(int(keep.sum()), dtype=np.int32), store.expired[keep],
-                  ["probe-1p-all"], {"1p-all": [0]})
+    store = Store(
+        store.vectors[keep],
+        np.zeros(int(keep.sum()), dtype=np.int32),
+        store.expired[keep],
+        ["probe-1p-all"],
+        {"1p-all": [0]},
+    )
     sf = ScopeFirst(store)
     queries = queries_for(store, "1p-all", QUERIES)
     allowed = store.in_scope("1p-all")
@@ -195,15 +232,27 @@ def test_single_large_space_uses_ann_inside_the_partition(benchmark):
         scored += answer.scored or 0
         short += len(answer.rows) < K
     snapshot = sf.service.store.snapshot(partition_key("probe-1p-all"))
-    stats = {"store_size": store.size, "scope": "1p-all (single space)", "arm": "scope-first",
-             "scope_rows": int(store.in_scope("1p-all").sum()), "partition_rows": store.size, "scope_partitions": 1,
-             "largest_partition_rows": store.size, "recall_at_10": float(np.mean(recalls)),
-             "underfilled_share": short / len(queries), "scored_per_query": scored / len(queries),
-             "out_of_scope_scored_per_query": outside / len(queries), "out_of_scope_kind": "counted",
-             "counted_queries": len(queries), "single_space": True, **sf.served_by("1p-all"),
-             "p50_ms": float(np.percentile(latencies, 50) * 1000), "p95_ms": float(np.percentile(latencies, 95) * 1000),
-             "ivf_lists": len(snapshot.base.lists.centroids) if snapshot.base else 0,
-             "nprobe": snapshot.base.lists.nprobe if snapshot.base else 0}
+    stats = {
+        "store_size": store.size,
+        "scope": "1p-all (single space)",
+        "arm": "scope-first",
+        "scope_rows": int(store.in_scope("1p-all").sum()),
+        "partition_rows": store.size,
+        "scope_partitions": 1,
+        "largest_partition_rows": store.size,
+        "recall_at_10": float(np.mean(recalls)),
+        "underfilled_share": short / len(queries),
+        "scored_per_query": scored / len(queries),
+        "out_of_scope_scored_per_query": outside / len(queries),
+        "out_of_scope_kind": "counted",
+        "counted_queries": len(queries),
+        "single_space": True,
+        **sf.served_by("1p-all"),
+        "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p95_ms": float(np.percentile(latencies, 95) * 1000),
+        "ivf_lists": len(snapshot.base.lists.centroids) if snapshot.base else 0,
+        "nprobe": snapshot.base.lists.nprobe if snapshot.base else 0,
+    }
     benchmark.extra_info.update(stats)
     cycle = iter(np.concatenate([queries] * 3))
     benchmark.pedantic(lambda: sf.recall("1p-all", next(cycle), K), rounds=len(queries), iterations=1)

@@ -27,7 +27,7 @@ from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
 from indexing.embedder import load_embedder
 from indexing.store import VectorStore
-from server.partition_sync import PostgresPartitionSync
+from server.catalog.partition_sync import PostgresPartitionSync
 from server.settings import Settings
 from server.spaces import partition_key
 from tests import objectstore
@@ -42,15 +42,21 @@ COLD_ROUNDS = 5 if FULL else 2
 NOW_MICROS = 10**16
 
 
-def cold_and_warm_ms(where: str, local, model: str, dimension: int, key: str, query: np.ndarray,
-                     catalog: str | None = None) -> tuple[float, float]:
+def cold_and_warm_ms(
+    where: str, local, model: str, dimension: int, key: str, query: np.ndarray, catalog: str | None = None
+) -> tuple[float, float]:
     """(median first search of a freshly opened store, median search once warm), in ms. With
     ``catalog``, the partitions' versions are read there, as a server on S3 reads them."""
     cold = []
     for i in range(COLD_ROUNDS):
         sync = None if catalog is None else PostgresPartitionSync(catalog)
-        store = VectorStore(where, local=None if local is None else local / f"cold-{i}", model=model,
-                            dimension=dimension, coordination=sync)
+        store = VectorStore(
+            where,
+            local=None if local is None else local / f"cold-{i}",
+            model=model,
+            dimension=dimension,
+            coordination=sync,
+        )
         started = time.perf_counter()
         result = store.search(key, query, 10, NOW_MICROS)
         cold.append(time.perf_counter() - started)
@@ -80,8 +86,11 @@ def test_several_machines_http_recall(benchmark, tmp_path, monkeypatch):
         vectors = f"s3://{s3.bucket()}/esfis"
         shared = {"ESFIS_CATALOG": cluster.new_catalog(), "ESFIS_VECTORS": vectors}
         embedded = ScopeFirst(store, home=tmp_path / "embedded", embedder=embedder)
-        remote = ScopeFirst(store, embedder=embedder, settings=Settings(
-            home=tmp_path / "remote", model=None, catalog=shared["ESFIS_CATALOG"], vectors=vectors))
+        remote = ScopeFirst(
+            store,
+            embedder=embedder,
+            settings=Settings(home=tmp_path / "remote", model=None, catalog=shared["ESFIS_CATALOG"], vectors=vectors),
+        )
         for built in (embedded, remote):
             built.service.close()
         space = f"probe-{label}"
@@ -89,8 +98,9 @@ def test_several_machines_http_recall(benchmark, tmp_path, monkeypatch):
         query = embedder.embed_query(load_workload().questions[0].text)
         local_root = tmp_path / "embedded" / "vectors"
         cold_local, warm_local = cold_and_warm_ms(str(local_root), None, embedder.name, embedder.dimension, key, query)
-        cold_s3, warm_s3 = cold_and_warm_ms(vectors, tmp_path / "cold", embedder.name, embedder.dimension, key, query,
-                                            catalog=shared["ESFIS_CATALOG"])
+        cold_s3, warm_s3 = cold_and_warm_ms(
+            vectors, tmp_path / "cold", embedder.name, embedder.dimension, key, query, catalog=shared["ESFIS_CATALOG"]
+        )
 
         servers.append(start_server(tmp_path / "embedded", tmp_path))
         servers.append(start_server(tmp_path / "remote", tmp_path, **shared, **s3.env))
@@ -106,8 +116,11 @@ def test_several_machines_http_recall(benchmark, tmp_path, monkeypatch):
                 timings[i] += took
                 outside += other
         cycle = iter(questions * 3)
-        benchmark.pedantic(lambda: clients[1].post("/v1/recall", json={"query": next(cycle), "space": space}),
-                           rounds=len(questions), iterations=1)
+        benchmark.pedantic(
+            lambda: clients[1].post("/v1/recall", json={"query": next(cycle), "space": space}),
+            rounds=len(questions),
+            iterations=1,
+        )
         for client in clients:
             client.close()
     finally:
@@ -118,11 +131,20 @@ def test_several_machines_http_recall(benchmark, tmp_path, monkeypatch):
         for name in s3.env:
             os.environ.pop(name, None)
     embedded_ms, remote_ms = percentiles_ms(timings[0]), percentiles_ms(timings[1])
-    benchmark.extra_info.update({
-        "store_memories": store.size, "scope": label, "queries": len(questions),
-        "embedded_p50_ms": embedded_ms["p50_ms"], "embedded_p95_ms": embedded_ms["p95_ms"],
-        "remote_p50_ms": remote_ms["p50_ms"], "remote_p95_ms": remote_ms["p95_ms"],
-        "cold_local_ms": cold_local, "warm_local_ms": warm_local, "cold_s3_ms": cold_s3, "warm_s3_ms": warm_s3,
-        "answers_from_other_spaces": outside,
-    })
+    benchmark.extra_info.update(
+        {
+            "store_memories": store.size,
+            "scope": label,
+            "queries": len(questions),
+            "embedded_p50_ms": embedded_ms["p50_ms"],
+            "embedded_p95_ms": embedded_ms["p95_ms"],
+            "remote_p50_ms": remote_ms["p50_ms"],
+            "remote_p95_ms": remote_ms["p95_ms"],
+            "cold_local_ms": cold_local,
+            "warm_local_ms": warm_local,
+            "cold_s3_ms": cold_s3,
+            "warm_s3_ms": warm_s3,
+            "answers_from_other_spaces": outside,
+        }
+    )
     assert outside == 0

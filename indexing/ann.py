@@ -100,7 +100,7 @@ class IvfLists:
     nprobe: int
 
     @classmethod
-    def of(cls, centroids: np.ndarray, assign: np.ndarray) -> tuple["IvfLists", np.ndarray]:
+    def of(cls, centroids: np.ndarray, assign: np.ndarray) -> tuple[IvfLists, np.ndarray]:
         """The lists for rows assigned to ``centroids``, and the order that groups the rows."""
         order = np.argsort(assign, kind="stable")
         offsets = np.zeros(len(centroids) + 1, dtype=np.int64)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from indexing.embedder import Embedder
+from indexing.identity import Prompts
 
 DEFAULT_WINDOW_S = 0.002
 DEFAULT_MAX_BATCH = 32
@@ -154,8 +155,9 @@ class BatchingEmbedder:
 
     ``window`` is the most a text waits for company, in seconds; ``max_batch`` caps a call."""
 
-    def __init__(self, inner: Embedder, *, window: float = DEFAULT_WINDOW_S,
-                 max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    def __init__(
+        self, inner: Embedder, *, window: float = DEFAULT_WINDOW_S, max_batch: int = DEFAULT_MAX_BATCH
+    ) -> None:
         self.inner = inner
         queries = getattr(inner, "embed_queries", None)
         self.queries = Lane(queries if queries is not None else self._one_by_one, window=window, max_batch=max_batch)
@@ -168,6 +170,10 @@ class BatchingEmbedder:
     @property
     def dimension(self) -> int:
         return self.inner.dimension
+
+    @property
+    def prompts(self) -> Prompts:
+        return self.inner.prompts
 
     @property
     def loaded(self) -> bool:
@@ -184,9 +190,11 @@ class BatchingEmbedder:
 
     def summary(self) -> str:
         """What the lanes did, for a server's log at its end."""
+
         def one(name: str, lane: Lane) -> str:
             mean = lane.stats.texts / lane.stats.calls if lane.stats.calls else 0.0
             return f"{name}: {lane.stats.texts} texts in {lane.stats.calls} calls (mean batch {mean:.2f})"
+
         return f"{one('queries', self.queries)}; {one('single documents', self.documents)}"
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

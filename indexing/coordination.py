@@ -9,7 +9,7 @@ which would take another writer's uncommitted files with them).
   partition (``<table>.gen``, rewritten after every write); the writers take turns on the
   partition's ``flock``, which the store holds itself, so there is nothing more to hold.
 - Across machines the version lives in the shared catalog and the turn is a lock there too
-  (``server.partition_sync``): no file of one machine is seen by another.
+  (``server.catalog.partition_sync``): no file of one machine is seen by another.
 """
 
 from __future__ import annotations

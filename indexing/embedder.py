@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -22,7 +23,14 @@ from indexing.identity import Prompts
 from indexing.model_files import check_device, default_model_path
 from indexing.torch_embedder import GPU_BATCH, SentenceTransformerEmbedder
 
-__all__ = ["DEFAULT_DIMENSION", "GPU_BATCH", "Embedder", "SentenceTransformerEmbedder", "default_cache", "load_embedder"]
+__all__ = [
+    "DEFAULT_DIMENSION",
+    "GPU_BATCH",
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "default_cache",
+    "load_embedder",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -56,8 +64,9 @@ class Embedder(Protocol):
         ...
 
 
-def load_embedder(model: str | None = None, backend: str | None = None, device: str | None = None,
-                  cache: Path | None = None) -> Embedder:
+def load_embedder(
+    model: str | None = None, backend: str | None = None, device: str | None = None, cache: Path | None = None
+) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
     ``backend`` ("onnx", the default, or "torch") picks the runtime: ONNX Runtime where the model

@@ -32,7 +32,7 @@ import os
 import signal
 import threading
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 _armed: dict[str, int] = {}
 _stops: set[str] = set()  # armed names that stop the process instead of killing it

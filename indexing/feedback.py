@@ -24,8 +24,9 @@ FEEDBACK_ROWS = 2  # the recall's best candidates taken as relevant
 FEEDBACK_WEIGHT = 0.5  # how far the query moves towards their mean
 
 
-def with_feedback(results: list[PartitionResult], query: np.ndarray,
-                  rows: int = FEEDBACK_ROWS, weight: float = FEEDBACK_WEIGHT) -> list[PartitionResult]:
+def with_feedback(
+    results: list[PartitionResult], query: np.ndarray, rows: int = FEEDBACK_ROWS, weight: float = FEEDBACK_WEIGHT
+) -> list[PartitionResult]:
     """Each result's candidates scored again against the moved query, best first."""
     if not any(len(r) for r in results) or any(len(r) and r.cosines is None for r in results):
         return results
@@ -34,7 +35,7 @@ def with_feedback(results: list[PartitionResult], query: np.ndarray,
     source = np.repeat(np.arange(len(results)), [len(r) for r in results])
     rank = np.concatenate([np.arange(len(r)) for r in results])
     best = np.argsort(-scores, kind="stable")[:rows]  # the order merge_best keeps
-    relevant = np.stack([vectors[source[b]][rank[b]] for b in best])  # type: ignore[index]
+    relevant = np.stack([vectors[source[b]][rank[b]] for b in best])
     moved = np.asarray(query, dtype=np.float32) + weight * relevant.mean(axis=0)
     norm = float(np.linalg.norm(moved))
     if norm <= 0:

@@ -24,6 +24,7 @@ probe missed are scored exactly and join the candidates, so a rare term still fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from indexing.lexical import LexicalIndex
@@ -71,8 +72,14 @@ class Fused:
 
 
 def fuse_lexical(
-    index: LexicalIndex, vectors: np.ndarray, query: np.ndarray, text: str, rows: np.ndarray, cos: np.ndarray,
-    valid: np.ndarray, fusion: Fusion = DEFAULT,
+    index: LexicalIndex,
+    vectors: np.ndarray,
+    query: np.ndarray,
+    text: str,
+    rows: np.ndarray,
+    cos: np.ndarray,
+    valid: np.ndarray,
+    fusion: Fusion = DEFAULT,
 ) -> Fused:
     """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``;
     ``index`` and ``vectors`` are the partition's."""

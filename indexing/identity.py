@@ -13,8 +13,8 @@ did, and a manifest without prompts reads as "no prompts".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 PROMPT_KEYS = ("query", "document")
 
@@ -33,7 +33,7 @@ class Prompts:
         return {"query": self.query, "document": self.document}
 
     @classmethod
-    def from_dict(cls, recorded: Mapping[str, object] | None) -> "Prompts":
+    def from_dict(cls, recorded: Mapping[str, object] | None) -> Prompts:
         recorded = recorded or {}
         return cls(**{k: str(recorded.get(k) or "") for k in PROMPT_KEYS})
 
@@ -57,10 +57,13 @@ class ModelIdentity:
         return out
 
     @classmethod
-    def from_manifest(cls, recorded: Mapping[str, object]) -> "ModelIdentity":
+    def from_manifest(cls, recorded: Mapping[str, object]) -> ModelIdentity:
         prompts = recorded.get("prompts")
-        return cls(model=str(recorded.get("model")), dimension=int(recorded.get("dimension") or 0),  # type: ignore[call-overload]
-                   prompts=Prompts.from_dict(prompts if isinstance(prompts, Mapping) else None))
+        return cls(
+            model=str(recorded.get("model")),
+            dimension=int(recorded.get("dimension") or 0),  # type: ignore[call-overload]
+            prompts=Prompts.from_dict(prompts if isinstance(prompts, Mapping) else None),
+        )
 
     def describe(self) -> str:
         """``'name' (768-d, query prompt '…', document prompt '…')`` for messages."""

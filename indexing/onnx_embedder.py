@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -35,8 +35,14 @@ TOKEN_BUDGET = 64 * 256 * 256  # rows × longest² of a batch: MiniLM's full bat
 
 
 class OnnxEmbedder:
-    def __init__(self, path: Path | str | None = None, *, cache: Path, batch_size: int = 64,
-                 graph: tuple[GraphSpec, Path] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str | None = None,
+        *,
+        cache: Path,
+        batch_size: int = 64,
+        graph: tuple[GraphSpec, Path] | None = None,
+    ) -> None:
         """``graph``: an export to run instead of this model's own (a quantized copy, for the
         benchmarks); its vectors are not checked."""
         self.path = Path(path) if path is not None else default_model_path()
@@ -49,7 +55,7 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         self._query: Graph | None = None
         self._batch_graph: Graph | None = None
-        self._fallback = None  # a SentenceTransformerEmbedder once the export was refused
+        self._fallback: SentenceTransformerEmbedder | None = None  # once the export was refused
         self.refused: str | None = None  # why the export was refused, when it was
 
     @property

@@ -25,8 +25,8 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -134,8 +134,9 @@ def export(model_path: Path, base: Path) -> GraphSpec:
     # Traced once on a batch with padding and a text past a sliding window's width (512 tokens
     # in EmbeddingGemma), so the graph keeps the branches a long text takes.
     long_text = " ".join(["memory"] * min(max_tokens, 640))
-    sample = tokenizer(["an example sentence", long_text], padding=True, truncation=True,
-                       max_length=max_tokens, return_tensors="pt")
+    sample = tokenizer(
+        ["an example sentence", long_text], padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
+    )
     names = tuple(n for n in INPUTS if n in sample)
 
     class SentenceVector(torch.nn.Module):
@@ -154,23 +155,33 @@ def export(model_path: Path, base: Path) -> GraphSpec:
     try:
         with torch.no_grad(), _index_based_masks():
             torch.onnx.export(
-                SentenceVector(), tuple(sample[n] for n in names), str(model_tmp),
-                input_names=list(names), output_names=["sentence_embedding"],
+                SentenceVector(),
+                tuple(sample[n] for n in names),
+                str(model_tmp),
+                input_names=list(names),
+                output_names=["sentence_embedding"],
                 dynamic_axes={**{n: axes for n in names}, "sentence_embedding": {0: "batch"}},
-                opset_version=17, dynamo=False,
+                opset_version=17,
+                dynamo=False,
             )
         tokenizer.backend_tokenizer.save(str(tokenizer_tmp))
         spec = GraphSpec(
-            model_file=model_tmp.name, tokenizer_file=tokenizer_tmp.name, inputs=names, max_tokens=max_tokens,
-            padding_side=str(tokenizer.padding_side), pad_id=int(tokenizer.pad_token_id or 0),
-            pad_token=str(tokenizer.pad_token or "[PAD]"), lower_case=bool(getattr(transformer, "do_lower_case", False)),
+            model_file=model_tmp.name,
+            tokenizer_file=tokenizer_tmp.name,
+            inputs=names,
+            max_tokens=max_tokens,
+            padding_side=str(tokenizer.padding_side),
+            pad_id=int(tokenizer.pad_token_id or 0),
+            pad_token=str(tokenizer.pad_token or "[PAD]"),
+            lower_case=bool(getattr(transformer, "do_lower_case", False)),
             dimension=read_dimension(model_path),
         )
         check(st, Graph(spec, base.parent, threads=max(1, os.cpu_count() or 1)), read_prompts(model_path), long_text)
         os.replace(model_tmp, _beside(base, ".onnx"))  # each rename atomic: no half file is ever seen
         os.replace(tokenizer_tmp, _beside(base, ".tokenizer.json"))
-        spec = dataclasses.replace(spec, model_file=_beside(base, ".onnx").name,
-                                   tokenizer_file=_beside(base, ".tokenizer.json").name)
+        spec = dataclasses.replace(
+            spec, model_file=_beside(base, ".onnx").name, tokenizer_file=_beside(base, ".tokenizer.json").name
+        )
         spec.save(_beside(base, ".json"))
         return spec
     finally:
@@ -213,7 +224,9 @@ def check(st, graph: Graph, prompts: Prompts, long_text: str) -> None:
     for side, prompt in (("query", prompts.query), ("document", prompts.document)):
         reference = st.encode(texts, prompt=prompt, normalize_embeddings=True, convert_to_numpy=True, batch_size=8)
         if reference.shape[1] != graph.spec.dimension:
-            raise ExportRefused(f"its vectors have {reference.shape[1]} dimensions, its files say {graph.spec.dimension}")
+            raise ExportRefused(
+                f"its vectors have {reference.shape[1]} dimensions, its files say {graph.spec.dimension}"
+            )
         batched = graph.run([prompt + t for t in texts])
         alone = np.stack([graph.run([prompt + t])[0] for t in texts])
         for label, got in (("batched", batched), ("alone", alone)):
@@ -221,8 +234,10 @@ def check(st, graph: Graph, prompts: Prompts, long_text: str) -> None:
             if float(cosine.min()) < worst:
                 worst, where = float(cosine.min()), f"{side}, {label}"
     if 1.0 - worst > TOLERANCE:
-        raise ExportRefused(f"the exported graph's vectors differ from sentence-transformers' "
-                            f"(cosine {worst:.7f} at worst, {where}; at least {1 - TOLERANCE} is needed)")
+        raise ExportRefused(
+            f"the exported graph's vectors differ from sentence-transformers' "
+            f"(cosine {worst:.7f} at worst, {where}; at least {1 - TOLERANCE} is needed)"
+        )
 
 
 def main(model: str | None, cache: Path) -> int:

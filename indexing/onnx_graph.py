@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -37,11 +37,11 @@ class GraphSpec:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path) -> "GraphSpec":
+    def load(cls, path: Path) -> GraphSpec:
         raw = json.loads(path.read_text())
         return cls(**{**raw, "inputs": tuple(raw["inputs"])})
 
-    def with_model_file(self, name: str) -> "GraphSpec":
+    def with_model_file(self, name: str) -> GraphSpec:
         """The same spec over another graph file (a quantized copy, for the benchmarks)."""
         return replace(self, model_file=name)
 
@@ -82,8 +82,10 @@ class Graph:
         """Sentence vectors of encodings, padded to the longest on the model's padding side."""
         longest = max(len(e.ids) for e in encodings)
         rows = len(encodings)
-        feeds = {name: np.full((rows, longest), self.spec.pad_id if name == "input_ids" else 0, dtype=np.int64)
-                 for name in self.spec.inputs}
+        feeds = {
+            name: np.full((rows, longest), self.spec.pad_id if name == "input_ids" else 0, dtype=np.int64)
+            for name in self.spec.inputs
+        }
         for i, e in enumerate(encodings):
             n = len(e.ids)
             at = slice(0, n) if self.spec.padding_side == "right" else slice(longest - n, longest)
@@ -98,7 +100,8 @@ def batches(lengths: Sequence[int], most: int, budget: int) -> list[np.ndarray]:
     rows × longest² (what attention holds per head and layer) at most ``budget``, so one long
     text never pads a whole batch to its length (64 texts of 2,048 tokens: 15 GB in ONNX Runtime)."""
     order = np.argsort(np.asarray(lengths), kind="stable")
-    out, current = [], []
+    out: list[np.ndarray] = []
+    current: list[int] = []
     for i in order:
         longest = max(int(lengths[i]), 1)
         if current and (len(current) + 1 > most or (len(current) + 1) * longest * longest > budget):

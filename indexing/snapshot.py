@@ -48,7 +48,7 @@ class RowBatch:
     valid_until: np.ndarray  # int64
 
     @classmethod
-    def of(cls, rows: list[Row]) -> "RowBatch":
+    def of(cls, rows: list[Row]) -> RowBatch:
         return cls(
             ids=[r.id for r in rows],
             texts=[r.text for r in rows],
@@ -88,7 +88,7 @@ class PartitionResult:
     ended: int  # rows excluded because valid_until <= now
     pending: int  # rows excluded because valid_from > now
     postings: int = 0  # lexical postings read
-    snapshot: "Snapshot | None" = field(default=None, repr=False, compare=False)
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
     cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
 
     def vectors(self) -> np.ndarray:
@@ -157,7 +157,7 @@ class Snapshot:
     row_of: dict[str, int] = field(default_factory=dict)
     base: Image | None = None
     base_live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    base_counts: "ValidityCounts | None" = None
+    base_counts: ValidityCounts | None = None
     lexical: LexicalIndex | None = None  # the image's (mapped) and the rest's, on the first search with a text
     changes: int = 0  # bumped by every change to the rows: what a cached validity is checked against
     _validity: _Validity | None = field(default=None, repr=False)
@@ -170,13 +170,13 @@ class Snapshot:
     # -- building ---------------------------------------------------------------------------
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, dimension: int, token: str) -> "Snapshot":
+    def from_arrow(cls, table: pa.Table, dimension: int, token: str) -> Snapshot:
         snap = cls(dimension=dimension, token=token)
         snap.append_arrow(table)
         return snap
 
     @classmethod
-    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> "Snapshot":
+    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> Snapshot:
         """A large partition: its image, less the rows ``gone``, and the rows written ``since``."""
         snap = cls(dimension=dimension, token=token, base=image, base_live=~gone)
         snap.base_counts = ValidityCounts(snap.base_live, image.valid_from, image.valid_until)
@@ -333,7 +333,7 @@ class Snapshot:
         postings = 0
         cosines = scores
         if text is not None:
-            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))
+            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))  # type: ignore[arg-type]
             rows, scores, postings = fused.rows, fused.scores, fused.postings
             cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
@@ -341,8 +341,9 @@ class Snapshot:
             top = np.argpartition(-scores, k - 1)[:k]
             rows, scores, cosines = rows[top], scores[top], cosines[top]
         best = np.argsort(-scores, kind="stable")
-        return PartitionResult(rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self,
-                               cosines=cosines[best])
+        return PartitionResult(
+            rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self, cosines=cosines[best]
+        )
 
     def _validity_at(self, now: int) -> _Validity:
         """Which held rows are valid at ``now`` and the cut counts, computed once for as long as
@@ -365,7 +366,9 @@ class Snapshot:
             base_counts = self.base_counts.at(now)
             base_lo, base_hi = self.base_counts.window(now)
             lo, hi = max(lo, base_lo), min(hi, base_hi)
-        self._validity = _Validity(self.changes, lo, hi, held_valid, np.flatnonzero(held_valid), held_counts, base_counts)
+        self._validity = _Validity(
+            self.changes, lo, hi, held_valid, np.flatnonzero(held_valid), held_counts, base_counts
+        )
         return self._validity
 
     def _base_valid_at(self, now: int) -> np.ndarray:
@@ -391,11 +394,19 @@ class Snapshot:
             i -= self._image_rows
             id_, text = self.ids[i], self.texts[i] or ""
             created, start, until = int(self.created_at[i]), int(self.valid_from[i]), int(self.valid_until[i])
-        return Hit(id=id_, score=score, text=text, created_at=created, valid_from=start,
-                   valid_until=None if until == OPEN_END else until)
+        return Hit(
+            id=id_,
+            score=score,
+            text=text,
+            created_at=created,
+            valid_from=start,
+            valid_until=None if until == OPEN_END else until,
+        )
 
 
-def _validity_counts(live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray, now: int) -> tuple[int, int, int]:
+def _validity_counts(
+    live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray, now: int
+) -> tuple[int, int, int]:
     """(ended, pending, valid) among live rows at ``now``: the delivery's cut counts."""
     ended_mask = live & (valid_until <= now)
     pending_mask = live & (valid_from > now) & ~ended_mask

@@ -31,11 +31,12 @@ import re
 import secrets
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -136,8 +137,16 @@ def search_on_one_thread() -> None:
 class VectorStore:
     """Partitions by key; search, append, end validity, purge."""
 
-    def __init__(self, root: Path | str, *, model: str, dimension: int, prompts: Prompts = NO_PROMPTS,
-                 local: Path | None = None, coordination: Coordination | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        model: str,
+        dimension: int,
+        prompts: Prompts = NO_PROMPTS,
+        local: Path | None = None,
+        coordination: Coordination | None = None,
+    ) -> None:
         """``root``: a folder, or ``s3://bucket/prefix`` with ``local`` this machine's folder.
         ``prompts``: what the model puts before queries and documents; a store opens only under
         the model, dimension and prompts it recorded first.
@@ -153,7 +162,7 @@ class VectorStore:
         self._check_manifest()
         self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
-        self._session = None
+        self._session: Any = None  # a lance.Session once a search needs one
         self._snapshots: dict[str, Snapshot] = {}
         self._writes: Counter[str] = Counter()
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
@@ -310,7 +319,13 @@ class VectorStore:
         self.stats.opened[key] += 1
         mode = "append" if key in self._known or self.exists(key) else "create"
         schema = self._schema(secrets.token_hex(8) if mode == "create" else None)
-        written = lance.write_dataset(table.replace_schema_metadata(schema.metadata), self._uri(key), schema=schema, mode=mode, session=self.session)
+        written = lance.write_dataset(
+            table.replace_schema_metadata(schema.metadata),
+            self._uri(key),
+            schema=schema,
+            mode=mode,
+            session=self.session,
+        )
         self._known.add(key)
         return written
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,15 +35,14 @@ class SentenceTransformerEmbedder:
         self.path = Path(path) if path is not None else default_model_path()
         if not (self.path / "config.json").is_file():
             raise EmbedderUnavailable(
-                f"ESFIS_MODEL must name a local sentence-transformers model folder; "
-                f"{self.path} has no config.json"
+                f"ESFIS_MODEL must name a local sentence-transformers model folder; {self.path} has no config.json"
             )
         self.device = check_device(device)
         self.batch_size = batch_size or (64 if self.device == "cpu" else GPU_BATCH)
         self._name = model_name_for(self.path)
         self._dimension = read_dimension(self.path)
         self._prompts = read_prompts(self.path)
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer once loaded
         self._lock = threading.Lock()
 
     @property
@@ -82,8 +82,9 @@ class SentenceTransformerEmbedder:
                 model = SentenceTransformer(str(self.path), device=self.device)
                 width = getattr(model, "get_embedding_dimension", model.get_sentence_embedding_dimension)()
                 if width is not None and width != self._dimension:
-                    raise EmbedderUnavailable(f"the model in {self.path} makes {width}-d vectors; its files say "
-                                              f"{self._dimension}")
+                    raise EmbedderUnavailable(
+                        f"the model in {self.path} makes {width}-d vectors; its files say {self._dimension}"
+                    )
                 self._model = model if self.device == "cpu" else model.half()
             except EmbedderUnavailable:
                 raise

@@ -11,11 +11,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from server.errors import BadImportLine, EsfisError, InvalidInput
 from server import render
+from server.errors import BadImportLine, EsfisError, InvalidInput
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
+
 
 def _service():
     from server.service import open_service
@@ -79,7 +80,11 @@ def cmd_policy_clear(args) -> None:
 def cmd_remember(args) -> None:
     service = _service()
     memory = service.remember(
-        _caller(service, args), args.text, personal=args.personal, valid_until=args.valid_until, labels=args.label,
+        _caller(service, args),
+        args.text,
+        personal=args.personal,
+        valid_until=args.valid_until,
+        labels=args.label,
         ask=_ask_at_terminal,
     )
     print(memory.id)
@@ -102,8 +107,7 @@ def cmd_get(args) -> None:
 
 def cmd_replace(args) -> None:
     service = _service()
-    memory = service.replace(_caller(service, args), args.id, args.text, space=args.new_space,
-                             ask=_ask_at_terminal)
+    memory = service.replace(_caller(service, args), args.id, args.text, space=args.new_space, ask=_ask_at_terminal)
     print(memory.id)
 
 
@@ -136,8 +140,10 @@ def cmd_runs(args) -> None:
         print(json.dumps(render.run_json(run), indent=2) if args.json else f"ended {run.id}")
     elif args.runs_command == "prune":
         pruned = service.prune_trail(days=args.days)
-        print(f"pruned {pruned.runs} runs, {pruned.steps} steps and {pruned.tokens} run tokens; "
-              f"ended {pruned.ended} idle sessions")
+        print(
+            f"pruned {pruned.runs} runs, {pruned.steps} steps and {pruned.tokens} run tokens; "
+            f"ended {pruned.ended} idle sessions"
+        )
     else:
         runs = service.run_list(last=args.last)
         if args.json:
@@ -160,8 +166,11 @@ def cmd_grant(args) -> None:
         print(grant.id)
     elif args.grant_command == "list":
         grants = service.grants()
-        print(json.dumps({"grants": [render.grant_json(g) for g in grants]}, indent=2) if args.json
-              else render.grants_table(grants))
+        print(
+            json.dumps({"grants": [render.grant_json(g) for g in grants]}, indent=2)
+            if args.json
+            else render.grants_table(grants)
+        )
     else:
         service.revoke_grant(args.grant_id)
         print(f"revoked {args.grant_id}")
@@ -173,8 +182,11 @@ def cmd_trust(args) -> None:
         print(service.trust(args.source).source)
     elif args.trust_command == "list":
         sources = service.trusted_sources()
-        print(json.dumps({"trusted_sources": [render.trusted_json(t) for t in sources]}, indent=2) if args.json
-              else "\n".join(t.source for t in sources) or "(no trusted sources: every origin mark is untrusted)")
+        print(
+            json.dumps({"trusted_sources": [render.trusted_json(t) for t in sources]}, indent=2)
+            if args.json
+            else "\n".join(t.source for t in sources) or "(no trusted sources: every origin mark is untrusted)"
+        )
     else:
         service.distrust(args.source)
         print(f"{args.source} is untrusted again")
@@ -191,7 +203,7 @@ def cmd_deliveries(args) -> None:
 def cmd_allow_deny(effect: str, values: list[str]) -> None:
     if not 1 <= len(values) <= 2:
         raise InvalidInput(f"usage: esfis --{effect} AI [SPACE]", field=effect)
-    rule = _service().set_policy(values[0], values[1] if len(values) == 2 else None, effect)  # type: ignore[arg-type]
+    rule = _service().set_policy(values[0], values[1] if len(values) == 2 else None, effect)
     print(rule.describe())
 
 
@@ -232,8 +244,11 @@ def cmd_sweep(args) -> None:
     from datetime import timedelta
 
     if not math.isfinite(args.older_than) or not 5 <= args.older_than <= 10**8:
-        raise InvalidInput("--older-than must be a number of minutes from 5 to 100000000 (a younger row may "
-                           "be a write still in flight)", field="older_than")
+        raise InvalidInput(
+            "--older-than must be a number of minutes from 5 to 100000000 (a younger row may "
+            "be a write still in flight)",
+            field="older_than",
+        )
     service = _service()
     try:
         purged, partitions = service.sweep_orphans(timedelta(minutes=args.older_than))
@@ -255,8 +270,10 @@ def cmd_reindex(args) -> None:
     if report.model_before == report.model_after:
         print(f"the store is already embedded with {report.model_after}: nothing to do")
         return
-    print(f"reindexed {report.rows} memories in {report.partitions} partitions with {report.model_after} "
-          f"(was {report.model_before}) in {report.seconds:.1f} s")
+    print(
+        f"reindexed {report.rows} memories in {report.partitions} partitions with {report.model_after} "
+        f"(was {report.model_before}) in {report.seconds:.1f} s"
+    )
 
 
 def cmd_import(args) -> None:
@@ -273,17 +290,20 @@ def cmd_import(args) -> None:
         raise InvalidInput("Parquet cannot be read from stdin: name the file", field="file")
     if source != "-" and not Path(source).is_file():
         raise InvalidInput(f"no file {source!r}", field="file")
-    bar = tqdm(total=None, unit=" rows", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True,
-               smoothing=0.1)
+    bar = tqdm(
+        total=None, unit=" rows", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True, smoothing=0.1
+    )
     service = _service()
     try:
         with bar:
             if fmt == "parquet":
+
                 def sized(total: int) -> None:
                     bar.total = total
 
-                report = service.import_parquet(source, ai=ai, batch_size=args.batch_size, progress=bar.update,
-                                                sized=sized)
+                report = service.import_parquet(
+                    source, ai=ai, batch_size=args.batch_size, progress=bar.update, sized=sized
+                )
             else:
                 with open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer) as lines:
                     report = service.import_jsonl(lines, ai=ai, batch_size=args.batch_size, progress=bar.update)
@@ -305,20 +325,24 @@ def cmd_token(args) -> None:
         if args.token_command == "create":
             if args.runs_only and args.token_ai is None:
                 raise InvalidInput("--runs-only applies to AI tokens (--ai NAME)", field="runs_only")
-            _, secret = service.create_token(ai=args.token_ai, space=args.token_space, operator=args.operator,
-                                             runs_only=args.runs_only)
+            _, secret = service.create_token(
+                ai=args.token_ai, space=args.token_space, operator=args.operator, runs_only=args.runs_only
+            )
             print(secret)
         elif args.token_command == "list":
             tokens = service.tokens()
-            print(json.dumps({"tokens": [render.token_json(t) for t in tokens]}, indent=2) if args.json
-                  else render.tokens_table(tokens))
+            print(
+                json.dumps({"tokens": [render.token_json(t) for t in tokens]}, indent=2)
+                if args.json
+                else render.tokens_table(tokens)
+            )
         else:
             print(f"revoked {service.revoke_token(args.token_id).id}")
     finally:
         service.close()
 
 
-# -- backup, restore, export (one block: server.backup and server.export hold the logic) ------
+# -- backup, restore, export (one block: server.bulk.backup and server.bulk.export hold the logic) ------
 
 
 def _bar(unit: str, total: int | None = None):
@@ -333,8 +357,10 @@ def cmd_backup(args) -> None:
 
     with _bar(" memories") as bar:
         report = backup_home(args.dir, progress=bar.update)
-    print(f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
-          f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)")
+    print(
+        f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
+        f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
+    )
 
 
 def cmd_restore(args) -> None:
@@ -343,9 +369,11 @@ def cmd_restore(args) -> None:
 
     with _bar(" memories") as bar:
         report = restore_home(args.dir, forgets_from=args.forgets_from, progress=bar.update)
-    print(f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
-          f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
-          f"in {report.seconds:.1f} s")
+    print(
+        f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
+        f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
+        f"in {report.seconds:.1f} s"
+    )
 
 
 def cmd_export(args) -> None:
@@ -356,11 +384,12 @@ def cmd_export(args) -> None:
 
     if args.output and os.path.exists(args.output):
         raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
-    with (open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer)) as out, \
-            _bar(" memories") as bar:
+    with open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer) as out, _bar(" memories") as bar:
         report = export_home(out, spaces=args.export_space or None, vectors=args.vectors, progress=bar.update)
-    print(f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
-          file=sys.stderr)
+    print(
+        f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
+        file=sys.stderr,
+    )
 
 
 def cmd_import_restore(args) -> None:
@@ -373,7 +402,10 @@ def cmd_import_restore(args) -> None:
         raise InvalidInput(f"no file {args.file!r}", field="file")
     service = open_service()
     try:
-        with open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines, _bar(" rows") as bar:
+        with (
+            open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines,
+            _bar(" rows") as bar,
+        ):
             report = service.import_restore(lines, progress=bar.update)
     finally:
         service.close()
@@ -389,24 +421,32 @@ def _import_or_restore(args) -> None:
 
 
 def add_backup_commands(sub) -> None:
-    p = sub.add_parser("backup", help="a consistent copy of this home into an empty folder DIR, while servers "
-                       "keep working (operator)")
+    p = sub.add_parser(
+        "backup", help="a consistent copy of this home into an empty folder DIR, while servers keep working (operator)"
+    )
     p.add_argument("dir", metavar="DIR")
     p.set_defaults(run=cmd_backup)
     p = sub.add_parser("restore", help="restore the backup in DIR into this (empty) ESFIS_HOME (operator)")
     p.add_argument("dir", metavar="DIR")
-    p.add_argument("--forgets-from", metavar="HOME", help="the live home (or its postgresql:// catalog): forget "
-                   "again every memory it forgot since the backup")
+    p.add_argument(
+        "--forgets-from",
+        metavar="HOME",
+        help="the live home (or its postgresql:// catalog): forget again every memory it forgot since the backup",
+    )
     p.set_defaults(run=cmd_restore)
     p = sub.add_parser("export", help="every current memory as JSON Lines, with its labels (operator)")
-    p.add_argument("--space", dest="export_space", action="append", metavar="S",
-                   help="only this space (repeatable; 'personal' for personal memories)")
+    p.add_argument(
+        "--space",
+        dest="export_space",
+        action="append",
+        metavar="S",
+        help="only this space (repeatable; 'personal' for personal memories)",
+    )
     p.add_argument("--vectors", action="store_true", help="with each memory's vector")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (a new file) instead of stdout")
     p.set_defaults(run=cmd_export)
     p = sub.choices["import"]
-    p.add_argument("--restore", action="store_true", help="FILE is an esfis export: keep its ids, labels and "
-                   "validity")
+    p.add_argument("--restore", action="store_true", help="FILE is an esfis export: keep its ids, labels and validity")
     p.set_defaults(run=_import_or_restore)
 
 
@@ -416,7 +456,7 @@ def add_backup_commands(sub) -> None:
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr like every other error."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise InvalidInput(f"{message} (see {self.prog} --help)")
 
 
@@ -442,10 +482,14 @@ def build_parser() -> argparse.ArgumentParser:
     caller = Parser(add_help=False)
     caller.add_argument("--ai", help="the acting AI (default: $ESFIS_AI, else 'cli')")
     caller.add_argument("--space", help="the caller's space (default: $ESFIS_SPACE, else the current folder's)")
-    caller.add_argument("--run", dest="run_name", help="join run ID (default: $ESFIS_RUN; none: this command is a run of its own)")
+    caller.add_argument(
+        "--run", dest="run_name", help="join run ID (default: $ESFIS_RUN; none: this command is a run of its own)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    space = sub.add_parser("space", help="add, list and remove spaces").add_subparsers(dest="space_command", required=True)
+    space = sub.add_parser("space", help="add, list and remove spaces").add_subparsers(
+        dest="space_command", required=True
+    )
     p = space.add_parser("add", help="register FOLDER to a space (created if new)")
     p.add_argument("folder")
     p.add_argument("--name", help="the space's name (default: the folder's base name, under its enclosing space)")
@@ -458,7 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--purge", action="store_true", help="forget the space's memories with it")
     p.set_defaults(run=cmd_space_remove)
 
-    policy = sub.add_parser("policy", help="list and clear policy rules").add_subparsers(dest="policy_command", required=True)
+    policy = sub.add_parser("policy", help="list and clear policy rules").add_subparsers(
+        dest="policy_command", required=True
+    )
     p = policy.add_parser("list", help="list the rules")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_policy_list)
@@ -474,7 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", action="append", help="an origin mark, e.g. source:slack (repeatable)")
     p.set_defaults(run=cmd_remember)
 
-    p = sub.add_parser("recall", parents=[caller], help="the memories of this space and personal that best answer QUERY")
+    p = sub.add_parser(
+        "recall", parents=[caller], help="the memories of this space and personal that best answer QUERY"
+    )
     p.add_argument("query")
     p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, help=f"1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     p.add_argument("--json", action="store_true")
@@ -559,10 +607,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the HTTP API (and the operator's web page)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--workers", type=int, default=None,
-                   help="worker processes on one socket (default: one per core)")
-    p.add_argument("--batch-window-ms", type=float, default=None,
-                   help="the most a query waits for others to embed with (default 2; 0: no batching)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes on one socket (default: one per core)")
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=None,
+        help="the most a query waits for others to embed with (default 2; 0: no batching)",
+    )
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("mcp", help="serve MCP over stdio, in the space of the current folder")
@@ -575,15 +626,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["jsonl", "parquet"], help="default: from the file's extension")
     p.set_defaults(run=cmd_import)
 
-    p = sub.add_parser("reindex", help="embed every memory again with the configured model (ESFIS_MODEL), "
-                       "resumable; stop the servers first (operator)")
-    p.add_argument("--batch-size", type=int, default=1024, help="memories embedded and written at a time (at most 8192)")
+    p = sub.add_parser(
+        "reindex",
+        help="embed every memory again with the configured model (ESFIS_MODEL), "
+        "resumable; stop the servers first (operator)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=1024, help="memories embedded and written at a time (at most 8192)"
+    )
     p.set_defaults(run=cmd_reindex)
 
-    p = sub.add_parser("sweep", help="purge from every partition the rows of writes killed before their catalog "
-                       "entry, on any machine (operator)")
-    p.add_argument("--older-than", type=float, default=10.0, metavar="MINUTES",
-                   help="leave rows younger than this alone: a write in flight (default 10)")
+    p = sub.add_parser(
+        "sweep",
+        help="purge from every partition the rows of writes killed before their catalog "
+        "entry, on any machine (operator)",
+    )
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=10.0,
+        metavar="MINUTES",
+        help="leave rows younger than this alone: a write in flight (default 10)",
+    )
     p.set_defaults(run=cmd_sweep)
 
     token = sub.add_parser("token", help="create, list and revoke HTTP tokens").add_subparsers(
@@ -594,8 +658,11 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--ai", dest="token_ai", help="the AI this token acts as")
     who.add_argument("--operator", action="store_true", help="a token that administers")
     p.add_argument("--space", dest="token_space", help="with --ai: act only inside this space's subtree")
-    p.add_argument("--runs-only", action="store_true",
-                   help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else")
+    p.add_argument(
+        "--runs-only",
+        action="store_true",
+        help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else",
+    )
     p.set_defaults(run=cmd_token)
     p = token.add_parser("list", help="list tokens (never their secrets)")
     p.add_argument("--json", action="store_true")

@@ -7,8 +7,9 @@ half-open, ``[valid_from, valid_until)``.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import overload
 
 from server.errors import InvalidInput
 
@@ -18,20 +19,24 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 
 def system_clock() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def to_micros(moment: datetime) -> int:
-    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_micros(micros: int | None) -> datetime | None:
     if micros is None:
         return None
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
 
 
+@overload
+def iso(moment: datetime) -> str: ...
+@overload
+def iso(moment: None) -> None: ...
 def iso(moment: datetime | None) -> str | None:
     """The one way a time is written out: ISO 8601, UTC, with a Z."""
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
@@ -57,8 +62,8 @@ def parse_time(value: str | datetime, *, now: datetime, field: str) -> datetime:
                 field=field,
             ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        return moment.astimezone(timezone.utc)
+        return moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:00-01:00 is past the last moment a datetime holds
         raise InvalidInput(f"{field} {value!r} lies past the year 9999", field=field) from None

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from server import visible
-from server.labels import Labels
+from server.barrier import visible
+from server.barrier.labels import Labels
 
 Transport = Literal["cli", "http", "mcp"]
 Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve
-# How a run came to be (server.runs): a token's standing run, a run token's run, an interface's
+# How a run came to be (server.barrier.runs): a token's standing run, a run token's run, an interface's
 # session (an MCP process, a CLI --run), or one CLI command.
 RunKind = Literal["standing", "token", "session", "once"]
 TokenKind = Literal["agent", "operator", "run", "runs"]
@@ -28,7 +28,7 @@ class Caller:
     ai: str
     space: str | None
     transport: Transport = "cli"
-    run_id: str = ""  # the run's id (``server.runs.run_id_for``)
+    run_id: str = ""  # the run's id (``server.barrier.runs.run_id_for``)
     scope: str | None = None  # a token's space subtree, when the token has one
     run_name: str = ""  # the run's name as its interface gave it
     run_kind: RunKind = "once"
@@ -114,13 +114,15 @@ class ApprovalRequest:
 
     def message(self) -> str:
         """The request as a person reads it. The text is quoted line by line with every control
-        character escaped (``server.visible``), so nothing in it can imitate these lines; its
+        character escaped (``server.barrier.visible``), so nothing in it can imitate these lines; its
         length and digest let the person check it is the text written."""
         where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
         carried = ", ".join(self.carried)
         if self.rule == "untrusted_source":
-            head = (f"esfis: {self.ai} asks to forget, for good, a memory in {where}, while its run carries "
-                    f"untrusted content ({carried}).")
+            head = (
+                f"esfis: {self.ai} asks to forget, for good, a memory in {where}, while its run carries "
+                f"untrusted content ({carried})."
+            )
         else:
             head = f"esfis: {self.ai} asks to {self.action} into {where} data it read from {carried}."
         size = len(self.text)

@@ -12,25 +12,38 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable
+from typing import TYPE_CHECKING, BinaryIO
 
-from server.access import Access, access_rows
 from server.barrier import Grant
+from server.barrier.runs import Run, TrailStep
+from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time, to_micros
-from server.deliveries import explain
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, StoreUnavailable
+from server.memories.deliveries import explain
 from server.models import Delivery, Space, Token, TrustedSource, Why
-from server.policies import Effect, Rule, validate_ai
-from server.runs import Run, TrailStep
-from server.trail_upkeep import Pruned, prune_trail
 from server.spaces import validate_space_name
+from server.spaces.access import Access, access_rows
+from server.spaces.policies import Effect, Rule, validate_ai
 
 if TYPE_CHECKING:
-    from server.backup import BackupReport
-    from server.export import RestoreImportReport
-    from server.importer import ImportReport
+    import numpy as np
+
+    from indexing.embedder import Embedder
+    from indexing.store import VectorStore
+    from server.barrier.grants import GrantBook
+    from server.barrier.runs import RunBook
+    from server.bulk.backup import BackupReport
+    from server.bulk.export import RestoreImportReport
+    from server.bulk.importer import ImportReport
+    from server.catalog import Catalog
+    from server.clock import Clock
+    from server.memories import MemoryBook
+    from server.memories.deliveries import DeliveryLog
+    from server.spaces.registry import Registry
+    from server.spaces.tokens import TokenBook
 
 
 _log = logging.getLogger("esfis")
@@ -40,11 +53,28 @@ MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transa
 
 
 class OperatorVerbs:
-    """Mixed into ``Esfis``; uses its books (registry, book, log, runs, grant_book, tokens)."""
+    """Mixed into ``Esfis``; uses its books, declared here as ``Esfis`` builds them."""
 
     home: Path
     trail_days: int
     _closing: threading.Event
+    catalog: Catalog
+    store: VectorStore
+    clock: Clock
+    registry: Registry
+    book: MemoryBook
+    log: DeliveryLog
+    runs: RunBook
+    grant_book: GrantBook
+    token_book: TokenBook
+
+    embedder: Embedder
+
+    def _embed_query(self, text: str) -> np.ndarray:
+        raise NotImplementedError  # Esfis's
+
+    def _embed_documents(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError  # Esfis's
 
     # -- spaces and policies (operator) -----------------------------------------------------
 
@@ -61,9 +91,7 @@ class OperatorVerbs:
         """Remove a space; refuses while it holds memories unless ``purge``. Returns purged count."""
         space = self.registry.get(self.registry.require(name))
         if space.memories and not purge:
-            raise SpaceNotEmpty(
-                f"space {name!r} holds {space.memories} memories; pass --purge to forget them with it"
-            )
+            raise SpaceNotEmpty(f"space {name!r} holds {space.memories} memories; pass --purge to forget them with it")
         # Spaces below it stay: each is a space of its own, reached from its own folders.
         removed = self.book.drop_space(name, self.clock())
         self.registry.delete(name)
@@ -105,8 +133,9 @@ class OperatorVerbs:
 
     # -- grants, trusted sources, runs (operator) -------------------------------------------
 
-    def add_grant(self, from_space: str, to_space: str | None, *, ai: str | None = None,
-                  until: str | datetime | None = None) -> Grant:
+    def add_grant(
+        self, from_space: str, to_space: str | None, *, ai: str | None = None, until: str | datetime | None = None
+    ) -> Grant:
         """Data of ``from_space``'s subtree may be written into ``to_space`` (None: personal)."""
         self.registry.require(validate_space_name(from_space, field="from"))
         if to_space is not None:
@@ -135,7 +164,7 @@ class OperatorVerbs:
         return self.runs.list(last=last)
 
     def end_run(self, run_id: str, *, by: str) -> Run:
-        """End a run (``server.runs.RunBook.end``); ``by`` names who, for its trail."""
+        """End a run (``server.barrier.runs.RunBook.end``); ``by`` names who, for its trail."""
         return self.runs.end(run_id, by=by)
 
     def prune_trail(self, *, days: int | None = None) -> Pruned:
@@ -147,8 +176,9 @@ class OperatorVerbs:
     def end_web_session(self, nonce: str, expires: int) -> None:
         """Record a signed-out web session (until it would have expired), for every server."""
         with self.catalog.transaction() as tx:
-            tx.execute("INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                       (nonce, expires))
+            tx.execute(
+                "INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires)
+            )
 
     def web_session_ended(self, nonce: str) -> bool:
         return self.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
@@ -158,8 +188,9 @@ class OperatorVerbs:
 
     # -- tokens ---------------------------------------------------------------------------
 
-    def create_token(self, *, ai: str | None = None, space: str | None = None,
-                     operator: bool = False, runs_only: bool = False) -> tuple[Token, str]:
+    def create_token(
+        self, *, ai: str | None = None, space: str | None = None, operator: bool = False, runs_only: bool = False
+    ) -> tuple[Token, str]:
         """A new HTTP token and its secret: the only time the secret exists outside its holder."""
         return self.token_book.create(ai=ai, space=space, operator=operator, runs_only=runs_only)
 
@@ -194,19 +225,22 @@ class OperatorVerbs:
         """Purge every partition's rows older than ``older_than`` that no catalog entry names
         (writes killed between their vectors and their catalog rows, on any machine); returns
         (rows purged, partitions read)."""
-        from server.import_journal import sweep_every_partition
+        from server.bulk.journal import sweep_every_partition
 
         if older_than < MIN_SWEEP_AGE:
-            raise InvalidInput(f"older_than must be at least {MIN_SWEEP_AGE}: a younger row may be a write "
-                               "still in flight (on any machine, by its own clock)", field="older_than")
+            raise InvalidInput(
+                f"older_than must be at least {MIN_SWEEP_AGE}: a younger row may be a write "
+                "still in flight (on any machine, by its own clock)",
+                field="older_than",
+            )
         return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
 
     # -- backup ---------------------------------------------------------------------------
 
-    def backup(self, path: str | os.PathLike[str]) -> "BackupReport":
-        """A consistent backup of this home into ``path`` (``server.backup``): an absolute folder
+    def backup(self, path: str | os.PathLike[str]) -> BackupReport:
+        """A consistent backup of this home into ``path`` (``server.bulk.backup``): an absolute folder
         on this machine, absent or empty."""
-        from server.backup import backup
+        from server.bulk.backup import backup
 
         if not Path(path).is_absolute():
             raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
@@ -214,22 +248,33 @@ class OperatorVerbs:
 
     # -- bulk import ----------------------------------------------------------------------
 
-    def import_jsonl(self, stream: BinaryIO, *, ai: str = "import", batch_size: int | None = None,
-                     progress: Callable[[int], None] | None = None) -> "ImportReport":
-        """Import JSON Lines from a binary stream (see ``server.importer``): bad rows reported by
+    def import_jsonl(
+        self,
+        stream: BinaryIO,
+        *,
+        ai: str = "import",
+        batch_size: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportReport:
+        """Import JSON Lines from a binary stream (see ``server.bulk.importer``): bad rows reported by
         line, the rest imported, re-runs add nothing. A line over the limit is that line's error."""
-        from server.importer import DEFAULT_BATCH, import_stream
-        from server.import_rows import read_lines
+        from server.bulk.importer import DEFAULT_BATCH, import_stream
+        from server.bulk.rows import read_lines
 
-        return import_stream(self, read_lines(stream), ai=ai, batch_size=batch_size or DEFAULT_BATCH,
-                             progress=progress)
+        return import_stream(self, read_lines(stream), ai=ai, batch_size=batch_size or DEFAULT_BATCH, progress=progress)
 
-    def import_parquet(self, path: str | os.PathLike[str], *, ai: str = "import", batch_size: int | None = None,
-                       progress: Callable[[int], None] | None = None,
-                       sized: Callable[[int], None] | None = None) -> "ImportReport":
+    def import_parquet(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ai: str = "import",
+        batch_size: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        sized: Callable[[int], None] | None = None,
+    ) -> ImportReport:
         """Import a Parquet file; ``sized(rows)`` is told its row count before the first batch."""
-        from server.importer import DEFAULT_BATCH, import_records
-        from server.import_rows import parquet_rows
+        from server.bulk.importer import DEFAULT_BATCH, import_records
+        from server.bulk.rows import parquet_rows
 
         batch = batch_size or DEFAULT_BATCH
         total, records = parquet_rows(Path(path), batch_size=batch)
@@ -237,14 +282,21 @@ class OperatorVerbs:
             sized(total)
         return import_records(self, records, ai=ai, batch_size=batch, progress=progress)
 
-    def import_restore(self, stream: BinaryIO, *,
-                       progress: Callable[[int], None] | None = None) -> "RestoreImportReport":
-        """Restore the rows of an ``esfis export`` (``server.export``): ids, writers, times and
+    def import_restore(self, stream: BinaryIO, *, progress: Callable[[int], None] | None = None) -> RestoreImportReport:
+        """Restore the rows of an ``esfis export`` (``server.bulk.export``): ids, writers, times and
         labels kept, never widened; rows already known are skipped."""
-        from server.export import import_restore
+        from server.bulk.export import import_restore
 
-        return import_restore(self.catalog, self.store, self.book, self._embed_documents, stream,
-                              now=self.clock(), journals=self.home / "imports", progress=progress)
+        return import_restore(
+            self.catalog,
+            self.store,
+            self.book,
+            self._embed_documents,
+            stream,
+            now=self.clock(),
+            journals=self.home / "imports",
+            progress=progress,
+        )
 
     # -- for the settings pages (server.web) ---------------------------------------------
     # Each is a call on one book: the web layer calls only the façade, never a book.
@@ -275,8 +327,15 @@ class OperatorVerbs:
         else:
             raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
 
-    def delivery_page(self, *, ai: str | None = None, space: str | None = None, run: str | None = None,
-                      page: int = 1, per_page: int = 25) -> tuple[list[Delivery], int]:
+    def delivery_page(
+        self,
+        *,
+        ai: str | None = None,
+        space: str | None = None,
+        run: str | None = None,
+        page: int = 1,
+        per_page: int = 25,
+    ) -> tuple[list[Delivery], int]:
         """Deliveries newest first, filtered by AI, caller's space and run; one page, and the
         number that match in all."""
         if ai is not None:
@@ -284,8 +343,7 @@ class OperatorVerbs:
         if space is not None:
             validate_space_name(space)
         if run is not None and not _RUN_ID.fullmatch(run):
-            raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits",
-                               field="run")
+            raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits", field="run")
         offset = _page_offset(page, per_page)
         return self.log.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
 

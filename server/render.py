@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server import visible
-from server.barrier import Grant
+from server.barrier import Grant, visible
+from server.barrier.labels import Labels
+from server.barrier.runs import Run, TrailStep
 from server.clock import iso
-from server.labels import Labels
 from server.models import (
     Delivery,
     Memory,
@@ -25,9 +25,8 @@ from server.models import (
     TrustedSource,
     Why,
 )
-from server.policies import Rule
-from server.registry import folder_label
-from server.runs import Run, TrailStep
+from server.spaces.policies import Rule
+from server.spaces.registry import folder_label
 
 if TYPE_CHECKING:
     from server.shapes import Shape
@@ -124,7 +123,7 @@ def _sealed(r: Run) -> str:
 
 def _clip(text: str, width: int = 100) -> str:
     """A memory text on one line of a listing: runs of whitespace as one space, every other
-    control character escaped (``server.visible``), cut at ``width``."""
+    control character escaped (``server.barrier.visible``), cut at ``width``."""
     flat = visible.one_line(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
@@ -226,8 +225,7 @@ def deliveries_table(deliveries: list[Delivery]) -> str:
     for d in deliveries:
         went = sum(1 for i in d.items if i.outcome == "delivered")
         lines.append(
-            f"{d.id}  {_time(d.at)}  {d.ai}  [{_where(d.space)}]  {d.transport}  "
-            f"{went} in  {_clip(d.query, 60)!r}"
+            f"{d.id}  {_time(d.at)}  {d.ai}  [{_where(d.space)}]  {d.transport}  {went} in  {_clip(d.query, 60)!r}"
         )
     return "\n".join(lines)
 
@@ -264,9 +262,9 @@ def why_text(w: Why) -> str:
         if reason != "limit":
             out.append(f"  {reason}: {count} memories {explain.get(reason, '')}".rstrip())
     out.append("other spaces that would have answered (scored now, for the operator; never seen by the agent):")
-    out += [
-        f"  {o.score:.3f}  {o.memory_id}  [{_where(o.space)}, {o.reason}]  {_clip(o.text)}" for o in w.others
-    ] or ["  (none)"]
+    out += [f"  {o.score:.3f}  {o.memory_id}  [{_where(o.space)}, {o.reason}]  {_clip(o.text)}" for o in w.others] or [
+        "  (none)"
+    ]
     if w.others_more:
         out.append(f"  … and {w.others_more} more")
     return "\n".join(out)

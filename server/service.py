@@ -2,7 +2,7 @@
 
 Every verb takes a ``Caller`` (who, from where, over what, in which run) and runs the same
 checks: the scope (space → permissions) decides what a caller can see and touch, and an id
-outside it answers exactly like an id that never existed. Then the run's gates (``server.gates``):
+outside it answers exactly like an id that never existed. Then the run's gates (``server.barrier.gates``):
 the seal, the data barrier on every write, untrusted content on forget. Each step is recorded
 in the run's trail in the same transaction as what it did.
 """
@@ -16,9 +16,10 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,56 +28,55 @@ from indexing.batching import BatchingEmbedder
 from indexing.embedder import Embedder, load_embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
+from server.barrier.contexts import MAX_SHARED, ContextBook
+from server.barrier.gates import Ask, Gates
+from server.barrier.grants import GrantBook
+from server.barrier.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
+from server.barrier.runs import Run, RunBook, Step, run_id_for, standing_run
+from server.barrier.trail_upkeep import TRAIL_DAYS
+from server.bulk.journal import sweep
 from server.catalog import Catalog, Tx, open_catalog, open_coordination
 from server.clock import Clock, parse_time, system_clock
-from server.deliveries import DeliveryLog
 from server.errors import (
     AlreadySuperseded,
+    Forbidden,
     InvalidInput,
     MemoryNotFound,
-    Forbidden,
     OutOfReach,
     PolicyDenied,
     StoreUnavailable,
 )
-from server.contexts import MAX_SHARED, ContextBook
-from server.gates import Ask, Gates
-from server.group_commit import GroupCommit
-from server.grants import GrantBook
-from server.import_journal import sweep
 from server.home import make_private
-from server.operating import OperatorVerbs
-from server.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
 from server.memories import MemoryBook
-from server.memory_input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
+from server.memories.deliveries import DeliveryLog
+from server.memories.group_commit import GroupCommit
+from server.memories.input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
+from server.memories.journal import JOURNALS, WriteJournal
+from server.memories.recall import run_recall
 from server.models import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     Caller,
     Memory,
-    Token,
     OpenedMemory,
     Recall,
     RecalledMemory,
     Reference,
+    Token,
 )
-from server.policies import validate_ai
-from server.recall import run_recall
-from server.registry import Registry
-from server.runs import Run, RunBook, Step, run_id_for, standing_run
-from server.scope import Scope, scope_for
+from server.operating import OperatorVerbs
 from server.settings import Settings
 from server.spaces import contains, validate_space_name
-from server.tokens import TokenBook
-from server.trail_upkeep import TRAIL_DAYS
-from server.write_journal import JOURNALS, WriteJournal
-
+from server.spaces.policies import validate_ai
+from server.spaces.registry import Registry
+from server.spaces.scope import Scope, scope_for
+from server.spaces.tokens import TokenBook
 
 if TYPE_CHECKING:
-    from server.backup import BackupReport
-    from server.restore import RestoreReport
-    from server.export import ExportReport
-    from server.reindex import ReindexReport
+    from server.bulk.backup import BackupReport
+    from server.bulk.export import ExportReport
+    from server.bulk.reindex import ReindexReport
+    from server.bulk.restore import RestoreReport
 
 _log = logging.getLogger("esfis")
 RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
@@ -85,8 +85,16 @@ RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 class Esfis(OperatorVerbs):
     """The one door: agents' verbs here, the operator's in ``OperatorVerbs``."""
 
-    def __init__(self, catalog: Catalog, store: VectorStore, embedder: Embedder, clock: Clock, *, home: Path,
-                 trail_days: int = TRAIL_DAYS) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        store: VectorStore,
+        embedder: Embedder,
+        clock: Clock,
+        *,
+        home: Path,
+        trail_days: int = TRAIL_DAYS,
+    ) -> None:
         self.home = home  # ESFIS_HOME: the vectors, the write journals, the keys (the catalog may lie elsewhere)
         self.trail_days = trail_days  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this
         self._closing = threading.Event()
@@ -122,7 +130,7 @@ class Esfis(OperatorVerbs):
         """The one place a caller is resolved and checked, for every interface: standing in
         ``space`` if named, else where ``cwd`` lies, else in its token's scope, else nowhere.
 
-        The run is the platform's choice, never the caller's (``server.runs``). With a
+        The run is the platform's choice, never the caller's (``server.barrier.runs``). With a
         ``token`` (HTTP), the token decides: a run token is its one run; an agent token's
         requests are its standing run. Otherwise ``run`` names an interface's session (an MCP
         process, a CLI ``--run``; None: this call is a run of its own), and ``owner`` is who the
@@ -151,17 +159,33 @@ class Esfis(OperatorVerbs):
             raise OutOfReach(f"this token acts only inside space {scope!r}")
         if space is not None:
             self.registry.require(space)
-        common = dict(ai=ai, space=where, transport=transport, scope=scope)
+        common: dict[str, Any] = dict(ai=ai, space=where, transport=transport, scope=scope)
         if token is not None and token.run_id is not None:
-            return Caller(**common, run_id=token.run_id, run_name="token", run_kind="token",  # type: ignore[arg-type]
-                          run_parent=token.parent_run, token_id=token.id, run_expires=token.expires_at)
+            return Caller(
+                **common,
+                run_id=token.run_id,
+                run_name="token",
+                run_kind="token",
+                run_parent=token.parent_run,
+                token_id=token.id,
+                run_expires=token.expires_at,
+            )
         if token is not None:
             run_id, name = standing_run(token)
-            return Caller(**common, run_id=run_id, run_name=name, run_kind="standing",  # type: ignore[arg-type]
-                          token_id=token.id)
+            return Caller(
+                **common,
+                run_id=run_id,
+                run_name=name,
+                run_kind="standing",
+                token_id=token.id,
+            )
         name = run if run is not None else "once-" + secrets.token_hex(8)
-        return Caller(**common, run_id=run_id_for(owner or f"{transport}:{ai}", name), run_name=name,  # type: ignore[arg-type]
-                      run_kind="session" if run is not None else "once")
+        return Caller(
+            **common,
+            run_id=run_id_for(owner or f"{transport}:{ai}", name),
+            run_name=name,
+            run_kind="session" if run is not None else "once",
+        )
 
     def scope(self, caller: Caller) -> Scope:
         subtree = self.registry.subtree(caller.space) if caller.space is not None else []
@@ -189,7 +213,8 @@ class Esfis(OperatorVerbs):
             where = "personal memories" if space is None else f"space {space!r}"
             raise PolicyDenied(f"{caller.ai} may not use {where} ({decision.reason})")
         raise OutOfReach(
-            "personal memories are out of this token's reach" if space is None
+            "personal memories are out of this token's reach"
+            if space is None
             else f"space {space!r} is not reachable from here"
         )
 
@@ -246,7 +271,9 @@ class Esfis(OperatorVerbs):
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
 
         def bookkeeping(tx: Tx) -> int:
-            delivery_id = self.log.record(caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx)
+            delivery_id = self.log.record(
+                caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx
+            )
             self.runs.record(tx, run, caller, [step], marks)
             return delivery_id
 
@@ -289,8 +316,11 @@ class Esfis(OperatorVerbs):
         now = self.clock()
         memory = self._new(caller, run, carried, target, text, (), now, None)
         try:
-            self.book.write([memory], supersedes=(old.id, now),
-                            also=self._trail(run, caller, steps, memory, carry=old.labels.marks(), old=old.id))
+            self.book.write(
+                [memory],
+                supersedes=(old.id, now),
+                also=self._trail(run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
+            )
         except AlreadySuperseded:
             raise self._superseded(caller, self.book.load(old.id) or old) from None
         return self._shown(scope, self._loaded(memory.id))
@@ -312,14 +342,24 @@ class Esfis(OperatorVerbs):
         trusted = [t.source for t in self.grant_book.trusted()]
         steps = self.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
+
         def trail(tx) -> None:
             self.runs.record(tx, run, caller, [*steps, step])
             self.contexts.scrub(tx, memory.id)
 
         self.book.forget(memory, self.clock(), also=trail)
 
-    def _new(self, caller: Caller, run: Run, carried: Carried, target: str | None, text: str,
-             origins: tuple[str, ...], now: datetime, until: datetime | None) -> NewMemory:
+    def _new(
+        self,
+        caller: Caller,
+        run: Run,
+        carried: Carried,
+        target: str | None,
+        text: str,
+        origins: tuple[str, ...],
+        now: datetime,
+        until: datetime | None,
+    ) -> NewMemory:
         """A memory as the run writes it: it inherits the origin marks the run carries, and names
         the spaces whose data the run carried besides the target."""
         return NewMemory(
@@ -336,11 +376,23 @@ class Esfis(OperatorVerbs):
             from_spaces=tuple(sorted(carried.spaces - {target} if target is not None else carried.spaces)),
         )
 
-    def _trail(self, run: Run, caller: Caller, steps: list[Step], memory: NewMemory, *,
-               carry: tuple[str, ...] = (), old: str | None = None):
+    def _trail(
+        self,
+        run: Run,
+        caller: Caller,
+        steps: list[Step],
+        memory: NewMemory,
+        *,
+        carry: tuple[str, ...] = (),
+        old: str | None = None,
+    ):
         labels = Labels(memory.space, memory.labels, None, run.id, memory.from_spaces).marks()
-        write = Step("write", labels, target=space_mark(memory.space),
-                     memory_ids=(memory.id,) if old is None else (memory.id, old))
+        write = Step(
+            "write",
+            labels,
+            target=space_mark(memory.space),
+            memory_ids=(memory.id,) if old is None else (memory.id, old),
+        )
         return lambda tx: self.runs.record(tx, run, caller, [*steps, write], carry)
 
     def _loaded(self, id_: str) -> Memory:
@@ -371,8 +423,9 @@ class Esfis(OperatorVerbs):
         memories = [self._visible(caller, i, "memory_ids", scope=scope) for i in dict.fromkeys(ids)]
         run = self.gates.enter(caller)
         reference = self.contexts.create(run.id, [(m.id, m.labels) for m in memories])
-        self.runs.record_now(run, caller, [Step("share", _marks(m.labels for m in memories),
-                                                memory_ids=tuple(m.id for m in memories))])
+        self.runs.record_now(
+            run, caller, [Step("share", _marks(m.labels for m in memories), memory_ids=tuple(m.id for m in memories))]
+        )
         return self._shown_reference(scope, reference)
 
     def open_context(self, caller: Caller, ref: str) -> tuple[Reference, list[OpenedMemory]]:
@@ -412,7 +465,7 @@ class Esfis(OperatorVerbs):
         """Load the model and the vector engine now, so the first request does not pay for them."""
         try:
             self.embedder.load()
-            self.store.session  # imports the vector engine
+            _ = self.store.session  # imports the vector engine
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
@@ -439,14 +492,13 @@ class Esfis(OperatorVerbs):
     def recover(self) -> None:
         """Finish what killed processes left: orphan rows of their writes purged, their forgets
         finished. A step that fails is logged and left for the next open."""
-        for step in (lambda: sweep(self.home / JOURNALS, self.catalog, self.store),
-                     self.book.finish_forgets):
+        for step in (lambda: sweep(self.home / JOURNALS, self.catalog, self.store), self.book.finish_forgets):
             try:
                 step()
             except Exception:
                 _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)
 
-    def __enter__(self) -> "Esfis":
+    def __enter__(self) -> Esfis:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -460,16 +512,24 @@ class Esfis(OperatorVerbs):
         _close_all(self.catalog, self.store.coordination, self.store)
 
 
-def reindex_store(settings: Settings | None = None, *, embedder: Embedder | None = None, batch: int | None = None,
-                  progress: Callable[[int], None] | None = None) -> "ReindexReport":
-    """Embed every memory again with the configured model (``server.reindex``): the one door
+def reindex_store(
+    settings: Settings | None = None,
+    *,
+    embedder: Embedder | None = None,
+    batch: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ReindexReport:
+    """Embed every memory again with the configured model (``server.bulk.reindex``): the one door
     that opens the store without the model it was built with."""
-    from server.reindex import BATCH, reindex
+    from server.bulk.reindex import BATCH, reindex
 
     settings = settings or Settings.from_env()
     if settings.vectors is not None:
-        raise InvalidInput("esfis reindex works on a store in ESFIS_HOME; a store on S3 (ESFIS_VECTORS) "
-                           "has servers on other machines this command cannot see", field="ESFIS_VECTORS")
+        raise InvalidInput(
+            "esfis reindex works on a store in ESFIS_HOME; a store on S3 (ESFIS_VECTORS) "
+            "has servers on other machines this command cannot see",
+            field="ESFIS_VECTORS",
+        )
     failpoints.arm(settings.failpoints)
     make_private(settings.home)
     try:
@@ -479,11 +539,12 @@ def reindex_store(settings: Settings | None = None, *, embedder: Embedder | None
         raise StoreUnavailable(str(exc)) from exc
 
 
-def backup_home(target: str | os.PathLike[str], settings: Settings | None = None, *,
-                progress: Callable[[int], None] | None = None) -> "BackupReport":
-    """``esfis backup``: a consistent copy of the home (``server.backup``), opened without the
+def backup_home(
+    target: str | os.PathLike[str], settings: Settings | None = None, *, progress: Callable[[int], None] | None = None
+) -> BackupReport:
+    """``esfis backup``: a consistent copy of the home (``server.bulk.backup``), opened without the
     model (the store says which one its vectors were made with)."""
-    from server.backup import backup
+    from server.bulk.backup import backup
 
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)
@@ -494,11 +555,16 @@ def backup_home(target: str | os.PathLike[str], settings: Settings | None = None
         _close_all(catalog, store.coordination, store)
 
 
-def restore_home(source: str | os.PathLike[str], settings: Settings | None = None, *,
-                 forgets_from: str | None = None, progress: Callable[[int], None] | None = None) -> "RestoreReport":
+def restore_home(
+    source: str | os.PathLike[str],
+    settings: Settings | None = None,
+    *,
+    forgets_from: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RestoreReport:
     """``esfis restore``: a backup into this (empty) home. ``forgets_from`` names the live home
     (a folder, or its catalog's postgresql:// URL) whose forgets are applied after."""
-    from server.restore import restore
+    from server.bulk.restore import restore
 
     settings = settings or Settings.from_env()
     failpoints.arm(settings.failpoints)
@@ -507,21 +573,38 @@ def restore_home(source: str | os.PathLike[str], settings: Settings | None = Non
     if forgets_from is not None:
         where = Path(forgets_from).expanduser()
         if not re.match(r"postgres(ql)?://", forgets_from) and not (where / "esfis.db").is_file():
-            raise InvalidInput(f"--forgets-from {forgets_from}: no catalog there (a home folder or a "
-                               "postgresql:// URL)", field="forgets_from")
-        live = open_catalog(Settings(home=where, model=None) if not re.match(r"postgres(ql)?://", forgets_from)
-                            else Settings(home=settings.home, model=None, catalog=forgets_from))
+            raise InvalidInput(
+                f"--forgets-from {forgets_from}: no catalog there (a home folder or a postgresql:// URL)",
+                field="forgets_from",
+            )
+        live = open_catalog(
+            Settings(home=where, model=None)
+            if not re.match(r"postgres(ql)?://", forgets_from)
+            else Settings(home=settings.home, model=None, catalog=forgets_from)
+        )
     try:
-        return restore(Path(source).absolute(), settings.home.absolute(), forgets_from=live,
-                       catalog_url=settings.catalog, vectors_uri=settings.vectors, progress=progress)
+        return restore(
+            Path(source).absolute(),
+            settings.home.absolute(),
+            forgets_from=live,
+            catalog_url=settings.catalog,
+            vectors_uri=settings.vectors,
+            progress=progress,
+        )
     finally:
         _close_all(live)
 
 
-def export_home(out, settings: Settings | None = None, *, spaces: list[str] | None = None, vectors: bool = False,
-                progress: Callable[[int], None] | None = None) -> "ExportReport":
-    """``esfis export``: every current memory as JSON Lines into ``out`` (``server.export``)."""
-    from server.export import export
+def export_home(
+    out,
+    settings: Settings | None = None,
+    *,
+    spaces: list[str] | None = None,
+    vectors: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ExportReport:
+    """``esfis export``: every current memory as JSON Lines into ``out`` (``server.bulk.export``)."""
+    from server.bulk.export import export
 
     settings = settings or Settings.from_env()
     catalog, store = _open_without_model(settings)
@@ -545,9 +628,13 @@ def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
             recorded = json.loads(path.read_text()) if path.is_file() else None
         if recorded is None:
             raise InvalidInput(f"there is no vector store in {settings.vectors or settings.vectors_path}", field="home")
-        store = VectorStore(settings.vectors or settings.vectors_path, local=settings.vectors_path,
-                            model=recorded["model"], dimension=int(recorded["dimension"]),
-                            coordination=open_coordination(settings))
+        store = VectorStore(
+            settings.vectors or settings.vectors_path,
+            local=settings.vectors_path,
+            model=recorded["model"],
+            dimension=int(recorded["dimension"]),
+            coordination=open_coordination(settings),
+        )
     except IndexingError as exc:  # a reindex under way, say
         catalog.close()
         raise StoreUnavailable(str(exc)) from exc
@@ -562,16 +649,24 @@ _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?$")
 
 def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorStore:
     if settings.vectors is not None and not _S3_URI.match(settings.vectors):
-        raise StoreUnavailable(f"ESFIS_VECTORS must be s3://bucket/prefix (unset: the partitions in ESFIS_HOME), "
-                               f"not {settings.vectors[:200]!r}")
+        raise StoreUnavailable(
+            f"ESFIS_VECTORS must be s3://bucket/prefix (unset: the partitions in ESFIS_HOME), "
+            f"not {settings.vectors[:200]!r}"
+        )
     where = settings.vectors or settings.vectors_path
     if settings.vectors is None:
-        from server.reindex import finish_swap
+        from server.bulk.reindex import finish_swap
 
         finish_swap(settings.home)  # a reindex killed while swapping stores: finished, never opened half-way
     try:
-        return VectorStore(where, local=settings.vectors_path, model=embedder.name, dimension=embedder.dimension,
-                           prompts=embedder.prompts, coordination=coordination)
+        return VectorStore(
+            where,
+            local=settings.vectors_path,
+            model=embedder.name,
+            dimension=embedder.dimension,
+            prompts=embedder.prompts,
+            coordination=coordination,
+        )
     except (OSError, RuntimeError, ValueError) as exc:  # an object store that cannot be reached (Lance's IO errors)
         if settings.vectors is None:
             raise
@@ -586,6 +681,8 @@ def _close_all(*handles) -> None:
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
 def _marks(labels) -> tuple[str, ...]:
     return tuple(sorted({mark for l in labels for mark in l.marks()}))
 
@@ -630,4 +727,3 @@ def open_service(
     service = Esfis(catalog, store, embedder, clock, home=settings.home, trail_days=settings.trail_days)
     service.recover()
     return service
-

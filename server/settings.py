@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from server.errors import InvalidInput
 
@@ -24,7 +24,7 @@ class Settings:
     batch_window_ms: float = 2.0  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         home = Path(env.get("ESFIS_HOME") or Path.home() / ".esfis").expanduser()
         cache = env.get("ESFIS_CACHE") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "esfis"
@@ -57,8 +57,10 @@ def _days(value: str | None) -> int:
     if not value:
         return 90
     if not value.strip().isdigit() or not 1 <= int(value) <= 36_500:
-        raise InvalidInput(f"ESFIS_TRAIL_DAYS must be a whole number of days from 1 to 36500, not {value[:40]!r}",
-                           field="ESFIS_TRAIL_DAYS")
+        raise InvalidInput(
+            f"ESFIS_TRAIL_DAYS must be a whole number of days from 1 to 36500, not {value[:40]!r}",
+            field="ESFIS_TRAIL_DAYS",
+        )
     return int(value)
 
 
@@ -70,6 +72,8 @@ def _window(value: str | None) -> float:
     except ValueError:
         window = -1.0
     if not 0.0 <= window <= 100.0:  # also refuses nan
-        raise InvalidInput(f"ESFIS_BATCH_WINDOW_MS must be a number of milliseconds from 0 to 100, not {value[:40]!r}",
-                           field="ESFIS_BATCH_WINDOW_MS")
+        raise InvalidInput(
+            f"ESFIS_BATCH_WINDOW_MS must be a number of milliseconds from 0 to 100, not {value[:40]!r}",
+            field="ESFIS_BATCH_WINDOW_MS",
+        )
     return window

@@ -13,8 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.barrier import Grant
+from server.barrier.labels import Labels
+from server.barrier.runs import Run, TrailStep
 from server.clock import iso
-from server.labels import Labels
 from server.models import (
     Delivery,
     Memory,
@@ -26,8 +27,7 @@ from server.models import (
     TrustedSource,
     Why,
 )
-from server.policies import Rule
-from server.runs import Run, TrailStep
+from server.spaces.policies import Rule
 
 
 class Shape(BaseModel):
@@ -46,10 +46,14 @@ class LabelsOut(Shape):
     from_: list[str] = Field(alias="from", description="spaces whose data the writing run carried besides this one")
 
     @classmethod
-    def of(cls, labels: Labels) -> "LabelsOut":
-        return cls(space=labels.space, origin=list(labels.origin),
-                   digest=None if labels.digest is None else "sha256:" + labels.digest,
-                   run=labels.run, from_=list(labels.from_))
+    def of(cls, labels: Labels) -> LabelsOut:
+        return cls(
+            space=labels.space,
+            origin=list(labels.origin),
+            digest=None if labels.digest is None else "sha256:" + labels.digest,
+            run=labels.run,
+            from_=list(labels.from_),
+        )
 
 
 class MemoryOut(Shape):
@@ -64,10 +68,18 @@ class MemoryOut(Shape):
     labels: LabelsOut
 
     @classmethod
-    def of(cls, m: Memory) -> "MemoryOut":
-        return cls(id=m.id, text=m.text, space=m.space, ai=m.ai, created_at=iso(m.created_at),
-                   valid_from=iso(m.valid_from), valid_until=iso(m.valid_until), superseded_by=m.superseded_by,
-                   labels=LabelsOut.of(m.labels))
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            text=m.text,
+            space=m.space,
+            ai=m.ai,
+            created_at=iso(m.created_at),
+            valid_from=iso(m.valid_from),
+            valid_until=iso(m.valid_until),
+            superseded_by=m.superseded_by,
+            labels=LabelsOut.of(m.labels),
+        )
 
 
 class ReplacedOut(MemoryOut):
@@ -84,16 +96,23 @@ class RecalledOut(Shape):
     labels: LabelsOut
 
     @classmethod
-    def of(cls, m: RecalledMemory) -> "RecalledOut":
-        return cls(id=m.id, text=m.text, space=m.space, score=m.score, created_at=iso(m.created_at),
-                   valid_until=iso(m.valid_until), labels=LabelsOut.of(m.labels))
+    def of(cls, m: RecalledMemory) -> RecalledOut:
+        return cls(
+            id=m.id,
+            text=m.text,
+            space=m.space,
+            score=m.score,
+            created_at=iso(m.created_at),
+            valid_until=iso(m.valid_until),
+            labels=LabelsOut.of(m.labels),
+        )
 
 
 class RecallOut(Shape):
     memories: list[RecalledOut] = Field(description="best first")
 
     @classmethod
-    def of(cls, memories: list[RecalledMemory]) -> "RecallOut":
+    def of(cls, memories: list[RecalledMemory]) -> RecallOut:
         return cls(memories=[RecalledOut.of(m) for m in memories])
 
 
@@ -114,9 +133,13 @@ class ReferenceOut(Shape):
     memories: list[SharedOut]
 
     @classmethod
-    def of(cls, r: Reference) -> "ReferenceOut":
-        return cls(ref=r.ref, run=r.run, created_at=iso(r.created_at),
-                   memories=[SharedOut(id=i, labels=LabelsOut.of(l)) for i, l in r.items])
+    def of(cls, r: Reference) -> ReferenceOut:
+        return cls(
+            ref=r.ref,
+            run=r.run,
+            created_at=iso(r.created_at),
+            memories=[SharedOut(id=i, labels=LabelsOut.of(l)) for i, l in r.items],
+        )
 
 
 class OpenedOut(Shape):
@@ -132,10 +155,15 @@ class ContextOut(Shape):
     memories: list[OpenedOut]
 
     @classmethod
-    def of(cls, r: Reference, memories: list[OpenedMemory]) -> "ContextOut":
-        return cls(ref=r.ref, run=r.run, memories=[
-            OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels)) for m in memories
-        ])
+    def of(cls, r: Reference, memories: list[OpenedMemory]) -> ContextOut:
+        return cls(
+            ref=r.ref,
+            run=r.run,
+            memories=[
+                OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels))
+                for m in memories
+            ],
+        )
 
 
 # -- the operator's ---------------------------------------------------------------------------
@@ -148,7 +176,7 @@ class SpaceOut(Shape):
     created_at: str | None
 
     @classmethod
-    def of(cls, s: Space) -> "SpaceOut":
+    def of(cls, s: Space) -> SpaceOut:
         return cls(name=s.name, folders=list(s.folders), memories=s.memories, created_at=iso(s.created_at))
 
 
@@ -158,7 +186,7 @@ class RuleOut(Shape):
     effect: Literal["allow", "deny"]
 
     @classmethod
-    def of(cls, r: Rule) -> "RuleOut":
+    def of(cls, r: Rule) -> RuleOut:
         return cls(ai=r.ai, space=r.space, effect=r.effect)
 
 
@@ -183,12 +211,22 @@ class DeliveryOut(Shape):
     cut: dict[str, int] = Field(description="counts by reason: space, policy, superseded, expired, relevance, …")
 
     @classmethod
-    def of(cls, d: Delivery) -> "DeliveryOut":
-        return cls(id=d.id, at=iso(d.at), ai=d.ai, space=d.space, transport=d.transport, run_id=d.run_id,
-                   query=d.query, limit=d.limit, searched=["personal" if s is None else s for s in d.searched],
-                   items=[DeliveryItemOut(memory_id=i.memory_id, rank=i.rank, score=i.score, outcome=i.outcome)
-                          for i in d.items],
-                   cut=d.cut)
+    def of(cls, d: Delivery) -> DeliveryOut:
+        return cls(
+            id=d.id,
+            at=iso(d.at),
+            ai=d.ai,
+            space=d.space,
+            transport=d.transport,
+            run_id=d.run_id,
+            query=d.query,
+            limit=d.limit,
+            searched=["personal" if s is None else s for s in d.searched],
+            items=[
+                DeliveryItemOut(memory_id=i.memory_id, rank=i.rank, score=i.score, outcome=i.outcome) for i in d.items
+            ],
+            cut=d.cut,
+        )
 
 
 class WentInOut(Shape):
@@ -228,18 +266,33 @@ class WhyOut(Shape):
     other_spaces: OtherSpacesOut
 
     @classmethod
-    def of(cls, w: Why) -> "WhyOut":
+    def of(cls, w: Why) -> WhyOut:
         return cls(
             delivery=DeliveryOut.of(w.delivery),
-            went_in=[WentInOut(memory_id=i.item.memory_id, rank=i.item.rank, score=i.item.score, space=i.space,
-                               text=i.text, forgotten=i.text is None)
-                     for i in w.items if i.item.outcome == "delivered"],
-            cut_by_limit=[CutByLimitOut(memory_id=i.item.memory_id, rank=i.item.rank, score=i.item.score,
-                                        forgotten=i.text is None)
-                          for i in w.items if i.item.outcome == "limit"],
+            went_in=[
+                WentInOut(
+                    memory_id=i.item.memory_id,
+                    rank=i.item.rank,
+                    score=i.item.score,
+                    space=i.space,
+                    text=i.text,
+                    forgotten=i.text is None,
+                )
+                for i in w.items
+                if i.item.outcome == "delivered"
+            ],
+            cut_by_limit=[
+                CutByLimitOut(
+                    memory_id=i.item.memory_id, rank=i.item.rank, score=i.item.score, forgotten=i.text is None
+                )
+                for i in w.items
+                if i.item.outcome == "limit"
+            ],
             other_spaces=OtherSpacesOut(
-                top=[OtherMatchOut(memory_id=o.memory_id, space=o.space, score=o.score, text=o.text, reason=o.reason)
-                     for o in w.others],
+                top=[
+                    OtherMatchOut(memory_id=o.memory_id, space=o.space, score=o.score, text=o.text, reason=o.reason)
+                    for o in w.others
+                ],
                 more=w.others_more,
             ),
         )
@@ -255,9 +308,16 @@ class GrantOut(Shape):
     revoked_at: str | None
 
     @classmethod
-    def of(cls, g: Grant) -> "GrantOut":
-        return cls(id=g.id, from_=g.from_space, to=g.to_space, ai=g.ai, until=iso(g.until),
-                   created_at=iso(g.created_at), revoked_at=iso(g.revoked_at))
+    def of(cls, g: Grant) -> GrantOut:
+        return cls(
+            id=g.id,
+            from_=g.from_space,
+            to=g.to_space,
+            ai=g.ai,
+            until=iso(g.until),
+            created_at=iso(g.created_at),
+            revoked_at=iso(g.revoked_at),
+        )
 
 
 class TrustedOut(Shape):
@@ -265,7 +325,7 @@ class TrustedOut(Shape):
     created_at: str
 
     @classmethod
-    def of(cls, t: TrustedSource) -> "TrustedOut":
+    def of(cls, t: TrustedSource) -> TrustedOut:
         return cls(source=t.source, created_at=iso(t.created_at))
 
 
@@ -280,9 +340,17 @@ class TokenOut(Shape):
     expires_at: str | None
 
     @classmethod
-    def of(cls, t: Token) -> "TokenOut":
-        return cls(id=t.id, ai=t.ai, space=t.space, operator=t.operator, kind=t.kind, created_at=iso(t.created_at),
-                   revoked_at=iso(t.revoked_at), expires_at=iso(t.expires_at))
+    def of(cls, t: Token) -> TokenOut:
+        return cls(
+            id=t.id,
+            ai=t.ai,
+            space=t.space,
+            operator=t.operator,
+            kind=t.kind,
+            created_at=iso(t.created_at),
+            revoked_at=iso(t.revoked_at),
+            expires_at=iso(t.expires_at),
+        )
 
 
 class StepOut(Shape):
@@ -297,10 +365,19 @@ class StepOut(Shape):
     by: str | None = Field(description="who took a step that is not the run's own (an operator ending it)")
 
     @classmethod
-    def of(cls, t: TrailStep) -> "StepOut":
+    def of(cls, t: TrailStep) -> StepOut:
         s = t.step
-        return cls(at=iso(t.at), kind=s.kind, labels=list(s.labels), decision=s.decision, rule=s.rule,
-                   grant=s.grant, target=s.target, memory_ids=list(s.memory_ids), by=s.actor)
+        return cls(
+            at=iso(t.at),
+            kind=s.kind,
+            labels=list(s.labels),
+            decision=s.decision,
+            rule=s.rule,
+            grant=s.grant,
+            target=s.target,
+            memory_ids=list(s.memory_ids),
+            by=s.actor,
+        )
 
 
 class RunOut(Shape):
@@ -315,11 +392,13 @@ class RunOut(Shape):
     ended_at: str | None
     ended_by: str | None
     expires_at: str | None
-    carries: list[str] = Field(description="the labels of everything delivered to it (and to the run it shares them with)")
+    carries: list[str] = Field(
+        description="the labels of everything delivered to it (and to the run it shares them with)"
+    )
     step_count: int
 
     @classmethod
-    def of(cls, r: Run) -> "RunOut":
+    def of(cls, r: Run) -> RunOut:
         return cls(step_count=r.steps, **_run_fields(r))
 
 
@@ -339,14 +418,25 @@ class TrailOut(Shape):
     steps: list[StepOut]
 
     @classmethod
-    def of(cls, r: Run, steps: list[TrailStep]) -> "TrailOut":
+    def of(cls, r: Run, steps: list[TrailStep]) -> TrailOut:
         return cls(steps=[StepOut.of(t) for t in steps], **_run_fields(r))
 
 
 def _run_fields(r: Run) -> dict[str, Any]:
-    return dict(run=r.id, name=r.name, kind=r.kind, ai=r.ai, transport=r.transport, token=r.token_id,
-                scope="*" if r.everywhere else r.space, opened_at=iso(r.opened_at), ended_at=iso(r.ended_at),
-                ended_by=r.ended_by, expires_at=iso(r.expires_at), carries=r.carried.marks())
+    return dict(
+        run=r.id,
+        name=r.name,
+        kind=r.kind,
+        ai=r.ai,
+        transport=r.transport,
+        token=r.token_id,
+        scope="*" if r.everywhere else r.space,
+        opened_at=iso(r.opened_at),
+        ended_at=iso(r.ended_at),
+        ended_by=r.ended_by,
+        expires_at=iso(r.expires_at),
+        carries=r.carried.marks(),
+    )
 
 
 # -- lists and reports, as CLI --json and HTTP send them --------------------------------------
@@ -400,7 +490,9 @@ class ImportOut(Shape):
 
 class BackupOut(Shape):
     path: str = Field(description="the backup's folder, on the server's machine")
-    taken_at: str = Field(description="ISO 8601, UTC: the moment of the catalog copy: the backup answers as the store did then")
+    taken_at: str = Field(
+        description="ISO 8601, UTC: the moment of the catalog copy: the backup answers as the store did then"
+    )
     memories: int
     partitions: int
     forgotten_since: int = Field(description="named by the catalog copy, forgotten before their partition was read")

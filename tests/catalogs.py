@@ -55,16 +55,36 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:2])} failed: {done.stdout}{done.stderr}")
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         import psycopg
 
         data = self.root / "data"
-        self._run(str(self.bin / "initdb"), "-D", str(data), "--username=postgres", "--auth=trust",
-                  "--encoding=UTF8", "--locale=C.UTF-8")
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(data), "-l", str(self.root / "log"), "-w", "-t", "60",
-                  "-o", options, "start")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(data),
+            "--username=postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+        )
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400"
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "start",
+        )
         self._admin = psycopg.connect(self.url("postgres"), autocommit=True)
         self._admin.execute(f"CREATE DATABASE {DATABASE}")
         self._admin.close()
@@ -82,8 +102,9 @@ class Cluster:
 
     def database(self, name: str, icu_locale: str) -> str:
         """A database of its own whose default collation is a locale's (ICU), not byte order."""
-        self._admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu "
-                            f"ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'")
+        self._admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+        )
         return self.url(name)
 
     def stop(self) -> None:

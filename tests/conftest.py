@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ class MovableClock:
     """A clock tests can fix and move."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+        self.now = start or datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -142,7 +142,16 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     """Client folders: acme (with platform and finance inside), acme2, acme-corp, globex, outside."""
     root = tmp_path / "work"
     made = {}
-    for name in ["acme", "acme/platform", "acme/platform/api", "acme/finance", "acme2", "acme-corp", "globex", "outside"]:
+    for name in [
+        "acme",
+        "acme/platform",
+        "acme/platform/api",
+        "acme/finance",
+        "acme2",
+        "acme-corp",
+        "globex",
+        "outside",
+    ]:
         path = root / name
         path.mkdir(parents=True, exist_ok=True)
         made[name] = path

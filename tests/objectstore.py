@@ -31,11 +31,16 @@ class S3Server:
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         binary = Path(sys.executable).with_name("moto_server")
-        self.process = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name=CREDENTIALS["AWS_REGION"],
-                                   aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                                   aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        self.process = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=CREDENTIALS["AWS_REGION"],
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
         self._names = itertools.count(1)
         deadline = time.monotonic() + 60
         while True:
@@ -45,7 +50,7 @@ class S3Server:
             except Exception:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("moto_server did not start")
+                    raise RuntimeError("moto_server did not start") from None
                 time.sleep(0.1)
 
     @property

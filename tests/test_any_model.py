@@ -16,8 +16,8 @@ import pytest
 import indexing.store as store_module
 from indexing.embedder import load_embedder
 from indexing.identity import Prompts
-from indexing.testing import HashingEmbedder
 from indexing.store import table_name
+from indexing.testing import HashingEmbedder
 from server.errors import StoreUnavailable
 from server.service import open_service, reindex_store
 from server.spaces import partition_key
@@ -45,8 +45,11 @@ def test_the_store_records_the_prompts_and_refuses_a_changed_one(home, clock, ti
     svc = open_service(settings_for(home), embedder=tiny(tiny_model, tiny_cache), clock=clock)
     svc.close()
     recorded = json.loads((home / "vectors" / "store.json").read_text())
-    assert recorded == {"model": tiny_model.name, "dimension": DIMENSION,
-                        "prompts": {"query": "query: ", "document": "passage: "}}
+    assert recorded == {
+        "model": tiny_model.name,
+        "dimension": DIMENSION,
+        "prompts": {"query": "query: ", "document": "passage: "},
+    }
     changed = with_query_prompt(tiny_model, tmp_path / tiny_model.name, "search_query: ")
     embedder = tiny(changed, tiny_cache)
     assert (embedder.name, embedder.dimension) == (tiny_model.name, DIMENSION)  # only the prompt differs

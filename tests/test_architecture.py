@@ -13,20 +13,34 @@ import pytest
 
 from indexing.errors import StoreMismatch
 from indexing.store import VectorStore
+from indexing.testing import HashingEmbedder
 from server.errors import StoreUnavailable
 from server.service import open_service
-from indexing.testing import HashingEmbedder
 from tests.catalogs import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The layers, by package path. An interface is everything under these; the rest of server/ is
-# the core (façade included); indexing/ knows vectors only.
+# The layers, by package. An interface is everything under these; the rest of server/ is the
+# core (façade included); indexing/ knows vectors only.
 INTERFACES = ("server.cli", "server.http", "server.mcp", "server.web")
-# What an interface may import from server/: the façade, the light door, and the shared
-# vocabulary (errors, domain objects, the shapes answers take, settings read at the edge).
-DOORS = {"server.service", "server.locate", "server.errors", "server.models", "server.labels", "server.render", "server.shapes",
-         "server.settings", "server.arenas"}
+# The core, one package per concept (docs/layout.md), and the façade over it.
+CORE = ("server.catalog", "server.spaces", "server.barrier", "server.memories", "server.bulk")
+FACADE = ("server.service", "server.operating")
+# The vocabulary every layer shares: errors, domain objects, time, settings read at the edge,
+# the answers' shapes and their text forms, and process set-up.
+VOCABULARY = (
+    "server.errors",
+    "server.models",
+    "server.clock",
+    "server.settings",
+    "server.shapes",
+    "server.render",
+    "server.home",
+    "server.arenas",
+)
+# What an interface may import from server/: the façade, the light door (where a caller stands,
+# from the catalog alone), a label's vocabulary, and the shared vocabulary.
+DOORS = {*FACADE, "server.spaces.locate", "server.barrier.labels", *VOCABULARY}
 
 
 def modules() -> dict[str, Path]:
@@ -84,6 +98,17 @@ def test_indexing_never_imports_server():
     assert not {n: t for n, t in bad.items() if t}
 
 
+def test_every_module_of_server_lives_in_a_room_of_the_house():
+    """The folder shows the architecture: a module is an interface's, a core package's, the
+    façade's, or shared vocabulary; never a loose module beside them."""
+
+    def inside(name: str, rooms: tuple[str, ...]) -> bool:
+        return any(name == r or name.startswith(r + ".") for r in rooms)
+
+    loose = [n for n in MODULES if n.startswith("server.") and not inside(n, INTERFACES + CORE + FACADE + VOCABULARY)]
+    assert not loose
+
+
 def test_core_never_imports_an_interface():
     bad = {n: sorted(t for t in imports_of(n) if layer(t) == "interface") for n in MODULES if layer(n) == "core"}
     assert not {n: t for n, t in bad.items() if t}
@@ -99,11 +124,16 @@ def test_interfaces_go_through_the_door_only():
         if layer(name) != "interface":
             continue
         wrong = sorted(
-            t for t in imports_of(name)
-            if not (t in DOORS or own_package(name, t) or (name == "server.cli" and layer(t) == "interface")
-                    or (name in ("server.http.app", "server.http.workers") and t == "server.web")
-                    or (name == "server.http.mcp" and t == "server.mcp.server")
-                    or t in ("server", "indexing"))
+            t
+            for t in imports_of(name)
+            if not (
+                t in DOORS
+                or own_package(name, t)
+                or (name == "server.cli" and layer(t) == "interface")
+                or (name in ("server.http.app", "server.http.workers") and t == "server.web")
+                or (name == "server.http.mcp" and t == "server.mcp.server")
+                or t in ("server", "indexing")
+            )
         )
         if wrong:
             bad[name] = wrong
@@ -117,7 +147,7 @@ def test_no_import_cycles():
 
     def visit(node):
         if node in path:
-            cycles.append(path[path.index(node):] + [node])
+            cycles.append(path[path.index(node) :] + [node])
         elif node not in done:
             done.add(node)
             path.append(node)
@@ -132,14 +162,22 @@ def test_no_import_cycles():
 
 def test_the_layering_test_sees_every_form_of_import(tmp_path):
     """The checks above would catch an interface reaching the catalog however it is written."""
-    for source in ("from server import catalog", "import server.catalog", "from server.catalog import Catalog",
-                   "from .. import catalog", "def f():\n    from server.registry import Registry"):
+    for source in (
+        "from server import catalog",
+        "import server.catalog",
+        "from server.catalog import Catalog",
+        "from .. import catalog",
+        "def f():\n    from server.spaces.registry import Registry",
+    ):
         fake = ROOT / "server" / "http" / "_probe_layering.py"
         fake.write_text(source + "\n")
         try:
             MODULES["server.http._probe_layering"] = fake
-            wrong = [t for t in imports_of("server.http._probe_layering") if t not in DOORS
-                     and not own_package("server.http._probe_layering", t)]
+            wrong = [
+                t
+                for t in imports_of("server.http._probe_layering")
+                if t not in DOORS and not own_package("server.http._probe_layering", t)
+            ]
             assert wrong, source
         finally:
             MODULES.pop("server.http._probe_layering", None)
@@ -153,8 +191,13 @@ def test_commands_that_do_not_embed_never_import_the_model_stack(argv, tmp_path)
         "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
         "print('HEAVY', heavy, file=sys.stderr)"
     )
-    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert "HEAVY []" in proc.stderr, proc.stderr
 
 
@@ -183,16 +226,25 @@ def test_service_reports_model_mismatch_clearly(home):
 
 def test_cli_reports_model_mismatch_in_one_line(home, tmp_path):
     VectorStore(home / "vectors", model="some-other-model", dimension=768)
-    proc = subprocess.run([str(Path(sys.executable).with_name("esfis")), "space", "list"], capture_output=True,
-                          text=True, env={"ESFIS_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=60)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("esfis")), "space", "list"],
+        capture_output=True,
+        text=True,
+        env={"ESFIS_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert proc.stderr.count("\n") == 1 and "some-other-model" in proc.stderr
 
 
 def test_bad_model_folder_is_a_clear_error(home, tmp_path):
-    proc = subprocess.run([str(Path(sys.executable).with_name("esfis")), "space", "list"], capture_output=True,
-                          text=True, timeout=60,
-                          env={"ESFIS_HOME": str(home), "ESFIS_MODEL": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("esfis")), "space", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"ESFIS_HOME": str(home), "ESFIS_MODEL": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode != 0 and "ESFIS_MODEL" in proc.stderr and proc.stderr.count("\n") == 1
 
 

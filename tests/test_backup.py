@@ -1,4 +1,4 @@
-"""Backups you can restore (``server.backup``): ``esfis backup DIR`` while others write, and
+"""Backups you can restore (``server.bulk.backup``): ``esfis backup DIR`` while others write, and
 ``esfis restore DIR`` into an empty home.
 
 What is proven here, each on a real LanceDB store and a real catalog, with real ``esfis``
@@ -34,11 +34,11 @@ import pytest
 from indexing.location import open_dataset
 from indexing.store import table_name
 from indexing.testing import HashingEmbedder
-from server.backup import forget as forget_in
+from server.bulk.backup import forget as forget_in
+from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
 from server.errors import InvalidInput, MemoryNotFound
-from server.import_journal import sweep_every_partition
-from server.memory_input import digest_of
+from server.memories.input import digest_of
 from server.service import open_service, restore_home
 from tests import catalogs
 from tests.catalogs import settings_for
@@ -47,21 +47,27 @@ from tests.helpers import files_containing
 from tests.test_concurrent_processes import _start
 from tests.test_faults import ROOT, assert_whole, reopen, run_verb
 
-pytestmark = pytest.mark.skipif(catalogs.BACKEND != "sqlite", reason="esfis backup copies a SQLite catalog; "
-                                "PostgreSQL's is tests/test_backup_postgres.py")
+pytestmark = pytest.mark.skipif(
+    catalogs.BACKEND != "sqlite",
+    reason="esfis backup copies a SQLite catalog; PostgreSQL's is tests/test_backup_postgres.py",
+)
 
 
 def esfis(home: Path, *argv: str, failpoint: str | None = None, **popen) -> subprocess.CompletedProcess[str]:
     env = cli_env(home, **({"ESFIS_FAILPOINT": failpoint} if failpoint else {}))
-    return subprocess.run([ESFIS_BIN, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-                          **popen)
+    return subprocess.run([ESFIS_BIN, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **popen)
 
 
 def tables(db: Path) -> dict[str, list[tuple]]:
     """Every table of a catalog file, rows sorted: what a restore must bring back whole."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                            "AND name NOT LIKE 'sqlite_%' AND name != 'forgetting'")]
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' AND name != 'forgetting'"
+            )
+        ]
         return {n: sorted(conn.execute(f"SELECT * FROM {n}").fetchall(), key=repr) for n in names}
 
 
@@ -130,8 +136,11 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     for name in ("acme", "acme/platform", "globex"):
         service.create_space(name)
     facts = {
-        "acme": ["Acme authentication uses Auth0", "the staging database password is in vault secret/acme-stg",
-                 "Acme deploys on Fridays"],
+        "acme": [
+            "Acme authentication uses Auth0",
+            "the staging database password is in vault secret/acme-stg",
+            "Acme deploys on Fridays",
+        ],
         "acme/platform": ["the platform API gateway is Kong", "platform deploys go out every Tuesday"],
         "globex": ["Globex authentication uses Clerk", "Globex deploys on Mondays"],
     }
@@ -140,8 +149,9 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
         for text in texts:
             ids[text] = service.remember(service.caller("claude-code", space=space), text, labels=["source:slack"]).id
     service.remember(service.caller("claude-code"), "I prefer small pull requests for reviews", personal=True)
-    service.replace(service.caller("claude-code", space="acme"), ids["Acme deploys on Fridays"],
-                    "Acme deploys on Thursdays now")
+    service.replace(
+        service.caller("claude-code", space="acme"), ids["Acme deploys on Fridays"], "Acme deploys on Thursdays now"
+    )
     service.forget(service.caller("claude-code", space="globex"), ids["Globex deploys on Mondays"])
     clock.advance(minutes=1)
     service.set_policy("cursor", "acme", "deny")
@@ -169,8 +179,9 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
         assert_same_answers(recalls(svc, QUERIES), before)
         denied = svc.recall(svc.caller("cursor", space="acme"), "how does login work?").memories
         assert [m.space for m in denied if m.space == "acme"] == []  # the policy came back too
-        assert svc.get(svc.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"]).labels.origin \
-            == ("source:slack",)
+        assert svc.get(
+            svc.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"]
+        ).labels.origin == ("source:slack",)
     finally:
         svc.close()
 
@@ -245,8 +256,10 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
         before = {r["id"] for r in source.catalog.all("SELECT id FROM memories WHERE forgotten_at < ?", (taken,))}
         gone_before = [t for log in logs for i, t in log["forgotten"] if i in before]
         assert_backup_whole(tmp_path / "backup", gone=tuple(gone_before))
-        forgotten_ids = {r["id"]: r["forgotten_at"] for r in source.catalog.all(
-            "SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")}
+        forgotten_ids = {
+            r["id"]: r["forgotten_at"]
+            for r in source.catalog.all("SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")
+        }
     finally:
         source.close()
 
@@ -277,8 +290,11 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
                 continue
             rows = pa.Table.from_batches(batches)
             rows = rows.take(sorted(range(rows.num_rows), key=lambda n: order[rows.column("id")[n].as_py()]))
-            rows = rows.set_column(rows.schema.get_field_index("valid_until"), "valid_until",
-                                   pa.array([until[i] for i in rows.column("id").to_pylist()], type=pa.int64()))
+            rows = rows.set_column(
+                rows.schema.get_field_index("valid_until"),
+                "valid_until",
+                pa.array([until[i] for i in rows.column("id").to_pylist()], type=pa.int64()),
+            )
             ref.store.drop(key)
             ref.store.create_from(key, iter(rows.to_batches()))
         queries = {s: [f"notes about the {s} build", f"worker 1 note about the {s} build"] for s in ("acme", "globex")}
@@ -308,9 +324,16 @@ def big_acme(fake_service, home) -> list[str]:
     """acme in 30 fragments (a read goes a fragment at a time, and a forget's purge rewrites
     them all into one, deleting every file the read had open), closed; its ids."""
     fake_service.create_space("acme")
-    lines = [json.dumps({"text": f"acme fact {i} about the build"
-                                 + (" and the vault unseal key is tangerine-otter-4471" if i == 2900 else ""),
-                         "space": "acme"}) for i in range(3000)]
+    lines = [
+        json.dumps(
+            {
+                "text": f"acme fact {i} about the build"
+                + (" and the vault unseal key is tangerine-otter-4471" if i == 2900 else ""),
+                "space": "acme",
+            }
+        )
+        for i in range(3000)
+    ]
     report = fake_service.import_jsonl(io.BytesIO("\n".join(lines).encode()), batch_size=100)
     assert report.imported == 3000
     ids = [r["id"] for r in fake_service.catalog.all("SELECT id FROM memories ORDER BY rowid")]
@@ -325,9 +348,14 @@ def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, st
     read again holding its lock): the backup names the memory as forgotten and holds its text
     nowhere."""
     secret, text = big_acme[2900], "the vault unseal key is tangerine-otter-4471"
-    backup = subprocess.Popen([ESFIS_BIN, "backup", str(tmp_path / "backup")], cwd=ROOT,
-                              env=cli_env(home, ESFIS_FAILPOINT=f"{step}=stop"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    backup = subprocess.Popen(
+        [ESFIS_BIN, "backup", str(tmp_path / "backup")],
+        cwd=ROOT,
+        env=cli_env(home, ESFIS_FAILPOINT=f"{step}=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _stopped(backup)
         forgot = run_verb(home, None, "forget", "acme", secret)
@@ -337,8 +365,10 @@ def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, st
     out, err = backup.communicate(timeout=300)
     assert backup.returncode == 0, err
     manifest = assert_backup_whole(tmp_path / "backup")
-    named = backup_rows(tmp_path / "backup", "SELECT forgotten_at FROM memories WHERE id = ?",
-                        (secret,))[0]["forgotten_at"] is None
+    named = (
+        backup_rows(tmp_path / "backup", "SELECT forgotten_at FROM memories WHERE id = ?", (secret,))[0]["forgotten_at"]
+        is None
+    )
     assert not named and manifest["forgotten_since"] == 1
     assert manifest["reread"] == ([] if step == "backup:after-catalog" else ["space:acme"])
     assert files_containing(tmp_path / "backup", text) == []
@@ -354,10 +384,13 @@ def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, st
 
 # -- kill -9 at each step --------------------------------------------------------------------
 
-BACKUP_STEPS = ["backup:after-catalog", "backup:after-partition@1", "backup:after-partition@2",
-                "backup:before-manifest"]
-RESTORE_STEPS = ["restore:after-catalog", "restore:after-partition@1", "restore:after-forgets",
-                 "restore:before-rename"]
+BACKUP_STEPS = [
+    "backup:after-catalog",
+    "backup:after-partition@1",
+    "backup:after-partition@2",
+    "backup:before-manifest",
+]
+RESTORE_STEPS = ["restore:after-catalog", "restore:after-partition@1", "restore:after-forgets", "restore:before-rename"]
 
 
 @pytest.fixture

@@ -39,9 +39,11 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     try:
         for name in ("acme", "acme/platform", "globex"):
             svc.create_space(name)
-        for space, texts in {"acme": ["Acme authentication uses Auth0", FORGOTTEN, "Acme deploys on Fridays"],
-                             "acme/platform": ["the platform gateway is Kong"],
-                             "globex": ["Globex authentication uses Clerk"]}.items():
+        for space, texts in {
+            "acme": ["Acme authentication uses Auth0", FORGOTTEN, "Acme deploys on Fridays"],
+            "acme/platform": ["the platform gateway is Kong"],
+            "globex": ["Globex authentication uses Clerk"],
+        }.items():
             for text in texts:
                 svc.remember(svc.caller("claude-code", space=space), text)
         svc.remember(svc.caller("claude-code"), "I prefer small pull requests for reviews", personal=True)
@@ -51,8 +53,10 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         # A write killed between its vectors and its catalog rows (asked before it: until a
         # sweep, such a row counts in its partition's BM25 statistics and feedback).
         micros = to_micros(clock())
-        svc.store.add("space:acme", [Row("mem_" + "a" * 26, ORPHAN, HashingEmbedder().embed_documents([ORPHAN])[0],
-                                         micros, micros)])
+        svc.store.add(
+            "space:acme",
+            [Row("mem_" + "a" * 26, ORPHAN, HashingEmbedder().embed_documents([ORPHAN])[0], micros, micros)],
+        )
         spaces_then = svc.catalog.all("SELECT * FROM spaces ORDER BY name")
 
         report = backup_home(tmp_path / "backup", settings)
@@ -60,28 +64,34 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
         assert manifest["catalog"]["kind"] == "pg_dump"
         assert files_containing(tmp_path / "backup", ORPHAN) == []  # no text outside what the catalog names
-        forgotten = next(r["id"] for r in svc.catalog.all("SELECT id FROM memories WHERE digest IS NOT NULL")
-                         if svc.book.load(r["id"]).text == FORGOTTEN)
+        forgotten = next(
+            r["id"]
+            for r in svc.catalog.all("SELECT id FROM memories WHERE digest IS NOT NULL")
+            if svc.book.load(r["id"]).text == FORGOTTEN
+        )
         svc.forget(svc.caller("claude-code", space="acme"), forgotten)
     finally:
         svc.close()
 
     schema = manifest["catalog"]["pg_schema"]
-    plain = Settings(home=tmp_path / "plain", model=None, catalog=_database("plain_restore", schema),
-                     vectors=f"s3://{bucket}/plain")
+    plain = Settings(
+        home=tmp_path / "plain", model=None, catalog=_database("plain_restore", schema), vectors=f"s3://{bucket}/plain"
+    )
     restore_home(tmp_path / "backup", plain)
     restored = open_service(plain, embedder=HashingEmbedder(), clock=clock)
     try:
         assert_same_answers(recalls(restored, QUERIES), before)
-        assert [tuple(r) for r in restored.catalog.all("SELECT * FROM spaces ORDER BY name")] \
-            == [tuple(r) for r in spaces_then]
+        assert [tuple(r) for r in restored.catalog.all("SELECT * FROM spaces ORDER BY name")] == [
+            tuple(r) for r in spaces_then
+        ]
         assert restored.policies()[0].describe().startswith("deny cursor")
     finally:
         restored.close()
     assert not any(ORPHAN.encode() in body for body in s3.objects(bucket, "plain/").values())
 
-    again = Settings(home=tmp_path / "again", model=None, catalog=_database("again_restore", schema),
-                     vectors=f"s3://{bucket}/again")
+    again = Settings(
+        home=tmp_path / "again", model=None, catalog=_database("again_restore", schema), vectors=f"s3://{bucket}/again"
+    )
     done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog)
     assert done.forgets_applied == 1
     restored = open_service(again, embedder=HashingEmbedder(), clock=clock)

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ESFIS_BIN, cli_env
 from tests.catalogs import catalog_rows, settings_for
+from tests.conftest import ESFIS_BIN, cli_env
 
 
 def esfis(home, cwd, *argv, env=None):
@@ -57,9 +57,13 @@ CASES = [
     pytest.param(["recall", "x", "--space", "/".join("a" * 9)], "invalid space name", id="space-nine-segments"),
     pytest.param(["recall", "x", "--space", "initech"], "no space named 'initech'", id="space-unknown"),
     pytest.param(["forget", "12345"], "malformed memory id", id="id-malformed"),
-    pytest.param(["forget", "mem_aaaaaaaaaaaaaaaaaaaaaaaaaa"], "no memory mem_aaaaaaaaaaaaaaaaaaaaaaaaaa", id="id-unknown"),
+    pytest.param(
+        ["forget", "mem_aaaaaaaaaaaaaaaaaaaaaaaaaa"], "no memory mem_aaaaaaaaaaaaaaaaaaaaaaaaaa", id="id-unknown"
+    ),
     pytest.param(["replace", "mem_aaaaaaaaaaaaaaaaaaaaaaaaaa", ""], "no memory", id="replace-unknown"),
-    pytest.param(["remember", "x", "--valid-until", "tomorrowish"], "valid_until must be an ISO 8601 time", id="bad-time"),
+    pytest.param(
+        ["remember", "x", "--valid-until", "tomorrowish"], "valid_until must be an ISO 8601 time", id="bad-time"
+    ),
     pytest.param(["remember", "x", "--valid-until", "2001-01-01T00:00:00Z"], "must lie in the future", id="past-time"),
     pytest.param(["--deny", "Cursor", "acme"], "invalid AI name 'Cursor'", id="ai-upper"),
     pytest.param(["--deny", "cursor", "initech"], "no space named 'initech'", id="policy-unknown-space"),

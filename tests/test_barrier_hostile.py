@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from server import visible
+from server.barrier import visible
 from server.errors import DataBarrier, Forbidden, RunEnded, RunNotFound
 from server.models import ApprovalRequest
 
@@ -104,8 +104,10 @@ def test_a_grant_for_a_space_that_does_not_exist_is_refused(svc):
 
 # -- a person approves exactly what is written ------------------------------------------------
 
-SPOOF = ("I prefer dark mode\n\nApprove this one call?\r\x1b[2K\x1b[1A esfis: cursor asks to remember a "
-         "harmless note\u202e\u2028Text: ok\u200b\x07\x00\\x1b")
+SPOOF = (
+    "I prefer dark mode\n\nApprove this one call?\r\x1b[2K\x1b[1A esfis: cursor asks to remember a "
+    "harmless note\u202e\u2028Text: ok\u200b\x07\x00\\x1b"
+)
 
 
 def test_the_approval_shows_the_text_escaped_quoted_measured_and_digested(svc):
@@ -124,8 +126,10 @@ def test_the_approval_shows_the_text_escaped_quoted_measured_and_digested(svc):
     assert len(quoted) == text.count("\n") + 1  # every line of the text is behind the quote mark
     assert own[-1] == "Approve this one call?" and sum(line == "Approve this one call?" for line in own) == 1
     assert f"{len(text)} characters" in message
-    assert re.search(r"sha256:[0-9a-f]{64}", message).group(0)[7:] == __import__("hashlib").sha256(
-        text.encode()).hexdigest()
+    assert (
+        re.search(r"sha256:[0-9a-f]{64}", message).group(0)[7:]
+        == __import__("hashlib").sha256(text.encode()).hexdigest()
+    )
     assert "Target: personal" in message and "space:acme/platform" in message
     assert "\\r" in message and "\\x1b[2K" in message and "\\u202e" in message and "\\\\x1b" in message
 

@@ -8,7 +8,7 @@ are at least that wide: labels travel with the data."""
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -41,12 +41,14 @@ def holds(target: str | None, space: str) -> bool:
 
 class Clock:
     def __call__(self) -> datetime:
-        return datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+        return datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(standings=st.lists(st.sampled_from(STANDINGS), min_size=RUNS, max_size=RUNS),
-       actions=st.lists(action, min_size=5, max_size=30))
+@given(
+    standings=st.lists(st.sampled_from(STANDINGS), min_size=RUNS, max_size=RUNS),
+    actions=st.lists(action, min_size=5, max_size=30),
+)
 def test_no_write_leaves_data_where_its_readers_do_not_reach_it(standings, actions):
     with tempfile.TemporaryDirectory() as tmp:
         svc = open_service(settings_for(Path(tmp)), embedder=HashingEmbedder(), clock=Clock())
@@ -62,8 +64,9 @@ def run_world(svc, standings, actions):
     truth: dict[str, set[str]] = {}  # memory id → spaces whose data it holds (the test's account)
     explained: dict[str, bool] = {}  # memory id → its write relied on a grant or an approval
     for space in STANDINGS:
-        memory = svc.remember(svc.caller("seeder", space=space), f"fact word about {space or 'me'}",
-                              personal=space is None)
+        memory = svc.remember(
+            svc.caller("seeder", space=space), f"fact word about {space or 'me'}", personal=space is None
+        )
         truth[memory.id] = set() if space is None else {space}
     knows = [set() for _ in range(RUNS)]
     where = list(standings)
@@ -95,7 +98,12 @@ def run_world(svc, standings, actions):
                 r, personal, approve = args
                 if where[r] is None and not personal:
                     continue
-                wrote(r, svc.remember(caller(r), f"summary by {r}", personal=personal, ask=lambda q: approve))
+                wrote(
+                    r,
+                    svc.remember(
+                        caller(r), f"summary by {r}", personal=personal, ask=lambda q, approve=approve: approve
+                    ),
+                )
             elif kind == "replace":
                 r, pick, target = args
                 old = ids()[pick % len(ids())]
@@ -112,8 +120,9 @@ def run_world(svc, standings, actions):
                     ref, data = refs[pick % len(refs)]
                     _, opened = svc.open_context(caller(r), ref)
                     # What a run opens it could read anyway, or a grant into where it stands says so.
-                    assert all(holds(where[r], s) or any(contains(g, s) and t == where[r] for g, t in grants)
-                               for s in data), (where[r], data, grants)
+                    assert all(
+                        holds(where[r], s) or any(contains(g, s) and t == where[r] for g, t in grants) for s in data
+                    ), (where[r], data, grants)
                     knows[r] |= data if opened[0].text is not None else set()
             elif kind == "grant":
                 source, target = args

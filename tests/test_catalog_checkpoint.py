@@ -8,7 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from server.catalog_sqlite import SqliteCatalog as Catalog
+from server.catalog.sqlite import SqliteCatalog as Catalog
 
 
 def _in_database_file(path: Path, space: str) -> bool:

@@ -61,8 +61,11 @@ def test_write_transactions_take_turns_and_the_second_sees_the_first(catalog):
 def test_rows_are_read_by_column_name_and_by_position(catalog):
     with catalog.transaction() as tx:
         tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?)", ("acme", 7))
-        [inserted] = tx.all("INSERT INTO deliveries (at, ai, transport, query, limit_, reached, cut) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id", (1, "cli", "cli", "q", 10, "[]", "{}"))
+        [inserted] = tx.all(
+            "INSERT INTO deliveries (at, ai, transport, query, limit_, reached, cut) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (1, "cli", "cli", "q", 10, "[]", "{}"),
+        )
     row = catalog.one("SELECT name, created_at FROM spaces")
     assert (row["name"], row["created_at"]) == (row[0], row[1]) == ("acme", 7)
     assert list(row.keys()) == ["name", "created_at"]

@@ -15,8 +15,9 @@ SECRET = "the staging database password is in vault path secret/acme-stg"
 
 
 def esfis(home, cwd, *argv, env=None, check=True):
-    done = subprocess.run([ESFIS_BIN, *argv], cwd=cwd, env=cli_env(home, **(env or {})), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [ESFIS_BIN, *argv], cwd=cwd, env=cli_env(home, **(env or {})), capture_output=True, text=True, timeout=120
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -28,16 +29,23 @@ def test_a_refused_write_is_one_line_exit_4_and_a_terminal_can_approve(home, fol
     esfis(home, platform, "space", "add", str(platform))
     esfis(home, platform, "remember", SECRET)
     esfis(home, platform, "recall", "staging database password", "--run", "task-7")
-    refused = esfis(home, platform, "remember", "summary of the secret", "--personal", check=False,
-                    env={"ESFIS_RUN": "task-7"})
+    refused = esfis(
+        home, platform, "remember", "summary of the secret", "--personal", check=False, env={"ESFIS_RUN": "task-7"}
+    )
     assert refused.returncode == 4 and refused.stderr.count("\n") == 1
     assert "data_barrier" in refused.stderr and "space:acme/platform" in refused.stderr
 
     # The same write at a terminal: the person sees the text and the target, and says yes.
     main, child = pty.openpty()
-    proc = subprocess.Popen([ESFIS_BIN, "remember", "summary of the secret", "--personal", "--run", "task-7"],
-                            cwd=platform, env=cli_env(home), stdin=child, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [ESFIS_BIN, "remember", "summary of the secret", "--personal", "--run", "task-7"],
+        cwd=platform,
+        env=cli_env(home),
+        stdin=child,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     os.close(child)
     try:
         os.write(main, b"y\n")
@@ -53,8 +61,7 @@ def test_a_refused_write_is_one_line_exit_4_and_a_terminal_can_approve(home, fol
     runs = json.loads(esfis(home, platform, "runs", "--json").stdout)["runs"]
     run = next(r for r in runs if r["name"] == "task-7")
     trail = json.loads(esfis(home, platform, "trail", run["run"], "--json").stdout)
-    assert [s["kind"] for s in trail["steps"]] == [
-        "recall", "gate", "approval_requested", "approved", "gate", "write"]
+    assert [s["kind"] for s in trail["steps"]] == ["recall", "gate", "approval_requested", "approved", "gate", "write"]
     assert "gate" in esfis(home, platform, "trail", run["run"]).stdout
 
 
@@ -81,8 +88,15 @@ def test_without_a_terminal_nobody_is_asked(home, folders):
     esfis(home, folders["acme"], "space", "add", str(folders["acme"]))
     esfis(home, folders["acme"], "remember", "acme signs releases with sigstore")
     esfis(home, folders["acme"], "recall", "release signing", "--run", "r")
-    done = subprocess.run([ESFIS_BIN, "remember", "sigstore", "--personal", "--run", "r"], cwd=folders["acme"],
-                          env=cli_env(home), input="y\n", capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [ESFIS_BIN, "remember", "sigstore", "--personal", "--run", "r"],
+        cwd=folders["acme"],
+        env=cli_env(home),
+        input="y\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 4 and "approve?" not in done.stderr
 
 
@@ -94,9 +108,11 @@ def test_cli_renderings_escape_control_characters(home, folders):
     text = "deploys freeze on friday\r\x1b[2K\x1b]0;owned\x07 all clear\u202e"
     memory_id = esfis(home, acme, "remember", text).stdout.strip()
     ref = esfis(home, acme, "share", memory_id).stdout.strip()
-    outputs = [esfis(home, acme, "recall", "deploys freeze friday").stdout,
-               esfis(home, acme, "get", memory_id).stdout,
-               esfis(home, acme, "open", ref).stdout]
+    outputs = [
+        esfis(home, acme, "recall", "deploys freeze friday").stdout,
+        esfis(home, acme, "get", memory_id).stdout,
+        esfis(home, acme, "open", ref).stdout,
+    ]
     for out in outputs:
         assert not any(c in out for c in ("\r", "\x1b", "\x07", "\u202e")), repr(out)
         assert "\\x1b[2K" in out and "all clear" in out

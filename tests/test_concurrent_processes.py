@@ -89,8 +89,13 @@ _WORKER = textwrap.dedent(
 
 def _start(worker: int, home: Path) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, str(worker), str(home), str(SECONDS)], cwd=ROOT, env=cli_env(home),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _WORKER, str(worker), str(home), str(SECONDS)],
+        cwd=ROOT,
+        env=cli_env(home),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "ready", process.stderr
     return process
@@ -132,8 +137,16 @@ def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_se
     assert [e for log in logs for e in log["errors"]] == []
     assert sum(log["outside"] for log in logs) == 0
     done = {op: sum(len(log[op]) for log in logs) for op in ("written", "replaced", "forgotten")}
-    print("done:", done, "recalls", sum(log["recalls"] for log in logs), "imported",
-          sum(log["imported"] for log in logs), "raced", sum(log["raced"] for log in logs))
+    print(
+        "done:",
+        done,
+        "recalls",
+        sum(log["recalls"] for log in logs),
+        "imported",
+        sum(log["imported"] for log in logs),
+        "raced",
+        sum(log["raced"] for log in logs),
+    )
     assert all(n >= 5 for n in done.values()) and sum(log["recalls"] for log in logs) >= 5, (done, logs)
     assert sum(log["imported"] for log in logs) >= 5, "no import ran"
 

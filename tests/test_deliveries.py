@@ -22,7 +22,9 @@ def seed(capsys, folders):
 
 def test_delivery_records_ids_and_reasons_not_texts(capsys, home, folders, real_embedder):
     seed(capsys, folders)
-    code, out, _ = run_cli(capsys, folders["acme"], "recall", "how does login work?", "--limit", "1", "--ai", "claude-code")
+    code, out, _ = run_cli(
+        capsys, folders["acme"], "recall", "how does login work?", "--limit", "1", "--ai", "claude-code"
+    )
     assert code == 0 and AUTH0 in out
     code, out, _ = run_cli(capsys, folders["acme"], "deliveries", "--json")
     [delivery] = json.loads(out)["deliveries"]

@@ -61,8 +61,9 @@ def test_every_http_route_is_in_the_docs(route):
     pattern = re.escape(path).replace(r"\{", "{").replace(r"\}", "}")
     pattern = re.sub(r"\{[^}]+\}", r"\\{[^}]+\\}", pattern)
     methods = rf"(?:[A-Z]+/)*{method}(?:/[A-Z]+)*"
-    assert re.search(rf"{methods} `?{pattern}(?![A-Za-z0-9_/-])", DOCS) or re.search(
-        rf"`{methods} {pattern}", DOCS), f"{route} is in no page of docs/"
+    assert re.search(rf"{methods} `?{pattern}(?![A-Za-z0-9_/-])", DOCS) or re.search(rf"`{methods} {pattern}", DOCS), (
+        f"{route} is in no page of docs/"
+    )
 
 
 @pytest.mark.parametrize("tool", mcp_tools())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.memory_input import new_id
+from server.memories.input import new_id
 from tests.helpers import run_cli
 
 

@@ -1,4 +1,4 @@
-"""``esfis export`` → another home → ``esfis import --restore`` (``server.export``): ids, labels,
+"""``esfis export`` → another home → ``esfis import --restore`` (``server.bulk.export``): ids, labels,
 writers and validity come through intact, across catalogs (the source is always SQLite; the
 target is the backend under test, so the PostgreSQL pass proves SQLite → PostgreSQL), and no
 label is ever widened on the way in."""
@@ -30,8 +30,11 @@ def source(tmp_path: Path, clock):
     platform = svc.caller("claude-code", space="acme/platform", run="task-7")
     svc.remember(platform, "the platform gateway is Kong", labels=["source:slack"])
     svc.recall(platform, "gateway")
-    svc.remember(svc.caller("claude-code", space="acme", run="task-8"), "acme builds with bazel",
-                 valid_until="2099-01-01T00:00:00Z")
+    svc.remember(
+        svc.caller("claude-code", space="acme", run="task-8"),
+        "acme builds with bazel",
+        valid_until="2099-01-01T00:00:00Z",
+    )
     old = svc.remember(svc.caller("cursor", space="acme"), "acme deploys on Fridays")
     svc.replace(svc.caller("cursor", space="acme"), old.id, "acme deploys on Thursdays")
     gone = svc.remember(svc.caller("cursor", space="acme"), "the vault unseal key is tangerine-otter-4471")
@@ -56,8 +59,13 @@ def exported(svc, **options) -> list[dict]:
 def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_service):
     lines = exported(source, vectors=True)
     texts = {line["text"] for line in lines}
-    assert texts == {"the platform gateway is Kong", "acme builds with bazel", "acme deploys on Thursdays",
-                     "I prefer small pull requests", "summary: acme's edge is Kong"}  # current ones only
+    assert texts == {
+        "the platform gateway is Kong",
+        "acme builds with bazel",
+        "acme deploys on Thursdays",
+        "I prefer small pull requests",
+        "summary: acme's edge is Kong",
+    }  # current ones only
     carried = next(line for line in lines if line["text"].startswith("summary"))
     assert carried["labels"]["from"] == ["acme/platform"] and carried["space"] == "acme"
     fake_service.create_space("acme")
@@ -69,10 +77,17 @@ def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_s
         memory = fake_service.book.load(line["id"])
         assert memory is not None and memory.text == line["text"] and memory.space == line["space"]
         assert (memory.origin, memory.from_spaces, memory.run_id, memory.digest, memory.ai) == (
-            tuple(line["labels"]["origin"]), tuple(line["labels"]["from"]), line["labels"]["run"],
-            line["labels"]["digest"], line["ai"])
-        assert [iso(m) for m in (memory.created_at, memory.valid_from, memory.valid_until)] \
-            == [line["created_at"], line["valid_from"], line["valid_until"]]
+            tuple(line["labels"]["origin"]),
+            tuple(line["labels"]["from"]),
+            line["labels"]["run"],
+            line["labels"]["digest"],
+            line["ai"],
+        )
+        assert [iso(m) for m in (memory.created_at, memory.valid_from, memory.valid_until)] == [
+            line["created_at"],
+            line["valid_from"],
+            line["valid_until"],
+        ]
     # The barrier still knows where the summary's data came from: a run that reads it carries acme/platform.
     reader = fake_service.caller("claude-code", space="acme", run="reader")
     assert fake_service.get(reader, carried["id"]).from_spaces == ("acme/platform",)
@@ -99,9 +114,15 @@ def test_import_restore_never_widens_a_label(source, fake_service):
                 where[key] = value
         return line
 
-    bad = [variant(space=...), variant(space=None), variant(labels_space=...), variant(labels_from=...),
-           variant(labels_from="acme/platform"), variant(labels_digest="0" * 64), variant(space="globex",
-                                                                                           labels_space="globex")]
+    bad = [
+        variant(space=...),
+        variant(space=None),
+        variant(labels_space=...),
+        variant(labels_from=...),
+        variant(labels_from="acme/platform"),
+        variant(labels_digest="0" * 64),
+        variant(space="globex", labels_space="globex"),
+    ]
     body = b"".join(json.dumps(line).encode() + b"\n" for line in bad)
     report = fake_service.import_restore(io.BytesIO(body))
     assert (report.imported, report.failed) == (0, len(bad)), report.errors
@@ -113,18 +134,39 @@ def test_import_restore_never_widens_a_label(source, fake_service):
 
 def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):
     out = tmp_path / "acme.jsonl"
-    done = subprocess.run([ESFIS_BIN, "export", "--space", "acme", "-o", str(out)], cwd=ROOT, text=True,
-                          capture_output=True, env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
+    done = subprocess.run(
+        [ESFIS_BIN, "export", "--space", "acme", "-o", str(out)],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env={**cli_env(source.home), "ESFIS_CATALOG": ""},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "exported 3 memories" in done.stderr
-    unknown = subprocess.run([ESFIS_BIN, "export", "--space", "initech"], cwd=ROOT, text=True, capture_output=True,
-                             env={**cli_env(source.home), "ESFIS_CATALOG": ""}, timeout=120)
+    unknown = subprocess.run(
+        [ESFIS_BIN, "export", "--space", "initech"],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env={**cli_env(source.home), "ESFIS_CATALOG": ""},
+        timeout=120,
+    )
     assert unknown.returncode == 3 and "no space named 'initech'" in unknown.stderr
     target = tmp_path / "target"
     env = cli_env(target)
-    assert subprocess.run([ESFIS_BIN, "space", "add", str(tmp_path), "--name", "acme"], env=env, cwd=ROOT,
-                          capture_output=True, timeout=120).returncode == 0
-    done = subprocess.run([ESFIS_BIN, "import", "--restore", str(out)], cwd=ROOT, text=True, capture_output=True,
-                          env=env, timeout=300)
+    assert (
+        subprocess.run(
+            [ESFIS_BIN, "space", "add", str(tmp_path), "--name", "acme"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            timeout=120,
+        ).returncode
+        == 0
+    )
+    done = subprocess.run(
+        [ESFIS_BIN, "import", "--restore", str(out)], cwd=ROOT, text=True, capture_output=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "restored 3, skipped 0, failed 0" in done.stdout

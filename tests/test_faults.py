@@ -26,14 +26,14 @@ import pytest
 
 from indexing.store import VectorStore, table_name
 from indexing.testing import HashingEmbedder
+from server.bulk.importer import import_stream
 from server.catalog import open_catalog
 from server.errors import MemoryNotFound
-from server.importer import import_stream
 from server.service import Esfis, open_service
 from server.spaces import partition_key
+from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing
-from tests.catalogs import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "the vault unseal key is tangerine-otter-4471"
@@ -66,8 +66,9 @@ _VERB = textwrap.dedent(
 
 def run_verb(home: Path, failpoint: str | None, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = cli_env(home, **({"ESFIS_FAILPOINT": failpoint} if failpoint else {}))
-    return subprocess.run([sys.executable, "-c", _VERB, verb, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _VERB, verb, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def killed(home: Path, failpoint: str, verb: str, *args: str) -> None:
@@ -98,8 +99,12 @@ def assert_whole(svc: Esfis, home: Path, *, gone: tuple[str, ...] = ()) -> None:
     for key in keys:
         stored = store.row_ids(key)
         assert len(stored) == len(set(stored)), f"a duplicate row in {key}"
-        live = {r["id"]: r["superseded_by"] for r in catalog.all(
-            "SELECT id, superseded_by FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,))}
+        live = {
+            r["id"]: r["superseded_by"]
+            for r in catalog.all(
+                "SELECT id, superseded_by FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,)
+            )
+        }
         assert set(stored) == set(live), f"{key}: partition {len(stored)} rows, catalog {len(live)} live"
         counts = catalog.one("SELECT live, superseded FROM partitions WHERE key = ?", (key,))
         expected = (len(live), sum(1 for s in live.values() if s is not None))
@@ -297,8 +302,9 @@ def test_esfis_forget_killed_mid_purge_is_finished_by_the_next_command(home, tmp
     folder.mkdir()
 
     def esfis(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([ESFIS_BIN, *argv], cwd=folder, env=cli_env(home, **extra),
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [ESFIS_BIN, *argv], cwd=folder, env=cli_env(home, **extra), capture_output=True, text=True, timeout=120
+        )
 
     assert esfis("space", "add", str(folder)).returncode == 0
     assert esfis("remember", "acme fact about the build").returncode == 0

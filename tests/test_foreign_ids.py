@@ -11,7 +11,7 @@ import pytest
 
 from indexing.testing import HashingEmbedder
 from server.errors import MemoryNotFound
-from server.memory_input import new_id
+from server.memories.input import new_id
 from server.service import open_service
 from server.spaces import partition_key
 from tests.catalogs import settings_for
@@ -43,9 +43,7 @@ def _refusal(verb: str, svc, caller, id_: str) -> tuple[type, str, str]:
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
-@pytest.mark.parametrize(
-    "ai, space", [("cli", "acme"), ("cursor", "globex")], ids=["other-space", "denied-space"]
-)
+@pytest.mark.parametrize("ai, space", [("cli", "acme"), ("cursor", "globex")], ids=["other-space", "denied-space"])
 def test_foreign_id_opens_no_partition_and_answers_like_a_random_id(home, globex_id, verb, ai, space):
     svc = open_service(settings_for(home), embedder=HashingEmbedder())
     try:

@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from server.importer import import_stream
+from server.bulk.importer import import_stream
 from tests.conftest import cli_env
 
 SECONDS = 3.0
@@ -91,7 +91,9 @@ def _start(role: str, home: Path) -> subprocess.Popen[str]:
 def test_recall_in_one_process_survives_forget_in_another(fake_service, home, folders):
     fake_service.add_space(folders["acme"], "acme")
     filler = " ".join(f"word{j}" for j in range(5))
-    lines = [json.dumps({"text": f"acme standing fact {i} about the build {filler}", "space": "acme"}) for i in range(50)]
+    lines = [
+        json.dumps({"text": f"acme standing fact {i} about the build {filler}", "space": "acme"}) for i in range(50)
+    ]
     assert import_stream(fake_service, lines, ai="seed").imported == 50
 
     workers = [_start(role, home) for role in ("writer", "reader")]

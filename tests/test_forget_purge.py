@@ -48,7 +48,6 @@ def test_forgotten_id_is_kept_without_text(service, folders):
     assert row["forgotten_at"] is not None and row["digest"] is None
 
 
-
 def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(home, clock):
     """The text's sha256 would let anyone holding the files confirm a guess of a short text: after
     forget, no file under ESFIS_HOME holds it (the database, its WAL, free space in its pages),
@@ -67,8 +66,9 @@ def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(
 def _forget_ten(fake_service, home) -> None:
     fake_service.create_space("acme")
     acme = fake_service.caller("cli", space="acme")
-    memories = [fake_service.remember(acme, f"acme fact number {i} about the build", labels=["source:slack"])
-                for i in range(60)]
+    memories = [
+        fake_service.remember(acme, f"acme fact number {i} about the build", labels=["source:slack"]) for i in range(60)
+    ]
     fake_service.catalog.checkpoint()  # the digests in the database file too, not only in the WAL
     forgotten = memories[3::6]
     hexed = [m.digest.removeprefix("sha256:") for m in forgotten]
@@ -94,15 +94,19 @@ def test_forget_on_postgresql_leaves_no_row_version_holding_the_digest(fake_serv
         tx.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
     fake_service.create_space("acme")
     acme = fake_service.caller("cli", space="acme")
-    memories = [fake_service.remember(acme, f"acme fact number {i} about the build", labels=[f"source:slack-{i}"])
-                for i in range(60)]
+    memories = [
+        fake_service.remember(acme, f"acme fact number {i} about the build", labels=[f"source:slack-{i}"])
+        for i in range(60)
+    ]
     forgotten = memories[3::6]
     for memory in forgotten:
         fake_service.forget(acme, memory.id)
     hexed = [m.digest.removeprefix("sha256:") for m in forgotten]
     needles = [h.encode() for h in hexed] + [h[:16].encode() for h in hexed]
     needles += [f'"source:slack-{i}"'.encode() for i in range(3, 60, 6)]  # as the labels column holds them
-    items = _items(catalog, "memories", "heap_page_items", "t_data") + _items(catalog, "memories_by_digest16", "bt_page_items", "data")
+    items = _items(catalog, "memories", "heap_page_items", "t_data") + _items(
+        catalog, "memories_by_digest16", "bt_page_items", "data"
+    )
     assert any(memories[0].digest.removeprefix("sha256:")[:16].encode() in i for i in items)  # the test sees a kept one
     assert [n for n in needles if any(n in i for i in items)] == []
 

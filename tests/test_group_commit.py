@@ -1,4 +1,4 @@
-"""Group commit (``server.group_commit``) on the real catalog, either backend: pieces of work that
+"""Group commit (``server.memories.group_commit``) on the real catalog, either backend: pieces of work that
 meet share one transaction, each caller returns only once its own piece is committed, and a
 piece that fails fails only its caller.
 """
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from server.catalog import open_catalog
-from server.group_commit import GroupCommit
+from server.memories.group_commit import GroupCommit
 from tests.catalogs import catalog_rows, settings_for
 
 
@@ -26,6 +26,7 @@ def _insert(key: str):
     def work(tx) -> str:
         tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, "v"))
         return key
+
     return work
 
 

@@ -16,7 +16,12 @@ from tests.conftest import ESFIS_BIN, cli_env
 
 def _esfis(home: Path, cwd: Path, *argv: str) -> str:
     done = subprocess.run(
-        [ESFIS_BIN, *argv], env=cli_env(home), cwd=cwd, capture_output=True, text=True, timeout=120,
+        [ESFIS_BIN, *argv],
+        env=cli_env(home),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
         preexec_fn=lambda: os.umask(0o022),  # the usual shell umask
     )
     assert done.returncode == 0, done.stderr
@@ -39,9 +44,7 @@ def test_everything_under_esfis_home_is_private_after_a_remember(tmp_path, folde
     catalog_here = BACKEND == "sqlite"  # a PostgreSQL catalog lies outside the home
     assert ("esfis-home/esfis.db" in modes) == catalog_here and any(".lance/data/" in n for n in modes), sorted(modes)
     loose = {
-        name: mode
-        for name, mode in modes.items()
-        if mode != (oct(0o700) if (tmp_path / name).is_dir() else oct(0o600))
+        name: mode for name, mode in modes.items() if mode != (oct(0o700) if (tmp_path / name).is_dir() else oct(0o600))
     }
     assert loose == {}
 

@@ -1,4 +1,4 @@
-"""Bulk import (``esfis import``, ``server.importer``): bad rows reported by line while the rest go
+"""Bulk import (``esfis import``, ``server.bulk.importer``): bad rows reported by line while the rest go
 in, re-runs that add nothing twice, Parquet, precomputed vectors, and a killed import that a
 re-run completes with every row present exactly once."""
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +21,13 @@ import pytest
 
 from indexing.store import VectorStore
 from indexing.testing import HashingEmbedder
+from server.bulk.importer import import_stream
 from server.cli import main
-from server.importer import import_stream
+from server.errors import StoreUnavailable
 from server.service import open_service
 from server.spaces import partition_key
-from server.errors import StoreUnavailable
-from tests.catalogs import catalog_rows as _catalog, settings_for
+from tests.catalogs import catalog_rows as _catalog
+from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, cli_env
 
 DIM = 384
@@ -67,8 +68,12 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
             {"text": "a bad date", "valid_until": "yesterday"},
             {"text": "a short vector", "vector": [0.1, 0.2]},
             {"text": "I prefer tabs over spaces"},
-            {"text": "Acme's staging database is Postgres 16", "space": "acme", "key": "acme-db",
-             "labels": ["source:wiki"]},
+            {
+                "text": "Acme's staging database is Postgres 16",
+                "space": "acme",
+                "key": "acme-db",
+                "labels": ["source:wiki"],
+            },
         ],
     )
     run = subprocess.run(
@@ -89,7 +94,9 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
         recalled = svc.recall(svc.caller("claude-code", space="acme"), "when does acme deploy to kubernetes?").memories
         assert recalled[0].text == "Acme deploys with Kubernetes on Fridays"
         assert {m.text for m in recalled} == {
-            "Acme deploys with Kubernetes on Fridays", "I prefer tabs over spaces", "Acme's staging database is Postgres 16"
+            "Acme deploys with Kubernetes on Fridays",
+            "I prefer tabs over spaces",
+            "Acme's staging database is Postgres 16",
         }
         [db_id] = [m.id for m in recalled if m.text == "Acme's staging database is Postgres 16"]
         db = svc.get(svc.caller("cli", space="acme"), db_id)
@@ -155,7 +162,7 @@ def test_a_forgotten_memory_is_not_present_and_can_be_imported_again(fake_servic
 # -- per-row errors -------------------------------------------------------------------------
 
 BAD_ROWS = [
-    pytest.param("{\"text\": ", "invalid JSON", id="invalid-json"),
+    pytest.param('{"text": ', "invalid JSON", id="invalid-json"),
     pytest.param("[1, 2]", "JSON object", id="not-an-object"),
     pytest.param({"space": "acme"}, "text is missing", id="missing-text"),
     pytest.param({"text": "   "}, "empty or blank", id="blank-text"),
@@ -166,8 +173,11 @@ BAD_ROWS = [
     pytest.param({"text": "t", "space": "acme/"}, "invalid space name", id="bad-space-name"),
     pytest.param({"text": "t", "valid_from": "soon"}, "valid_from must be an ISO 8601", id="bad-valid-from"),
     pytest.param({"text": "t", "valid_until": 12}, "valid_until must be an ISO 8601", id="number-date"),
-    pytest.param({"text": "t", "valid_from": "2026-01-02", "valid_until": "2026-01-01"},
-                 "valid_until must be after valid_from", id="until-before-from"),
+    pytest.param(
+        {"text": "t", "valid_from": "2026-01-02", "valid_until": "2026-01-01"},
+        "valid_until must be after valid_from",
+        id="until-before-from",
+    ),
     pytest.param({"text": "t", "labels": "source:slack"}, "labels must be a list", id="bad-labels"),
     pytest.param({"text": "t", "key": 7}, "key must be a string", id="bad-key"),
     # A NUL anywhere is that row's error, on SQLite as on PostgreSQL (whose text refuses it).
@@ -177,15 +187,19 @@ BAD_ROWS = [
     pytest.param({"text": "t", "space": "acme\x00"}, "invalid space name", id="nul-in-space"),
     pytest.param({"text": "t", "valid_from": "2026-01-01\x00"}, "valid_from must be an ISO 8601", id="nul-in-time"),
     pytest.param({"text": "t", "te\x00xt": "t"}, "unknown field", id="nul-in-field-name"),
-    pytest.param({"text": "t", "vector": [0.5] * 63}, "vector has 63 dimensions; this store's vectors have 64",
-                 id="wrong-dimension"),
+    pytest.param(
+        {"text": "t", "vector": [0.5] * 63},
+        "vector has 63 dimensions; this store's vectors have 64",
+        id="wrong-dimension",
+    ),
     pytest.param({"text": "t", "vector": ["0.5"] * 64}, "list of numbers", id="vector-of-strings"),
     pytest.param({"text": "t", "vector": [0.0] * 64}, "not be all zeros", id="zero-vector"),
     pytest.param({"text": "t", "valid_untill": "7d"}, "unknown field(s) 'valid_untill'", id="unknown-field"),
-    pytest.param('{"text": "t", "vector": [NaN' + ', 0.5' * 63 + "]}", "finite numbers", id="nan-in-vector"),
-    pytest.param('{"text": "t", "vector": [1e400' + ', 0.5' * 63 + "]}", "finite numbers", id="overflow-in-vector"),
-    pytest.param('{"text": "t", "labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply",
-                 id="nested-too-deeply"),
+    pytest.param('{"text": "t", "vector": [NaN' + ", 0.5" * 63 + "]}", "finite numbers", id="nan-in-vector"),
+    pytest.param('{"text": "t", "vector": [1e400' + ", 0.5" * 63 + "]}", "finite numbers", id="overflow-in-vector"),
+    pytest.param(
+        '{"text": "t", "labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply", id="nested-too-deeply"
+    ),
 ]
 
 
@@ -230,7 +244,9 @@ def test_precomputed_vectors_skip_embedding_and_a_text_is_embedded_once(home: Pa
     svc = open_service(settings_for(home), embedder=embedder, clock=clock)
     try:
         rng = np.random.default_rng(1)
-        with_vectors = [json.dumps({"text": f"migrated {i}", "vector": rng.standard_normal(64).tolist()}) for i in range(20)]
+        with_vectors = [
+            json.dumps({"text": f"migrated {i}", "vector": rng.standard_normal(64).tolist()}) for i in range(20)
+        ]
         assert import_stream(svc, with_vectors, batch_size=7).imported == 20
         assert embedder.texts == []
 
@@ -264,7 +280,7 @@ def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_em
             "key": ["invoices", None, None, "invoices", None],
             "labels": [["source:erp"], None, None, None, []],
             "valid_until": pa.array(
-                [datetime(2030, 1, 1, tzinfo=timezone.utc), None, None, None, None], type=pa.timestamp("us", tz="UTC")
+                [datetime(2030, 1, 1, tzinfo=UTC), None, None, None, None], type=pa.timestamp("us", tz="UTC")
             ),
             "vector": pa.array(
                 [invoice_vector.tolist(), None, [1.0, 2.0, 3.0], invoice_vector.tolist(), None],
@@ -324,8 +340,14 @@ def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp
     for i in range(4000):
         base = i % len(BASES)
         noisy = vectors[base] + rng.normal(0, 0.01, DIM)
-        rows.append({"text": f"{BASES[base]} (note {i})", "space": "acme" if base < 4 else None,
-                     "key": f"row-{i}", "vector": noisy.round(5).tolist()})
+        rows.append(
+            {
+                "text": f"{BASES[base]} (note {i})",
+                "space": "acme" if base < 4 else None,
+                "key": f"row-{i}",
+                "vector": noisy.round(5).tolist(),
+            }
+        )
     source = _jsonl(tmp_path / "big.jsonl", rows)
 
     command = [ESFIS_BIN, "import", str(source), "--batch-size", "50"]
@@ -370,8 +392,8 @@ import os, signal, sys
 import numpy as np
 from pathlib import Path
 from indexing.testing import HashingEmbedder
-from server.import_journal import Journal
-from server.memory_input import NewMemory, new_id
+from server.bulk.journal import Journal
+from server.memories.input import NewMemory, new_id
 from server.service import open_service
 from server.settings import Settings
 
@@ -391,7 +413,10 @@ def test_vectors_of_an_import_killed_before_its_commit_are_purged_by_the_next(ho
     fake_service.close()
     crashed = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(CRASH_BETWEEN_VECTORS_AND_CATALOG), str(home)],
-        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     store = VectorStore(home / "vectors", model="hashing-test", dimension=64)
@@ -415,8 +440,10 @@ def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
     lines = [json.dumps({"text": f"shared {i}", "key": f"k{i}" if i % 2 else None}) for i in range(600)]
     lines = [json.dumps({k: v for k, v in json.loads(line).items() if v is not None}) for line in lines]
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(import_stream(fake_service, lines, batch_size=37)))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: reports.append(import_stream(fake_service, lines, batch_size=37)))
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -449,7 +476,12 @@ def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
     # same batch, is then new unless some memory has that text. Either order, the same answer.
     for space in ("acme", "globex"):
         fake_service.create_space(space)
-        assert import_stream(fake_service, [json.dumps({"text": "bills monthly", "space": space, "key": "billing"})]).imported == 1
+        assert (
+            import_stream(
+                fake_service, [json.dumps({"text": "bills monthly", "space": space, "key": "billing"})]
+            ).imported
+            == 1
+        )
     rows = [
         {"text": "bills quarterly", "key": "billing"},  # a known key: skipped
         {"text": "bills quarterly"},  # no memory says this yet: imported
@@ -497,11 +529,16 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     assert not list((fake_service.home / "imports").glob("pending-*"))
 
 
-@pytest.mark.parametrize("bad, reason", [
-    pytest.param({"text": "t", "vector": [1, [2], 3] + [0.5] * 61}, "list of numbers", id="ragged-vector"),
-    pytest.param({"text": "t", "valid_until": "999999999d"}, "past the year 9999", id="duration-overflow"),
-    pytest.param({"text": "t", "valid_until": "9999-12-31T23:59:59-01:00"}, "past the year 9999", id="date-overflow"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        pytest.param({"text": "t", "vector": [1, [2], 3] + [0.5] * 61}, "list of numbers", id="ragged-vector"),
+        pytest.param({"text": "t", "valid_until": "999999999d"}, "past the year 9999", id="duration-overflow"),
+        pytest.param(
+            {"text": "t", "valid_until": "9999-12-31T23:59:59-01:00"}, "past the year 9999", id="date-overflow"
+        ),
+    ],
+)
 def test_values_past_what_python_holds_are_that_rows_error(fake_service, bad, reason):
     report = import_stream(fake_service, [json.dumps({"text": "fine"}), json.dumps(bad)])
     assert (report.imported, report.failed) == (1, 1)

@@ -20,9 +20,23 @@ LATE_GROWTH_MIB = 128
 
 def test_a_200k_row_import_stays_under_the_memory_bound(tmp_path: Path):
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "import-scale"), "--rows", str(ROWS), "--mode", "vectors",
-         "--every", "20000", "--home", str(tmp_path / "home")],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, env=cli_env(tmp_path / "home"),
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "import-scale"),
+            "--rows",
+            str(ROWS),
+            "--mode",
+            "vectors",
+            "--every",
+            "20000",
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=cli_env(tmp_path / "home"),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout)
@@ -37,7 +51,7 @@ def test_a_200k_row_import_stays_under_the_memory_bound(tmp_path: Path):
 PARQUET_READ = """
 import sys
 from pathlib import Path
-from server.import_rows import parquet_rows
+from server.bulk.rows import parquet_rows
 
 def peak_mib():
     line = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))
@@ -57,15 +71,18 @@ def test_a_parquet_row_group_is_streamed_not_loaded_whole(tmp_path: Path):
 
     rows = 100_000  # one row group holding 147 MiB of vectors
     vectors = np.random.default_rng(0).standard_normal((rows, 384), dtype=np.float32)
-    table = pa.table({
-        "text": [f"note {i}" for i in range(rows)],
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), 384),
-    })
+    table = pa.table(
+        {
+            "text": [f"note {i}" for i in range(rows)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), 384),
+        }
+    )
     path = tmp_path / "one-group.parquet"
     pq.write_table(table, path, row_group_size=rows)
     del table, vectors
-    run = subprocess.run([sys.executable, "-c", PARQUET_READ, str(path)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", PARQUET_READ, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     # Loaded whole, the group costs its 147 MiB of vectors and more (+330 MiB seen); streamed,
     # the growth is pages and allocator slack (52–67 MiB seen).

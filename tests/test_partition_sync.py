@@ -1,4 +1,4 @@
-"""Partition versions and writer turns in PostgreSQL (``server/partition_sync.py``), against a
+"""Partition versions and writer turns in PostgreSQL (``server/catalog/partition_sync.py``), against a
 real cluster: one writer per partition across processes, and a turn lost with its session is
 never taken for a held one (the write under it fails, and says so)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from server.catalog.partition_sync import PostgresPartitionSync
 from server.errors import StoreUnavailable
-from server.partition_sync import PostgresPartitionSync
 from tests import catalogs
 from tests.catalogs import catalog_for
 
@@ -30,7 +30,7 @@ def test_versions_change_after_every_bump_and_turns_exclude_each_other(url, monk
         assert a.version("space:acme") == ""
         first = a.bump("space:acme")
         assert b.version("space:acme") == first != a.bump("space:acme")
-        monkeypatch.setattr("server.partition_sync.TURN_WAIT_S", 0.3)
+        monkeypatch.setattr("server.catalog.partition_sync.TURN_WAIT_S", 0.3)
         with a.writer_turn("space:acme"):
             with pytest.raises(StoreUnavailable, match="held partition"):
                 with b.writer_turn("space:acme"):
@@ -50,9 +50,11 @@ def test_a_turn_lost_with_its_session_fails_the_write_under_it(url):
     try:
         with pytest.raises(StoreUnavailable, match="turn was lost"):
             with a.writer_turn("space:acme"):
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                              "WHERE application_name = 'esfis-partitions' AND pid <> pg_backend_pid() "
-                              "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory')")
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'esfis-partitions' AND pid <> pg_backend_pid() "
+                    "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory')"
+                )
                 with pytest.raises(StoreUnavailable):
                     a.version("space:acme")  # the dead session's statement fails
                 a.version("space:acme")  # a new session: the turn did not come with it

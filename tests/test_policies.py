@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from server.errors import MemoryNotFound, PolicyDenied
-from server.policies import PolicySet, Rule
+from server.spaces.policies import PolicySet, Rule
 
 A, S = "claude-code", "acme/platform"
 
@@ -22,7 +22,9 @@ MATRIX = [
     pytest.param([(A, None, "deny"), (A, "acme", "allow")], A, S, True, id="1-beats-2"),
     pytest.param([(A, "acme", "deny"), (A, S, "allow")], A, S, True, id="1-nearest-ancestor-wins"),
     pytest.param([(A, S, "deny"), ("*", None, "allow")], A, S, False, id="1-deny-beats-4-allow"),
-    pytest.param([("*", "acme", "deny"), ("claude-code", "acme", "allow")], "cursor", S, False, id="seed-cursor-denied"),
+    pytest.param(
+        [("*", "acme", "deny"), ("claude-code", "acme", "allow")], "cursor", S, False, id="seed-cursor-denied"
+    ),
     pytest.param([("*", "acme", "deny"), ("claude-code", "acme", "allow")], A, S, True, id="seed-claude-allowed"),
     pytest.param([("*", "acme", "deny")], A, "acme2", True, id="no-prefix-match-acme2"),
     pytest.param([("*", "acme", "deny")], A, "acme-corp", True, id="no-prefix-match-acme-corp"),
@@ -74,9 +76,11 @@ def test_deny_blocks_every_verb(fake_service, folders, verb, rule_space):
             svc.remember(cursor, "platform runs on nomad")
     else:
         with pytest.raises(MemoryNotFound) as denied:
-            {"replace": lambda: svc.replace(cursor, memory.id, "nomad"),
-             "forget": lambda: svc.forget(cursor, memory.id),
-             "get": lambda: svc.get(cursor, memory.id)}[verb]()
+            {
+                "replace": lambda: svc.replace(cursor, memory.id, "nomad"),
+                "forget": lambda: svc.forget(cursor, memory.id),
+                "get": lambda: svc.get(cursor, memory.id),
+            }[verb]()
         assert str(denied.value) == f"no memory {memory.id}"
     # nothing changed for the allowed writer
     assert [m.text for m in svc.recall(writer, "kubernetes").memories] == ["platform runs on kubernetes"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from indexing.testing import HashingEmbedder
+from server.bulk.reindex import NEXT, REPLACED
 from server.errors import StoreUnavailable
-from server.reindex import NEXT, REPLACED
 from server.service import open_service, reindex_store
 from server.spaces import partition_key
 from tests.catalogs import settings_for
@@ -72,7 +72,10 @@ def test_a_store_open_in_another_process_is_never_reindexed_under_it(home, clock
     try:
         with pytest.raises(StoreUnavailable, match="open in another process"):
             reindex_store(settings_for(home), embedder=NEW)
-        assert svc.get(svc.caller("cli", space="acme"), svc.recall(svc.caller("cli", space="acme"), "acme note n001").memories[0].id)
+        assert svc.get(
+            svc.caller("cli", space="acme"),
+            svc.recall(svc.caller("cli", space="acme"), "acme note n001").memories[0].id,
+        )
     finally:
         svc.close()
     assert reindex_store(settings_for(home), embedder=NEW).model_after == "hashing-new"
@@ -88,8 +91,14 @@ reindex_store(embedder=HashingEmbedder(32, "hashing-new"), batch=4)
 @pytest.mark.parametrize("failpoint", ["reindex:after-batch@3", "reindex:mid-swap"])
 def test_a_killed_reindex_runs_again_to_completion_with_each_memory_once(home, clock, failpoint):
     ids = seeded(home, clock)
-    killed = subprocess.run([sys.executable, "-c", REINDEX_WITH_FAILPOINT], env=cli_env(home, ESFIS_FAILPOINT=failpoint),
-                            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", REINDEX_WITH_FAILPOINT],
+        env=cli_env(home, ESFIS_FAILPOINT=failpoint),
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr
     # A memory forgotten while the reindex lies interrupted must not come back from its copy.
     svc = open_service(settings_for(home), embedder=NEW if failpoint == "reindex:mid-swap" else OLD, clock=clock)
@@ -124,12 +133,19 @@ def test_the_cli_reindexes_into_the_packaged_model_which_then_answers(home, cloc
     finally:
         svc.close()
     esfis = str(Path(sys.executable).with_name("esfis"))
-    done = subprocess.run([esfis, "reindex"], env=cli_env(home), cwd=folders["acme"], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [esfis, "reindex"], env=cli_env(home), cwd=folders["acme"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"reindexed 3 memories in 2 partitions with {real_embedder.name}"), done.stdout
-    recalled = subprocess.run([esfis, "recall", "how does login work?", "--json"], env=cli_env(home), cwd=folders["acme"],
-                              capture_output=True, text=True, timeout=300)
+    recalled = subprocess.run(
+        [esfis, "recall", "how does login work?", "--json"],
+        env=cli_env(home),
+        cwd=folders["acme"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert recalled.returncode == 0, recalled.stderr
     texts = [m["text"] for m in json.loads(recalled.stdout)["memories"]]
     assert texts[0] == "Acme authentication uses Auth0"

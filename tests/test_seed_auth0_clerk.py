@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from server.service import open_service
-from tests.helpers import run_cli
 from tests.catalogs import settings_for
+from tests.helpers import run_cli
 
 QUESTION = "how does login work?"
 

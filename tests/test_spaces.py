@@ -10,13 +10,30 @@ import pytest
 
 from server.errors import InvalidSpaceName, SpaceExists, SpaceNotEmpty, SpaceNotFound, Unauthorized
 from server.spaces import NAME_RULE, contains, validate_space_name
-from server.registry import Registry
-from server.tokens import TokenBook
+from server.spaces.registry import Registry
+from server.spaces.tokens import TokenBook
 from tests.helpers import run_cli
 
 VALID = ["acme", "acme/platform", "a", "0", "acme-corp", "acme.io", "a_b", "/".join(["s"] * 8), "a" * 63]
-INVALID = ["", "Acme", "acme/", "/acme", "acme//x", "acme/../x", "..", ".", "-acme", "_acme", "acme corp",
-           "аcme", "acmé", "a" * 64, "/".join(["s"] * 9), "acme\n", "acme/.hidden"]
+INVALID = [
+    "",
+    "Acme",
+    "acme/",
+    "/acme",
+    "acme//x",
+    "acme/../x",
+    "..",
+    ".",
+    "-acme",
+    "_acme",
+    "acme corp",
+    "аcme",
+    "acmé",
+    "a" * 64,
+    "/".join(["s"] * 9),
+    "acme\n",
+    "acme/.hidden",
+]
 
 
 @pytest.mark.parametrize("name", VALID)
@@ -31,10 +48,17 @@ def test_invalid_names_are_refused_with_the_rule(name):
     assert NAME_RULE in error.value.message
 
 
-@pytest.mark.parametrize("outer, inner, inside", [
-    ("acme", "acme/platform", True), ("acme", "acme", True), ("acme", "acme2", False),
-    ("acme", "acme-corp", False), ("acme/platform", "acme", False), ("acme/platform", "acme/finance", False),
-])
+@pytest.mark.parametrize(
+    "outer, inner, inside",
+    [
+        ("acme", "acme/platform", True),
+        ("acme", "acme", True),
+        ("acme", "acme2", False),
+        ("acme", "acme-corp", False),
+        ("acme/platform", "acme", False),
+        ("acme/platform", "acme/finance", False),
+    ],
+)
 def test_containment_is_by_whole_segments(outer, inner, inside):
     assert contains(outer, inner) is inside
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from server.catalog import open_catalog
-from server.catalog_sqlite import SqliteCatalog
-from server.memory_input import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
+from server.catalog.sqlite import SqliteCatalog
+from server.memories.input import ID_PATTERN, MemoryBatch, NewMemory, check_id, new_id, new_ids
 from tests.catalogs import settings_for
 
 
@@ -46,7 +46,9 @@ def test_a_catalog_made_before_the_index_change_is_upgraded_on_open(tmp_path: Pa
         conn.execute("CREATE INDEX memories_by_key ON memories (partition, key)")
         conn.execute("CREATE INDEX memories_superseded ON memories (partition, superseded_by)")
     catalog = SqliteCatalog(path)
-    names = {r["name"] for r in catalog.all("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'")}
+    names = {
+        r["name"] for r in catalog.all("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'")
+    }
     plan = catalog.all(
         "EXPLAIN QUERY PLAN SELECT digest FROM memories WHERE partition = ? AND substr(digest, 1, 16) IN (?, ?)",
         ("p", "a", "b"),
@@ -65,10 +67,18 @@ def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
     catalog = open_catalog(settings_for(tmp_path))
     store = VectorStore(tmp_path / "vectors", model="test", dimension=8)
     book = MemoryBook(catalog, store)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     memories = [
-        NewMemory(id=i, space=None, text=f"t{n}", vector=np.full(8, np.nan if n == 3 else 1.0, dtype=np.float32),
-                  ai="import", created_at=now, valid_from=now, valid_until=None)
+        NewMemory(
+            id=i,
+            space=None,
+            text=f"t{n}",
+            vector=np.full(8, np.nan if n == 3 else 1.0, dtype=np.float32),
+            ai="import",
+            created_at=now,
+            valid_from=now,
+            valid_until=None,
+        )
         for n, i in enumerate(new_ids(5))
     ]
     with ThreadPoolExecutor(1) as thread, pytest.raises(Exception, match="finite"):
@@ -85,7 +95,7 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
 
     from indexing.store import COMPACT_EVERY
     from indexing.testing import HashingEmbedder
-    from server.importer import import_stream
+    from server.bulk.importer import import_stream
     from server.service import open_service
 
     service = open_service(settings_for(tmp_path / "home"), embedder=HashingEmbedder(64))
@@ -106,8 +116,11 @@ def _json_values():
     # Integers within 64 bits: past them orjson reads a float (json: an int), the one known
     # difference (a vector refuses either, for another reason; see the test below).
     scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text()
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-                        max_leaves=12)
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
 
 
 def test_lines_read_with_orjson_answer_as_the_json_module_does():
@@ -117,13 +130,19 @@ def test_lines_read_with_orjson_answer_as_the_json_module_does():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    import server.import_rows as import_rows
+    import server.bulk.rows as import_rows
 
-    now = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 30, tzinfo=UTC)
     fields = st.fixed_dictionaries(
-        {}, optional={"text": _json_values(), "space": _json_values(), "key": _json_values(), "labels": _json_values(),
-                      "vector": st.lists(st.floats(width=32) | st.integers(-(2**63), 2**63 - 1), max_size=3),
-                      "valid_until": _json_values()},
+        {},
+        optional={
+            "text": _json_values(),
+            "space": _json_values(),
+            "key": _json_values(),
+            "labels": _json_values(),
+            "vector": st.lists(st.floats(width=32) | st.integers(-(2**63), 2**63 - 1), max_size=3),
+            "valid_until": _json_values(),
+        },
     )
 
     class JsonOnly:  # the json module in orjson's place: refuses everything, so json answers
@@ -150,9 +169,9 @@ def test_lines_read_with_orjson_answer_as_the_json_module_does():
 
 
 def test_the_one_difference_orjson_makes_is_the_reason_a_huge_integer_in_a_vector_is_refused():
-    from server.import_rows import RowError, parse_line
+    from server.bulk.rows import RowError, parse_line
 
-    now = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 30, tzinfo=UTC)
     with np.errstate(over="ignore"):
         row = parse_line(1, '{"text": "t", "vector": [1, 2, 18446744073709551616]}', now=now, dimension=3)
     assert isinstance(row, RowError) and "finite numbers" in row.reason  # json's way: "list of numbers"

@@ -10,16 +10,64 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = ("acme authentication uses auth0 globex clerk login how does work the a note memory invoices are paid "
-         "monthly deploys on fridays mondays query passage search result text title none task what did i buy "
-         "personal preference staging database password vault secret x").split()
+WORDS = [
+    "acme",
+    "authentication",
+    "uses",
+    "auth0",
+    "globex",
+    "clerk",
+    "login",
+    "how",
+    "does",
+    "work",
+    "the",
+    "a",
+    "note",
+    "memory",
+    "invoices",
+    "are",
+    "paid",
+    "monthly",
+    "deploys",
+    "on",
+    "fridays",
+    "mondays",
+    "query",
+    "passage",
+    "search",
+    "result",
+    "text",
+    "title",
+    "none",
+    "task",
+    "what",
+    "did",
+    "i",
+    "buy",
+    "personal",
+    "preference",
+    "staging",
+    "database",
+    "password",
+    "vault",
+    "secret",
+    "x",
+]
 WIDTH = 32
 DIMENSION = 48  # after the Dense layer: neither the transformer's width nor 384
 PROMPTS = {"query": "query: ", "document": "passage: "}
 
 
-def build_tiny_model(folder: Path, *, pooling: str = "mean", prompts: dict[str, str] | None = None,
-                     dense: bool = True, include_prompt: bool = True, seed: int = 0) -> Path:
+def build_tiny_model(
+    folder: Path,
+    *,
+    pooling: str = "mean",
+    prompts: dict[str, str] | None = None,
+    dense: bool = True,
+    include_prompt: bool = True,
+    seed: int = 0,
+) -> Path:
     """Write the model into ``folder`` (created) and return it."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -35,17 +83,31 @@ def build_tiny_model(folder: Path, *, pooling: str = "mean", prompts: dict[str, 
     pieces = {c for w in WORDS for c in w} | {f"##{c}" for w in WORDS for c in w} | set("?:.,|")
     vocab.write_text("\n".join(specials + sorted(set(WORDS) | pieces)) + "\n")
     word_pieces = BertWordPieceTokenizer(str(vocab), lowercase=True)
-    tokenizer = BertTokenizerFast(tokenizer_object=word_pieces._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
-                                  pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+    tokenizer = BertTokenizerFast(
+        tokenizer_object=word_pieces._tokenizer,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=WIDTH,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     BertModel(config).eval().save_pretrained(str(hf))
     tokenizer.save_pretrained(str(hf))
-    modules = [Transformer(str(hf), max_seq_length=64), Pooling(WIDTH, pooling_mode=pooling, include_prompt=include_prompt)]
+    modules = [
+        Transformer(str(hf), max_seq_length=64),
+        Pooling(WIDTH, pooling_mode=pooling, include_prompt=include_prompt),
+    ]
     if dense:
         modules += [Dense(WIDTH, DIMENSION, activation_function=torch.nn.Tanh()), Normalize()]
-    model = SentenceTransformer(modules=modules, device="cpu",
-                                prompts=PROMPTS if prompts is None else prompts)
+    model = SentenceTransformer(modules=modules, device="cpu", prompts=PROMPTS if prompts is None else prompts)
     model.save(str(folder))
     return folder

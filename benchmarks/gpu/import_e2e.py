@@ -3,7 +3,7 @@
     python benchmarks/gpu/import_e2e.py OUT_DIR [ROWS]
 
 Unlike part a of ``measure.py`` (a pipeline built beside esfis, with no store), this runs
-``server.importer.import_stream`` itself: parse, checks, duplicate queries, the model on the GPU
+``server.bulk.importer.import_stream`` itself: parse, checks, duplicate queries, the model on the GPU
 through ``ESFIS_DEVICE=cuda`` (fp16), LanceDB and catalog writes, into a fresh ``ESFIS_HOME`` on
 local disk. It needs LanceDB on the device machine (``run.sh c`` installs it from carried
 wheels) and the sentence-transformers folder in ``.devcarry/model``. Writes ``import_e2e.json``:
@@ -27,7 +27,22 @@ sys.path.insert(0, str(ROOT))
 DEV = os.environ.get("ESFIS_GPU_DEVICE", "cuda")
 SMOKE = os.environ.get("ESFIS_GPU_SMOKE") == "1"
 MODEL = Path(os.environ.get("ESFIS_GPU_MODEL", ROOT / ".devcarry" / "model"))
-WORDS = "acme auth login deploy billing invoice cache queue retry token client server build test".split()
+WORDS = [
+    "acme",
+    "auth",
+    "login",
+    "deploy",
+    "billing",
+    "invoice",
+    "cache",
+    "queue",
+    "retry",
+    "token",
+    "client",
+    "server",
+    "build",
+    "test",
+]
 
 
 def lines(rows: int) -> list[str]:
@@ -42,12 +57,12 @@ def lines(rows: int) -> list[str]:
 
 
 def main(out: Path, rows: int) -> dict:
+    import lancedb  # noqa: F401  (fails here, early, when the wheels were not installed)
+
     from indexing.embedder import load_embedder
-    from server.importer import import_stream
+    from server.bulk.importer import import_stream
     from server.service import open_service
     from server.settings import Settings
-
-    import lancedb  # noqa: F401  (fails here, early, when the wheels were not installed)
 
     data = lines(rows)
     texts = [json.loads(line)["text"] for line in data]
@@ -69,7 +84,9 @@ def main(out: Path, rows: int) -> dict:
         service.close()
         assert (report.imported, report.failed) == (rows, 0), report
         results[f"import_batch_{batch_size}"] = {
-            "memories_per_s": round(rows / seconds), "seconds": round(seconds, 2), "over_raw": round(rows / seconds / raw, 3),
+            "memories_per_s": round(rows / seconds),
+            "seconds": round(seconds, 2),
+            "over_raw": round(rows / seconds / raw, 3),
         }
         print(json.dumps(results), flush=True)
     results["target_memories_per_s"] = 50_000

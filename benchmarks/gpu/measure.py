@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import queue
 import sys
 import threading
@@ -20,8 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-import os
 
 DEV = os.environ.get("ESFIS_GPU_DEVICE", "cuda")
 SMOKE = os.environ.get("ESFIS_GPU_SMOKE") == "1"  # a tiny run on the CPU, to test the script
@@ -34,7 +33,11 @@ def load():
     from tokenizers import Tokenizer
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(str(CARRY / "model"), dtype=torch.float16 if DEV == "cuda" else torch.float32).to(DEV).eval()
+    model = (
+        AutoModel.from_pretrained(str(CARRY / "model"), dtype=torch.float16 if DEV == "cuda" else torch.float32)
+        .to(DEV)
+        .eval()
+    )
     tok = Tokenizer.from_file(str(CARRY / "model" / "tokenizer.json"))
     tok.enable_truncation(max_length=256)
     tok.enable_padding()
@@ -131,7 +134,9 @@ def import_pipeline(model, tok, lines: list[bytes], batch: int, out: Path, produ
             texts = sorted((texts[i] for i in fresh), key=len)
             if texts:
                 ids, mask = tokenize(tok, texts)
-                todo.put((texts, ids.pin_memory() if DEV == "cuda" else ids, mask.pin_memory() if DEV == "cuda" else mask))
+                todo.put(
+                    (texts, ids.pin_memory() if DEV == "cuda" else ids, mask.pin_memory() if DEV == "cuda" else mask)
+                )
         todo.put(None)
 
     schema = pa.schema([("text", pa.string()), ("vector", pa.list_(pa.float32(), 384))])
@@ -139,7 +144,7 @@ def import_pipeline(model, tok, lines: list[bytes], batch: int, out: Path, produ
     started = time.perf_counter()
     for me in range(producers):
         threading.Thread(target=produce, args=(me,), daemon=True).start()
-    with (ipc.new_file(str(out), schema) if out is not None else _Discard()) as sink:
+    with ipc.new_file(str(out), schema) if out is not None else _Discard() as sink:
         while finished < producers:
             item = todo.get()
             if item is None:
@@ -147,13 +152,25 @@ def import_pipeline(model, tok, lines: list[bytes], batch: int, out: Path, produ
                 continue
             texts, ids, mask = item
             vectors = forward(model, ids.to(DEV, non_blocking=True), mask.to(DEV, non_blocking=True)).cpu().numpy()
-            sink.write_table(pa.table({
-                "text": texts, "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), 384),
-            }, schema=schema))
+            sink.write_table(
+                pa.table(
+                    {
+                        "text": texts,
+                        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), 384),
+                    },
+                    schema=schema,
+                )
+            )
             written += len(texts)
     seconds = time.perf_counter() - started
-    return {"lines": len(lines), "written": written, "failed": failed[0], "seconds": round(seconds, 3),
-            "memories_per_s": round(written / seconds), "lines_per_s": round(len(lines) / seconds)}
+    return {
+        "lines": len(lines),
+        "written": written,
+        "failed": failed[0],
+        "seconds": round(seconds, 3),
+        "memories_per_s": round(written / seconds),
+        "lines_per_s": round(len(lines) / seconds),
+    }
 
 
 def gpu_search(rows: int, scope: int, queries: int = 200) -> dict:
@@ -174,8 +191,11 @@ def gpu_search(rows: int, scope: int, queries: int = 200) -> dict:
         started = time.perf_counter()
         torch.topk(qs @ matrix.T, 10, dim=1).indices.cpu()
         batched = time.perf_counter() - started
-        out[name] = {"p50_ms": round(float(np.median(times)) * 1000, 3), "p95_ms": round(float(np.percentile(times, 95)) * 1000, 3),
-                     "batched_queries_per_s": round(queries / batched)}
+        out[name] = {
+            "p50_ms": round(float(np.median(times)) * 1000, 3),
+            "p95_ms": round(float(np.percentile(times, 95)) * 1000, 3),
+            "batched_queries_per_s": round(queries / batched),
+        }
     return out
 
 
@@ -197,32 +217,49 @@ def embed_all(model, tok, texts: list[str], out: Path) -> dict:
     np.save(out / "lme-scale.npy", scale.astype(np.float32))
     for i, chunk in enumerate(np.array_split(quantised, 3)):
         np.save(out / f"lme-q{i}.npy", chunk)
-    return {"texts": len(texts), "seconds": round(seconds, 2), "texts_per_s": round(len(texts) / seconds),
-            "int8_cosine_min": float(np.min(np.sum(back * vectors, axis=1)))}
+    return {
+        "texts": len(texts),
+        "seconds": round(seconds, 2),
+        "texts_per_s": round(len(texts) / seconds),
+        "int8_cosine_min": float(np.min(np.sum(back * vectors, axis=1))),
+    }
 
 
 def main() -> None:
     part, out = sys.argv[1], Path(sys.argv[2])
-    from benchmarks.longmemeval import load_workload
     import benchmarks.longmemeval as lme
+    from benchmarks.longmemeval import load_workload
 
     lme.LME_FILE = CARRY / "longmemeval_s_user_turns.json.gz"
     workload = load_workload()
     model, tok = load()
     if SMOKE:
-        workload = lme.Workload(workload.texts[:3000], workload.memory_text[:4000] % 3000, workload.memory_space[:4000],
-                                workload.spaces, workload.questions)
+        workload = lme.Workload(
+            workload.texts[:3000],
+            workload.memory_text[:4000] % 3000,
+            workload.memory_space[:4000],
+            workload.spaces,
+            workload.questions,
+        )
     report: dict = {"device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu", "torch": torch.__version__}
     if part == "a":
         report["raw_encode_texts_per_s"] = {
-            f"{t}_tokens_batch_{b}": round(raw_rate(model, t, b)) for t in (32, 128) for b in ((1024, 4096) if not SMOKE else (8,))
+            f"{t}_tokens_batch_{b}": round(raw_rate(model, t, b))
+            for t in (32, 128)
+            for b in ((1024, 4096) if not SMOKE else (8,))
         }
         texts = [workload.texts[i] for i in workload.memory_text.tolist()]
         lines = [json.dumps({"text": t}).encode() for t in texts]
         report["import_pipeline_lme_121k_lines"] = import_pipeline(model, tok, lines, 2048, Path("/tmp/import.arrow"))
-        short = [json.dumps({"text": f"memory {i}: the deploy of service {i % 977} moved to region {i % 13}"}).encode()
-                 for i in range(300_000 if not SMOKE else 500)]
-        for sink, where in (("local_disk", Path("/tmp/import2.arrow")), ("tmpfs", Path("/dev/shm/import2.arrow")), ("no_write", None)):
+        short = [
+            json.dumps({"text": f"memory {i}: the deploy of service {i % 977} moved to region {i % 13}"}).encode()
+            for i in range(300_000 if not SMOKE else 500)
+        ]
+        for sink, where in (
+            ("local_disk", Path("/tmp/import2.arrow")),
+            ("tmpfs", Path("/dev/shm/import2.arrow")),
+            ("no_write", None),
+        ):
             report[f"import_pipeline_300k_short_distinct_{sink}"] = import_pipeline(model, tok, short, 4096, where)
         report["search"] = gpu_search(1_000_000 if not SMOKE else 20_000, 10_000)
         cpu = CARRY / "cpu-chunk0.npy"

@@ -52,5 +52,6 @@ class AccessLog:
         finally:
             method = scope.get("method", "?")
             elapsed = (time.perf_counter() - started) * 1000
-            log.info("%s %s %d %.1fms", method if isinstance(method, str) else "?", route_template(scope),
-                     status, elapsed)
+            log.info(
+                "%s %s %d %.1fms", method if isinstance(method, str) else "?", route_template(scope), status, elapsed
+            )

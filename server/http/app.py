@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Callable, Literal
+from typing import Literal
 
 import anyio
 from fastapi import FastAPI
-from starlette.routing import Route
 from pydantic import BaseModel
+from starlette.routing import Route
 
 from server.http.access_log import AccessLog
 from server.http.auth import MCP_PATH, Gate
-from server.http.mcp import McpEndpoint, Protection
 from server.http.errors import install_error_handlers
+from server.http.mcp import McpEndpoint, Protection
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
 from server.service import Esfis
-from server.web import announcing, mount_web
+from server.web import mount_web
 
 log = logging.getLogger("esfis.http")
 

@@ -4,7 +4,7 @@ token, then the body limit.
 Framing first, for every path: a request that gives ``Authorization``, ``Cookie`` or
 ``X-Esfis-Run`` twice is refused with 400, since two layers reading the first and the last of
 them would each believe a different caller. ``X-Esfis-Run`` itself is refused: a caller never
-names its own run (the token is the run, ``server.runs``; a harness opens run tokens with
+names its own run (the token is the run, ``server.barrier.runs``; a harness opens run tokens with
 ``POST /v1/runs``).
 
 Authentication runs first and answers every failure with one identical 401, so an
@@ -19,7 +19,8 @@ is refused on the next request.
 
 from __future__ import annotations
 
-from typing import Annotated, Callable
+from collections.abc import Callable
+from typing import Annotated
 
 import anyio
 from fastapi import Depends, Request
@@ -28,8 +29,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge
 from server.http.errors import from_esfis
-from server.service import Esfis
 from server.models import Token
+from server.service import Esfis
 
 BODY_LIMIT = 64 * 1024
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
@@ -105,8 +106,10 @@ def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:
         if names.count(name) > 1:
             return BadRequest(f"the request gives the {name.decode().title()} header more than once")
     if RUN_HEADER in names:
-        return BadRequest("X-Esfis-Run is not taken: the requests of one token are one run, and a caller "
-                          "never names its own; a harness opens a run token per agent session with POST /v1/runs")
+        return BadRequest(
+            "X-Esfis-Run is not taken: the requests of one token are one run, and a caller "
+            "never names its own; a harness opens a run token per agent session with POST /v1/runs"
+        )
     return None
 
 
@@ -185,8 +188,10 @@ async def run_opener(request: Request, _: Annotated[HTTPAuthorizationCredentials
     """An agent token or a runs-only token: what may open a run token."""
     token = _token(request)
     if token.kind not in ("agent", "runs"):
-        raise Forbidden("runs are opened with an agent token or a runs-only token "
-                        "(esfis token create --ai NAME --runs-only); a run token cannot open runs")
+        raise Forbidden(
+            "runs are opened with an agent token or a runs-only token "
+            "(esfis token create --ai NAME --runs-only); a run token cannot open runs"
+        )
     return token
 
 

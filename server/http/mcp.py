@@ -29,8 +29,9 @@ import logging
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 import anyio
@@ -64,14 +65,17 @@ class Protection:
     hosts: tuple[str, ...] | None = None  # host names (any port); None: any host
 
     @classmethod
-    def from_env(cls) -> "Protection":
+    def from_env(cls) -> Protection:
         """As ``esfis serve`` set it for its workers: the address it listens on (SERVE_HOST),
         ESFIS_MCP_ORIGINS and ESFIS_MCP_HOSTS."""
-        return cls.for_bind(os.environ.get(SERVE_HOST, "127.0.0.1"), origins=os.environ.get("ESFIS_MCP_ORIGINS"),
-                            hosts=os.environ.get("ESFIS_MCP_HOSTS"))
+        return cls.for_bind(
+            os.environ.get(SERVE_HOST, "127.0.0.1"),
+            origins=os.environ.get("ESFIS_MCP_ORIGINS"),
+            hosts=os.environ.get("ESFIS_MCP_HOSTS"),
+        )
 
     @classmethod
-    def for_bind(cls, host: str, *, origins: str | None, hosts: str | None) -> "Protection":
+    def for_bind(cls, host: str, *, origins: str | None, hosts: str | None) -> Protection:
         named = tuple(h.strip().lower() for h in (hosts or "").split(",") if h.strip())
         if named:
             return cls(_split(origins), named)
@@ -106,12 +110,13 @@ class McpEndpoint:
     """The ASGI app behind ``/mcp``: protection, the token's kind, the session's space, then
     the SDK's session manager. The HTTP gate has already authenticated the token."""
 
-    def __init__(self, service: Callable[[], "Esfis"], protection: Protection) -> None:
+    def __init__(self, service: Callable[[], Esfis], protection: Protection) -> None:
         self.service = service
         self.protection = protection
         self.server: MCPServer = build_server(service, None, caller_of=caller_of)
         self.server.streamable_http_app(  # makes the session manager; its routes are not used
-            json_response=False, stateless_http=False, transport_security=None, host="0.0.0.0")
+            json_response=False, stateless_http=False, transport_security=None, host="0.0.0.0"
+        )
         self._bindings: OrderedDict[str, Binding] = OrderedDict()
         self.route: object | None = None  # its route, for the access log's template (set by the app)
 
@@ -150,8 +155,10 @@ class McpEndpoint:
             raise refusal
         token = scope.get(TOKEN_KEY)
         if not isinstance(token, Token) or token.kind not in ("agent", "run"):
-            raise Forbidden("MCP over HTTP acts as an AI: use an agent token or a run token "
-                            "(esfis token create --ai NAME, or POST /v1/runs)")
+            raise Forbidden(
+                "MCP over HTTP acts as an AI: use an agent token or a run token "
+                "(esfis token create --ai NAME, or POST /v1/runs)"
+            )
         asked = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("space", [])
         if len(asked) > 1:
             raise BadRequest("the URL names space more than once")
@@ -165,8 +172,9 @@ class McpEndpoint:
                 return bound.space
             return space  # unknown or another token's: the SDK answers as for an unknown session
         # A new session: where it stands is checked now, as the façade checks any caller.
-        caller = await anyio.to_thread.run_sync(lambda: self.service().caller(space=space, transport="mcp",
-                                                                                token=token))
+        caller = await anyio.to_thread.run_sync(
+            lambda: self.service().caller(space=space, transport="mcp", token=token)
+        )
         return caller.space
 
     def _bind(self, session: str, binding: Binding) -> None:
@@ -175,7 +183,7 @@ class McpEndpoint:
             self._bindings.popitem(last=False)
 
 
-def caller_of(ctx: "Context", service: "Esfis") -> Caller:
+def caller_of(ctx: Context, service: Esfis) -> Caller:
     """The caller of one tool call over HTTP: the token of the request that carried it, standing
     where its session was opened."""
     request = ctx.request_context.request

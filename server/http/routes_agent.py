@@ -4,7 +4,7 @@ call on the façade.
 The caller is the token's AI. Where it stands comes from ``space`` or ``cwd`` (in the body, or
 the query for GET and DELETE), else no space; a token confined to a subtree stands in its own
 space when the request names none, and is refused (403, naming only its own space) anywhere
-outside it. The token is the run (``server.runs``): an agent token's requests form its standing
+outside it. The token is the run (``server.barrier.runs``): an agent token's requests form its standing
 run, a run token is its own run, and no header or argument names another. HTTP has no person at
 the call, so a write the barrier sends to a person is refused. Endpoints are plain ``def``:
 FastAPI runs them in its thread pool, so embedding and LanceDB work never block the event loop.
@@ -32,9 +32,9 @@ from server.http.schemas import (
     RunTokenOut,
     Text,
 )
-from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
 from server.models import Caller, Token
 from server.service import Esfis
+from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
@@ -97,9 +97,7 @@ def get_memory(
 
 
 @router.post("/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, summary="replace")
-def replace_memory(
-    memory_id: str, body: ReplaceIn, request: Request, token: AgentToken
-) -> dict:
+def replace_memory(memory_id: str, body: ReplaceIn, request: Request, token: AgentToken) -> dict:
     """Supersede a memory with a new text, in the old one's space; answers the new memory."""
     service = service_of(request)
     caller = caller_for(service, token, body.space, body.cwd)

@@ -8,7 +8,8 @@ chunks as the importer consumes lines, so a large file never sits whole in memor
 from __future__ import annotations
 
 import io
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
@@ -191,9 +192,14 @@ def backup(body: BackupIn, request: Request, _: OperatorToken) -> dict:
     """A consistent backup of this server's home into ``path``, a folder on the server's
     machine (absolute; absent or empty). Answers when the backup is complete."""
     report = service_of(request).backup(body.path)
-    return BackupOut(path=str(report.path), taken_at=report.taken_at.isoformat(), memories=report.memories,
-                     partitions=report.partitions, forgotten_since=report.forgotten_since,
-                     seconds=round(report.seconds, 3)).dump()
+    return BackupOut(
+        path=str(report.path),
+        taken_at=report.taken_at.isoformat(),
+        memories=report.memories,
+        partitions=report.partitions,
+        forgotten_since=report.forgotten_since,
+        seconds=round(report.seconds, 3),
+    ).dump()
 
 
 # -- import ---------------------------------------------------------------------------------

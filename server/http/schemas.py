@@ -73,8 +73,10 @@ class ContextIn(_In):
 class RunIn(_In):
     space: Text | None = Field(None, description="the run token's scope: the opener's, or a space inside it")
     ttl: int | Text | None = Field(
-        None, description="how long the run token lasts: seconds, or a duration such as 30m, 12h, 7d "
-        "(default 12h, at most 7d)")
+        None,
+        description="how long the run token lasts: seconds, or a duration such as 30m, 12h, 7d "
+        "(default 12h, at most 7d)",
+    )
 
 
 class RunTokenOut(BaseModel):

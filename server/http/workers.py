@@ -72,7 +72,7 @@ def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None)
     if workers < 1:
         raise InvalidInput("--workers must be at least 1", field="workers")
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
-    common = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
+    common: dict[str, Any] = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
     if workers == 1:
         # announcing: prints the settings page's URL once the service is open
         uvicorn.run(create_app(announcing(serving_service, host, port)), **common)

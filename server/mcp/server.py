@@ -77,8 +77,10 @@ HTTP_INSTRUCTIONS = (
 
 def _where(standing: Standing | None) -> str:
     if standing is None:
-        return ("This session works in the space it was opened in: it sees that space, the spaces below "
-                "it, and (for an unscoped token) the user's personal memories, and nothing of any other space.")
+        return (
+            "This session works in the space it was opened in: it sees that space, the spaces below "
+            "it, and (for an unscoped token) the user's personal memories, and nothing of any other space."
+        )
     if standing.space is None:
         return "This server stands in no space: only personal memories are within reach."
     return (
@@ -105,8 +107,8 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "as a decision, a convention, how something works here, or a preference the user "
             "stated. Use it when you learn something durable that is not obvious from the code; "
             "do not store secrets, passwords or tokens, or what is only true for this one task. "
-            "Write it so it makes sense on its own (\"Acme's login uses Auth0\", not \"it uses "
-            f"Auth0\"), one fact per memory. {target} Set `source` when the fact comes from outside "
+            'Write it so it makes sense on its own ("Acme\'s login uses Auth0", not "it uses '
+            f'Auth0"), one fact per memory. {target} Set `source` when the fact comes from outside '
             "(slack, email, a webhook, a web page). esfis follows what this session has read: a "
             "write that would carry one space's data where it may not go is refused "
             "(data_barrier), or, into personal memories, needs the user's approval. Returns the "
@@ -115,7 +117,7 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
         "recall": (
             "Find the memories that best answer a question or fit a task: conventions, past "
             "decisions, how things work here, the user's preferences. Call it before you start a "
-            "task and whenever you lack context; ask in plain words (\"how does login work?\"). "
+            'task and whenever you lack context; ask in plain words ("how does login work?"). '
             f"{where} There is no argument to look anywhere else. Returns up to `limit` memories, "
             "best first, each with id, text, space (null: personal) and score."
         ),
@@ -250,7 +252,7 @@ def build_server(
     than ``initialize``, or ``WARM_AFTER_S`` after start, whichever comes first. Heavy imports
     in another thread would otherwise compete with the handshake for the GIL and both cores.
     """
-    service_now: Callable[[], Esfis] = service if callable(service) else lambda: service  # type: ignore[assignment]
+    service_now: Callable[[], Esfis] = service if callable(service) else lambda: service
     if caller_of is None:
         assert standing is not None, "a stdio server stands somewhere"
         fixed = standing
@@ -319,8 +321,11 @@ def build_server(
         query: Annotated[str, Field(description="what you want to know, in plain words")],
         ctx: Context,
         limit: Annotated[
-            int, Field(description=f"how many memories at most, 1 to {MAX_LIMIT}",
-                       json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
+            int,
+            Field(
+                description=f"how many memories at most, 1 to {MAX_LIMIT}",
+                json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT},
+            ),
         ] = DEFAULT_LIMIT,
     ) -> RecallOut:
         result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
@@ -356,7 +361,9 @@ def build_server(
         reference = await call(ctx, lambda service, who: service.share(who, ids))
         return ReferenceOut.of(reference)
 
-    @server.tool(description=about["open_context"], annotations=ToolAnnotations(title="Open context", read_only_hint=True))
+    @server.tool(
+        description=about["open_context"], annotations=ToolAnnotations(title="Open context", read_only_hint=True)
+    )
     async def open_context(
         ref: Annotated[str, Field(description="a context reference, ctx_…")],
         ctx: Context,

@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 import secrets
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from server.errors import EsfisError, StoreUnavailable
 from server.models import Caller
-from server.locate import locate
 from server.settings import Settings
+from server.spaces.locate import locate
 
 if TYPE_CHECKING:
     from server.service import Esfis
@@ -71,14 +72,13 @@ class Standing:
         """The caller of one tool call; refuses with the start-up problem, if there was one."""
         if self.problem is not None:
             raise self.problem
-        return service.caller(self.ai_for(client_name), space=self.space, transport="mcp", run=self.run_id,
-                              owner="mcp")
+        return service.caller(self.ai_for(client_name), space=self.space, transport="mcp", run=self.run_id, owner="mcp")
 
 
 def stand(settings: Settings, environ: Mapping[str, str], cwd: str) -> Standing:
     """Resolve where a server started in ``cwd`` stands.
 
-    The same rule as ``Esfis.caller`` (docs/design.md §2), through the light door (``server.locate``):
+    The same rule as ``Esfis.caller`` (docs/design.md §2), through the light door (``server.spaces.locate``):
     the answer to ``initialize`` must not wait for the service's vector stack, which opens in
     the background. Each tool call then builds its caller through the façade.
     """

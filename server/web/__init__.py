@@ -15,7 +15,8 @@ from outside this package), and maps every error to a page in one place (``pages
 from __future__ import annotations
 
 import sys
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from fastapi import FastAPI
 
@@ -38,8 +39,7 @@ def settings_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}{SETTINGS_PATH}"
 
 
-def announcing(factory: Callable[[], Esfis], host: str, port: int,
-               stream: TextIO | None = None) -> Callable[[], Esfis]:
+def announcing(factory: Callable[[], Esfis], host: str, port: int, stream: TextIO | None = None) -> Callable[[], Esfis]:
     """``factory``, and once the service is open, say where the settings page is. On a fresh
     home (no active operator token) with a person at the terminal, make a first operator token
     and show it there, once, so signing in needs no other command; to a log (not a terminal),

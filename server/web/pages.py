@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from fastapi import Depends, Request
@@ -44,8 +45,16 @@ STATIC = Path(__file__).parent / "static"
 MAX_FORM_FIELDS = 50
 CROSS_SITE = "this form was sent from another site: refused (open the page here and send it again)"
 CSRF_FAILED = "this form is out of date or was not sent from this page: reload the page and send it again"
-REASONS = {400: "Bad request", 403: "Refused", 404: "Not found", 409: "Conflict", 413: "Too large",
-           415: "Unsupported form", 422: "Invalid input", 500: "Internal error"}
+REASONS = {
+    400: "Bad request",
+    403: "Refused",
+    404: "Not found",
+    409: "Conflict",
+    413: "Too large",
+    415: "Unsupported form",
+    422: "Invalid input",
+    500: "Internal error",
+}
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -89,7 +98,7 @@ def _where(space: str | None) -> str:
 
 def _folder(path: str) -> str:
     home = str(Path.home())
-    return "~" + path[len(home):] if path == home or path.startswith(home + "/") else path
+    return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
 
 
 def _clip(text: str, width: int = 90) -> str:
@@ -183,9 +192,7 @@ class Posted:
         return self.field(name) or None
 
 
-def posted(
-    request: Request, session: Session = Depends(operator), form: dict[str, str] = Depends(form_of)
-) -> Posted:
+def posted(request: Request, session: Session = Depends(operator), form: dict[str, str] = Depends(form_of)) -> Posted:
     """Dependency of every state-changing form: a session, the same site, and its CSRF token."""
     same_site(request)
     if not signer_of(request).csrf_ok(session.nonce, form.get("csrf")):
@@ -225,8 +232,15 @@ def redirect(request: Request, url: str, notice: str | None = None) -> RedirectR
 
 
 def set_cookie(request: Request, response: Response, name: str, value: str, *, max_age: int) -> None:
-    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:

@@ -47,8 +47,9 @@ def home() -> Response:
 
 def _sign_in_form(request: Request, *, status: int = 200, error: str | None = None, next_: str | None = None):
     value, csrf = signer_of(request).new_signin(now_of(request))
-    response = page(request, "sign_in.html", status=status, error=error, signin_csrf=csrf,
-                    next=next_ if safe_next(next_) else "")
+    response = page(
+        request, "sign_in.html", status=status, error=error, signin_csrf=csrf, next=next_ if safe_next(next_) else ""
+    )
     set_cookie(request, response, SIGNIN_COOKIE, value, max_age=SIGNIN_SECONDS)
     return response
 
@@ -57,7 +58,8 @@ def _sign_in_form(request: Request, *, status: int = 200, error: str | None = No
 def sign_in_form(request: Request) -> Response:
     if current_session(request) is not None:  # signed in already: straight on
         next_ = request.query_params.get("next")
-        return RedirectResponse(next_ if safe_next(next_) else "/settings/spaces", status_code=303, headers=HEADERS)
+        target = next_ if next_ is not None and safe_next(next_) else "/settings/spaces"
+        return RedirectResponse(target, status_code=303, headers=HEADERS)
     return _sign_in_form(request, next_=request.query_params.get("next"))
 
 
@@ -66,8 +68,12 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
     same_site(request)
     next_ = form.get("next", "")
     if not signer_of(request).signin_ok(request.cookies.get(SIGNIN_COOKIE), form.get("csrf"), now_of(request)):
-        return _sign_in_form(request, status=403, next_=next_,
-                             error="this sign-in form is out of date or was not sent from this page: try again")
+        return _sign_in_form(
+            request,
+            status=403,
+            next_=next_,
+            error="this sign-in form is out of date or was not sent from this page: try again",
+        )
     secret = form.get("token", "").strip()
     try:
         token = service_of(request).operator_sign_in(secret)
@@ -92,8 +98,9 @@ def sign_out(request: Request, done: Posted = Depends(posted)) -> Response:
 
 @router.get("/static/style.css")
 def style() -> Response:
-    return Response(STYLE, media_type="text/css", headers={"Cache-Control": "max-age=300",
-                                                           "X-Content-Type-Options": "nosniff"})
+    return Response(
+        STYLE, media_type="text/css", headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"}
+    )
 
 
 @fallback.api_route("/settings/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])

@@ -42,8 +42,13 @@ CUT_REASONS = {
 
 def _pages(total: int, number: int) -> dict:
     last = max(1, -(-total // PER_PAGE))
-    return {"number": number, "last": last, "total": total, "newer": number - 1 if number > 1 else None,
-            "older": number + 1 if number < last else None}
+    return {
+        "number": number,
+        "last": last,
+        "total": total,
+        "newer": number - 1 if number > 1 else None,
+        "older": number + 1 if number < last else None,
+    }
 
 
 @router.get("/deliveries")
@@ -57,9 +62,19 @@ def deliveries(request: Request, _=Depends(operator)) -> Response:
     except EsfisError as exc:  # a bad filter: say so on the page, with the filter form
         found, total, error, status = [], 0, exc.message, exc.status
     query = urlencode({k: v for k, v in filters.items() if v})
-    return page(request, "deliveries.html", status=status, error=error, section="deliveries", deliveries=found,
-                filters=filters, query=query, pages=_pages(total, number), ais=service.known_ais(),
-                spaces=[s.name for s in service.spaces()])
+    return page(
+        request,
+        "deliveries.html",
+        status=status,
+        error=error,
+        section="deliveries",
+        deliveries=found,
+        filters=filters,
+        query=query,
+        pages=_pages(total, number),
+        ais=service.known_ais(),
+        spaces=[s.name for s in service.spaces()],
+    )
 
 
 @router.get("/deliveries/{number}")
@@ -69,10 +84,21 @@ def why(number: str, request: Request, _=Depends(operator)) -> Response:
     explained = service_of(request).why(int(number))
     went = [i for i in explained.items if i.item.outcome == "delivered"]
     cut = [i for i in explained.items if i.item.outcome == "limit"]
-    counts = [(reason, n, CUT_REASONS.get(reason, "")) for reason, n in sorted(explained.delivery.cut.items())
-              if n and reason != "limit"]
-    return page(request, "why.html", section="deliveries", why=explained, delivery=explained.delivery,
-                went=went, cut=cut, counts=counts)
+    counts = [
+        (reason, n, CUT_REASONS.get(reason, ""))
+        for reason, n in sorted(explained.delivery.cut.items())
+        if n and reason != "limit"
+    ]
+    return page(
+        request,
+        "why.html",
+        section="deliveries",
+        why=explained,
+        delivery=explained.delivery,
+        went=went,
+        cut=cut,
+        counts=counts,
+    )
 
 
 @router.get("/runs")
@@ -85,8 +111,18 @@ def runs(request: Request, _=Depends(operator)) -> Response:
         error, status = None, 200
     except EsfisError as exc:
         found, total, error, status = [], 0, exc.message, exc.status
-    return page(request, "runs.html", status=status, error=error, section="runs", runs=found, ai=ai or "",
-                ais=service.known_ais(), query=urlencode({"ai": ai}) if ai else "", pages=_pages(total, number))
+    return page(
+        request,
+        "runs.html",
+        status=status,
+        error=error,
+        section="runs",
+        runs=found,
+        ai=ai or "",
+        ais=service.known_ais(),
+        query=urlencode({"ai": ai}) if ai else "",
+        pages=_pages(total, number),
+    )
 
 
 @router.get("/runs/{run_id}")
@@ -100,9 +136,18 @@ def trail(run_id: str, request: Request, _=Depends(operator)) -> Response:
 
 def _grants_page(request: Request, *, status: int = 200, error: str | None = None, form: dict | None = None):
     service = service_of(request)
-    return page(request, "grants.html", status=status, error=error, section="grants", grants=service.grants(),
-                trusted=service.trusted_sources(), spaces=[s.name for s in service.spaces()],
-                ais=service.known_ais(), form=form or {})
+    return page(
+        request,
+        "grants.html",
+        status=status,
+        error=error,
+        section="grants",
+        grants=service.grants(),
+        trusted=service.trusted_sources(),
+        spaces=[s.name for s in service.spaces()],
+        ais=service.known_ais(),
+        form=form or {},
+    )
 
 
 @router.get("/grants")
@@ -114,8 +159,9 @@ def grants(request: Request, _=Depends(operator)) -> Response:
 def add_grant(request: Request, done: Posted = Depends(posted)) -> Response:
     to = done.field("to")
     try:
-        grant = service_of(request).add_grant(done.field("from"), None if to == "(personal)" else to,
-                                              ai=done.optional("ai"), until=done.optional("until"))
+        grant = service_of(request).add_grant(
+            done.field("from"), None if to == "(personal)" else to, ai=done.optional("ai"), until=done.optional("until")
+        )
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message, form=done.form)
     target = "personal" if grant.to_space is None else grant.to_space

@@ -26,7 +26,7 @@ class Node:
     name: str
     segment: str
     space: object | None = None  # the Space, None when only spaces below it are registered
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
 
 
 def space_tree(spaces: list) -> list[Node]:
@@ -56,12 +56,28 @@ def _rules_by_space(service) -> dict[str | None, list]:
 def _spaces_page(request: Request, *, status: int = 200, error: str | None = None, form: dict | None = None):
     service = service_of(request)
     spaces = service.spaces()
-    return page(request, "spaces.html", status=status, error=error, section="spaces", tree=space_tree(spaces),
-                count=len(spaces), rules=_rules_by_space(service), form=form or {})
+    return page(
+        request,
+        "spaces.html",
+        status=status,
+        error=error,
+        section="spaces",
+        tree=space_tree(spaces),
+        count=len(spaces),
+        rules=_rules_by_space(service),
+        form=form or {},
+    )
 
 
-def _space_page(request: Request, name: str, *, status: int = 200, error: str | None = None,
-                confirm_purge: bool = False, form: dict | None = None):
+def _space_page(
+    request: Request,
+    name: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    confirm_purge: bool = False,
+    form: dict | None = None,
+):
     service = service_of(request)
     spaces = service.spaces()
     space = next((s for s in spaces if s.name == name), None)
@@ -70,8 +86,19 @@ def _space_page(request: Request, name: str, *, status: int = 200, error: str | 
     below = [s for s in spaces if s.name.startswith(name + "/")]
     parts = name.split("/")
     crumbs = ["/".join(parts[: i + 1]) for i in range(len(parts) - 1)]
-    return page(request, "space.html", status=status, error=error, section="spaces", space=space, below=below,
-                crumbs=crumbs, rows=service.access(name), confirm_purge=confirm_purge, form=form or {})
+    return page(
+        request,
+        "space.html",
+        status=status,
+        error=error,
+        section="spaces",
+        space=space,
+        below=below,
+        crumbs=crumbs,
+        rows=service.access(name),
+        confirm_purge=confirm_purge,
+        form=form or {},
+    )
 
 
 @router.get("/spaces")
@@ -110,8 +137,9 @@ def remove(request: Request, done: Posted = Depends(posted)) -> Response:
     service = service_of(request)
     try:
         if purge and done.field("confirm") != name:
-            return _space_page(request, name, status=422, confirm_purge=True,
-                               error="to purge, type the space's name exactly as shown")
+            return _space_page(
+                request, name, status=422, confirm_purge=True, error="to purge, type the space's name exactly as shown"
+            )
         purged = service.remove_space(name, purge=purge)
     except SpaceNotEmpty as exc:
         return _space_page(request, name, status=exc.status, error=exc.message, confirm_purge=True)
@@ -128,8 +156,15 @@ def everywhere(request: Request, _=Depends(operator)) -> Response:
 
 def _everywhere_page(request: Request, *, status: int = 200, error: str | None = None):
     service = service_of(request)
-    return page(request, "everywhere.html", status=status, error=error, section="everywhere",
-                rows=service.access(None), rules=service.policies())
+    return page(
+        request,
+        "everywhere.html",
+        status=status,
+        error=error,
+        section="everywhere",
+        rows=service.access(None),
+        rules=service.policies(),
+    )
 
 
 @router.post("/access")
@@ -145,8 +180,13 @@ def set_access(request: Request, done: Posted = Depends(posted)) -> Response:
         return _space_page(request, space, status=exc.status, error=exc.message, form=done.form)
     who = "everyone" if ai == "*" else ai
     where = "everywhere" if space is None else f"in {space}"
-    said = (f"{who}: no rule of its own {where} now; it inherits" if effect == "inherit"
-            else f"{who} is now {effect}ed {where}" if effect == "allow" else f"{who} is now denied {where}")
+    said = (
+        f"{who}: no rule of its own {where} now; it inherits"
+        if effect == "inherit"
+        else f"{who} is now {effect}ed {where}"
+        if effect == "allow"
+        else f"{who} is now denied {where}"
+    )
     if back == "everywhere" or space is None:
         return redirect(request, "/settings/everywhere", said)
     return redirect(request, f"/settings/spaces/{space}", said)

@@ -14,13 +14,31 @@ from server.web.pages import Posted, WebRoute, current_session, operator, page, 
 router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
 
 
-def _tokens_page(request: Request, *, status: int = 200, error: str | None = None, form: dict | None = None,
-                 created=None, secret: str | None = None):
+def _tokens_page(
+    request: Request,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    form: dict | None = None,
+    created=None,
+    secret: str | None = None,
+):
     service = service_of(request)
     tokens = sorted(service.tokens(), key=lambda t: (not t.active, -t.created_at.timestamp()))
-    return page(request, "tokens.html", status=status, error=error, section="tokens", tokens=tokens,
-                spaces=[s.name for s in service.spaces()], ais=service.known_ais(), form=form or {},
-                created=created, secret=secret, mine=request.state.session.token_id)
+    return page(
+        request,
+        "tokens.html",
+        status=status,
+        error=error,
+        section="tokens",
+        tokens=tokens,
+        spaces=[s.name for s in service.spaces()],
+        ais=service.known_ais(),
+        form=form or {},
+        created=created,
+        secret=secret,
+        mine=request.state.session.token_id,
+    )
 
 
 @router.get("/tokens")

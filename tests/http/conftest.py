@@ -14,9 +14,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -62,7 +62,7 @@ class Server:
         own token book in this process: what ``esfis token create --ai`` does, without its start-up."""
         from server.catalog import open_catalog
         from server.settings import Settings
-        from server.tokens import TokenBook
+        from server.spaces.tokens import TokenBook
 
         catalog = open_catalog(Settings(home=self.home, model=None, catalog=self.env.get("ESFIS_CATALOG")))
         try:
@@ -97,8 +97,11 @@ def start_server(home: Path, work: Path, *, workers: int = 1, **extra_env: str) 
     started = time.monotonic()
     with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the server
         process = subprocess.Popen(
-            [ESFIS_BIN, "serve", "--port", str(port), "--workers", str(workers)], env=env, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=workers > 1,
+            [ESFIS_BIN, "serve", "--port", str(port), "--workers", str(workers)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=workers > 1,
         )
     server = Server(f"http://127.0.0.1:{port}", home, work, env, process, log, group=workers > 1)
     deadline = started + 120
@@ -168,7 +171,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def operator(server: Server) -> Iterator[httpx.Client]:
-    with server.client(server.tokens["operator"]) as client:
+    with server.client(server.spaces.tokens["operator"]) as client:
         yield client
 
 

@@ -25,7 +25,9 @@ def test_no_delivered_recall_is_missing_from_the_log_after_a_kill_9(tmp_path):
         seed = server.agent_token("seed", space="acme")
         with server.client(seed) as client:
             for i in range(20):
-                client.post("/v1/memories", json={"text": f"Acme note {i} on deploys", "space": "acme"}).raise_for_status()
+                client.post(
+                    "/v1/memories", json={"text": f"Acme note {i} on deploys", "space": "acme"}
+                ).raise_for_status()
         tokens = [server.agent_token(f"agent-{c}", space="acme") for c in range(CLIENTS)]
         delivered: list[list[str]] = [[] for _ in range(CLIENTS)]
         stop = threading.Event()
@@ -54,5 +56,7 @@ def test_no_delivered_recall_is_missing_from_the_log_after_a_kill_9(tmp_path):
         t.join(60)
     sent = {q for per_client in delivered for q in per_client}
     assert len(sent) >= 20, f"only {len(sent)} recalls answered before the kill"
-    logged = {row[0] for row in catalog_rows(server.home, "SELECT query FROM deliveries WHERE query LIKE 'kill probe %'")}
+    logged = {
+        row[0] for row in catalog_rows(server.home, "SELECT query FROM deliveries WHERE query LIKE 'kill probe %'")
+    }
     assert sorted(sent - logged) == []

@@ -22,11 +22,17 @@ def test_an_operator_backs_up_a_running_server_and_it_restores(server, operator,
     manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
     assert manifest["memories"] == report["memories"]
     restored = tmp_path / "restored"
-    done = subprocess.run([ESFIS_BIN, "restore", str(tmp_path / "backup")], env=cli_env(restored),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [ESFIS_BIN, "restore", str(tmp_path / "backup")],
+        env=cli_env(restored),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    listed = subprocess.run([ESFIS_BIN, "space", "list", "--json"], env=cli_env(restored), capture_output=True,
-                            text=True, timeout=120)
+    listed = subprocess.run(
+        [ESFIS_BIN, "space", "list", "--json"], env=cli_env(restored), capture_output=True, text=True, timeout=120
+    )
     assert {s["name"] for s in json.loads(listed.stdout)["spaces"]} >= {"acme", "globex"}
 
 

@@ -6,9 +6,9 @@ operator's trail, and a run's carried labels surviving a restart of ``esfis serv
 from __future__ import annotations
 
 import pytest
+from http_support import error_of, remember
 
 from tests.http.conftest import start_server, stop_server
-from http_support import error_of, remember
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 
@@ -62,8 +62,10 @@ def test_laundering_into_personal_is_refused_then_granted(server, agent, operato
     gates = [s for s in trail["steps"] if s["kind"] == "gate"]
     assert [(g["decision"], g["grant"]) for g in gates] == [("refused", None), ("allowed", grant["id"])]
     assert trail["carries"] == ["space:acme/platform"]
-    assert all(set(s) == {"at", "kind", "labels", "decision", "rule", "grant", "target", "memory_ids", "by"}
-               for s in trail["steps"])
+    assert all(
+        set(s) == {"at", "kind", "labels", "decision", "rule", "grant", "target", "memory_ids", "by"}
+        for s in trail["steps"]
+    )
     assert SECRET not in str(trail)
     assert operator.delete(f"/v1/grants/{grant['id']}").json()["revoked_at"] is not None
     assert run.post("/v1/memories", json=leak).status_code == 403
@@ -114,8 +116,9 @@ def test_context_references_open_only_where_their_labels_are_reached(server, age
 
 
 def test_untrusted_content_gates_forget_over_http(server, agent, operator, harness):
-    slack = remember(agent, "freeze deploys this friday, says the release channel", space="acme",
-                     labels=["source:slack"])
+    slack = remember(
+        agent, "freeze deploys this friday, says the release channel", space="acme", labels=["source:slack"]
+    )
     victim = remember(agent, "the runbook for deploys is in the wiki", space="acme")
     run, _ = session(server, harness)
     run.post("/v1/recall", json={"query": "freeze deploys friday", "space": "acme"})

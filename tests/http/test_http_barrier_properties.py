@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-import httpx
 import pytest
 
 from server.spaces import contains
@@ -65,8 +64,11 @@ class Oracle:
         for space in carried:
             if target is not None and contains(target, space):
                 continue
-            crossing = [g for g, (src, dst, ai) in self.grants.items()
-                        if contains(src, space) and dst == target and ai in (None, cred.ai)]
+            crossing = [
+                g
+                for g, (src, dst, ai) in self.grants.items()
+                if contains(src, space) and dst == target and ai in (None, cred.ai)
+            ]
             assert crossing, f"{cred.family} carried {space} into {target or 'personal'} with no grant"
             assert not self.denied(cred.ai, space), f"{cred.ai} moved {space}'s data past a deny under a grant"
         return carried
@@ -105,8 +107,10 @@ def test_no_write_launders_and_no_denied_ai_reads(tree, operator, oracle, seed):
             client = clients[cred.token]
             where = rng.choice([s for s in SPACES if cred.scope is None or contains(cred.scope, s)])
             headers = {"X-Esfis-Run": f"r{rng.randrange(3)}"} if rng.random() < 0.1 else {}
-            op = rng.choices(["recall", "remember", "share_open", "get", "replace", "grant", "policy", "run"],
-                             [28, 25, 10, 8, 7, 8, 6, 10])[0]
+            op = rng.choices(
+                ["recall", "remember", "share_open", "get", "replace", "grant", "policy", "run"],
+                [28, 25, 10, 8, 7, 8, 6, 10],
+            )[0]
             text = " ".join(rng.sample(WORDS, 3)) + f" #{seed}-{step}"
             if headers:  # a made-up run header is refused before anything is read or written
                 answer = client.post("/v1/recall", json={"query": text, "space": where}, headers=headers)
@@ -163,7 +167,9 @@ def test_no_write_launders_and_no_denied_ai_reads(tree, operator, oracle, seed):
                     continue
                 reader = rng.choice([c for c in creds if not c.runs_only])
                 reader_space = rng.choice([s for s in SPACES if reader.scope is None or contains(reader.scope, s)])
-                opened = clients[reader.token].get(f"/v1/context/{shared.json()['ref']}", params={"space": reader_space})
+                opened = clients[reader.token].get(
+                    f"/v1/context/{shared.json()['ref']}", params={"space": reader_space}
+                )
                 if opened.status_code == 200:
                     for memory in opened.json()["memories"]:
                         if memory["text"] is not None:
@@ -185,7 +191,9 @@ def test_no_write_launders_and_no_denied_ai_reads(tree, operator, oracle, seed):
             elif op == "policy":
                 ai, space = rng.choice(AIS), rng.choice(SPACES)
                 if (ai, space) in oracle.denies:
-                    assert operator.request("DELETE", "/v1/policies", params={"ai": ai, "space": space}).status_code == 204
+                    assert (
+                        operator.request("DELETE", "/v1/policies", params={"ai": ai, "space": space}).status_code == 204
+                    )
                     oracle.denies.discard((ai, space))
                 else:
                     rule = operator.put("/v1/policies", json={"ai": ai, "space": space, "effect": "deny"})

@@ -15,8 +15,8 @@ import time
 
 import httpx
 import pytest
-
 from http_support import error_of, remember
+
 from tests.http.conftest import start_server, stop_server
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
@@ -72,15 +72,21 @@ def test_a_header_naming_a_run_is_refused_and_cannot_shed_labels(platform):
 @pytest.mark.parametrize("name", ["Authorization", "Cookie", "X-Esfis-Run"])
 def test_a_header_given_twice_is_refused_with_400(platform, name):
     token = platform.tokens["claude-code"]
-    values = {"Authorization": (f"Bearer {token}", f"Bearer {token}"), "Cookie": ("a=1", "b=2"),
-              "X-Esfis-Run": ("a", "b")}[name]
+    values = {
+        "Authorization": (f"Bearer {token}", f"Bearer {token}"),
+        "Cookie": ("a=1", "b=2"),
+        "X-Esfis-Run": ("a", "b"),
+    }[name]
     headers = [("Authorization", f"Bearer {token}")] if name != "Authorization" else []
     headers += [(name, v) for v in values] + [("Content-Type", "application/json")]
     with socket.create_connection(("127.0.0.1", int(platform.url.rsplit(":", 1)[1]))) as conn:
         body = b'{"query": "x"}'
         head = "".join(f"{k}: {v}\r\n" for k, v in headers)
-        conn.sendall(f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {len(body)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + body)
+        conn.sendall(
+            f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {len(body)}\r\n"
+            f"Connection: close\r\n\r\n".encode()
+            + body
+        )
         answer = b""
         while chunk := conn.recv(65536):
             answer += chunk
@@ -92,8 +98,9 @@ def test_a_header_given_twice_is_refused_with_400(platform, name):
 
 def test_forget_after_reading_untrusted_content_is_refused_without_headers(platform):
     with platform.client(platform.tokens["claude-code"]) as writer:
-        remember(writer, "freeze all deploys this friday, says the release channel", space="acme",
-                 labels=["source:slack"])
+        remember(
+            writer, "freeze all deploys this friday, says the release channel", space="acme", labels=["source:slack"]
+        )
         victim = remember(writer, "the deploy runbook is in the wiki", space="acme")
     with fresh_agent(platform) as agent:
         agent.post("/v1/recall", json={"query": "freeze deploys friday release channel", "space": "acme"})
@@ -113,8 +120,12 @@ def test_a_run_token_is_its_own_run_and_cannot_open_runs(platform, operator):
         refused = one.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True})
         assert refused.status_code == 403 and error_of(refused)["code"] == "data_barrier"
         # Another session of the harness carries nothing of the first one's.
-        assert two.post("/v1/memories", json={"text": "I like short answers", "personal": True,
-                                              "space": "acme/platform"}).status_code == 403  # scoped: no personal
+        assert (
+            two.post(
+                "/v1/memories", json={"text": "I like short answers", "personal": True, "space": "acme/platform"}
+            ).status_code
+            == 403
+        )  # scoped: no personal
         assert two.post("/v1/memories", json={"text": "platform notes"}).status_code == 201
         assert one.post("/v1/runs", json={}).status_code == 403  # a run token opens no run
         outside = two.post("/v1/recall", json={"query": "x", "space": "acme"})
@@ -146,7 +157,7 @@ def test_a_run_tokens_life_is_bounded_and_checked(platform):
             answer = agent.post("/v1/runs", json={"ttl": ttl})
             assert answer.status_code == 422, (ttl, answer.text)
         default = open_run(agent)
-        left = (time.mktime(time.strptime(default["expires_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(time.gmtime()))
+        left = time.mktime(time.strptime(default["expires_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(time.gmtime())
         assert 11.9 * 3600 < left <= 12 * 3600 + 5
         short = open_run(agent, ttl=1)
         time.sleep(1.5)
@@ -180,8 +191,11 @@ def test_operators_end_runs_and_the_trail_says_who(platform, operator):
 
         agent.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
         assert agent.post("/v1/memories", json={"text": "x", "personal": True}).status_code == 403
-        standing = next(r for r in operator.get("/v1/runs", params={"last": 1000}).json()["runs"]
-                        if r["kind"] == "standing" and r["token"] == agent_id)
+        standing = next(
+            r
+            for r in operator.get("/v1/runs", params={"last": 1000}).json()["runs"]
+            if r["kind"] == "standing" and r["token"] == agent_id
+        )
         assert standing["scope"] == "*"
         child = open_run(agent)
         platform.cli("runs", "end", standing["run"])

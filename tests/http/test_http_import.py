@@ -29,7 +29,9 @@ def _chunks(data: bytes, size: int = 7):
 
 def test_import_streams_reports_bad_lines_and_imports_the_rest(operator, agent):
     response = operator.post(
-        "/v1/import", params={"ai": "migration"}, content=_chunks(_body()),
+        "/v1/import",
+        params={"ai": "migration"},
+        content=_chunks(_body()),
         headers={"Content-Type": "application/x-ndjson"},
     )
     assert response.status_code == 200, response.text

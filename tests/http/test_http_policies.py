@@ -4,7 +4,6 @@ caller cannot see (denied, or in another space) answers exactly like an id that 
 from __future__ import annotations
 
 import pytest
-
 from http_support import error_of, remember, texts
 
 RANDOM_ID = "mem_aaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -85,7 +84,10 @@ def test_deny_for_everyone_then_allow_one_ai(world, server, operator):
     assert operator.put("/v1/policies", json={"ai": "*", "space": "globex", "effect": "deny"}).status_code == 200
     assert operator.put("/v1/policies", json={"ai": "cursor", "space": "globex", "effect": "allow"}).status_code == 200
     try:
-        with server.client(server.token("--ai", "cursor")) as cursor, server.client(server.token("--ai", "aider")) as aider:
+        with (
+            server.client(server.token("--ai", "cursor")) as cursor,
+            server.client(server.token("--ai", "aider")) as aider,
+        ):
             query = {"query": "how does login work?", "space": "globex"}
             assert "Globex authentication uses Clerk" in texts(cursor.post("/v1/recall", json=query))
             assert not any("Clerk" in t for t in texts(aider.post("/v1/recall", json=query)))

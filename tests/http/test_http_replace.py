@@ -14,8 +14,10 @@ def test_replace_inherits_the_space_or_moves_within_reach(server, agent, operato
     kept = agent.post(f"/v1/memories/{old}/replace", json={"text": "acme CI runs on Buildkite", "space": "acme"})
     assert kept.status_code == 201 and kept.json()["space"] == "acme"
     below = remember(writer, "platform CI runs on Jenkins", space="acme/platform")
-    moved = agent.post(f"/v1/memories/{below}/replace",
-                       json={"text": "all of acme's CI runs on Jenkins", "space": "acme", "new_space": "acme"})
+    moved = agent.post(
+        f"/v1/memories/{below}/replace",
+        json={"text": "all of acme's CI runs on Jenkins", "space": "acme", "new_space": "acme"},
+    )
     assert moved.status_code == 201 and moved.json()["space"] == "acme"
     assert moved.json()["labels"]["from"] == ["acme/platform"]
     # Down the tree, acme's data would reach readers of acme/platform who never reached acme.
@@ -36,4 +38,6 @@ def test_replace_into_a_space_out_of_reach_says_nothing_about_it(server, agent):
     foreign = agent.post(f"/v1/memories/{old}/replace", json={"text": "x", "space": "acme", "new_space": "globex"})
     missing = agent.post(f"/v1/memories/{old}/replace", json={"text": "x", "space": "acme", "new_space": "initech"})
     assert foreign.status_code == missing.status_code == 403
-    assert foreign.json()["error"]["message"].replace("globex", "S") == missing.json()["error"]["message"].replace("initech", "S")
+    assert foreign.json()["error"]["message"].replace("globex", "S") == missing.json()["error"]["message"].replace(
+        "initech", "S"
+    )

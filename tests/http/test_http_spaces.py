@@ -8,7 +8,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from http_support import error_of
 
 RACERS = 12
@@ -36,7 +35,7 @@ def test_a_folder_that_is_not_a_directory_is_refused_like_the_cli(server, operat
 
 
 def _race(server, bodies: list[dict]) -> list[int]:
-    token = server.tokens["operator"]
+    token = server.spaces.tokens["operator"]
     start = threading.Barrier(len(bodies))
 
     def post(body: dict) -> int:
@@ -63,4 +62,6 @@ def test_creates_racing_for_one_folder_give_it_to_one_space(server, operator):
     assert sorted(statuses) == [201] + [409] * (RACERS - 1), statuses
     owners = [s["name"] for s in operator.get("/v1/spaces").json()["spaces"] if folder in s["folders"]]
     assert len(owners) == 1
-    assert not [s for s in operator.get("/v1/spaces").json()["spaces"] if s["name"].startswith("claim") and not s["folders"]]
+    assert not [
+        s for s in operator.get("/v1/spaces").json()["spaces"] if s["name"].startswith("claim") and not s["folders"]
+    ]

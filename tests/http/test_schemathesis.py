@@ -12,6 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import schemathesis
+from http_support import error_of, remember
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -20,7 +21,6 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from http_support import error_of, remember
 from server.http.app import create_app
 
 MAX_EXAMPLES = 25

@@ -13,8 +13,8 @@ import threading
 
 import httpx
 import pytest
-
 from http_support import remember, texts
+
 from tests import catalogs
 from tests.helpers import files_containing
 from tests.http.conftest import Server, start_server, stop_server
@@ -41,7 +41,7 @@ def pair(tmp_path_factory, s3) -> tuple[Server, Server, str]:
         a.cli("space", "add", str(work / "acme"))
         b.cli("space", "add", str(work / "globex"))  # the CLI of either machine: one catalog
         for server in (a, b):
-            server.tokens["operator"] = a.token("--operator")
+            server.spaces.tokens["operator"] = a.token("--operator")
         agent = b.token("--ai", "claude-code")
         a.tokens["agent"] = b.tokens["agent"] = agent
         yield a, b, bucket
@@ -52,7 +52,7 @@ def pair(tmp_path_factory, s3) -> tuple[Server, Server, str]:
 
 
 def agent(server: Server) -> httpx.Client:
-    return server.client(server.tokens["agent"])
+    return server.client(server.spaces.tokens["agent"])
 
 
 def test_acme_never_brings_back_globex_whichever_server_wrote_or_answers(pair):
@@ -179,5 +179,7 @@ def test_one_server_killed_during_writes_the_other_carries_on(pair):
         for id_ in acknowledged + after:
             got = on_b.get(f"/v1/memories/{id_}", params={"space": "acme"})
             assert got.status_code == 200, (id_, got.text)
-        found = texts(on_b.post("/v1/recall", json={"query": "note written after the kill", "space": "acme", "limit": 3}))
+        found = texts(
+            on_b.post("/v1/recall", json={"query": "note written after the kill", "space": "acme", "limit": 3})
+        )
         assert all(text.startswith("Acme note written after the kill") for text in found) and len(found) == 3

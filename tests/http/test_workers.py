@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -31,7 +31,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         for name in ("acme", "globex"):
             server.cli("space", "add", str(server.folder(name)))
-        server.tokens["operator"] = server.token("--operator")
+        server.spaces.tokens["operator"] = server.token("--operator")
         yield server
     finally:
         stop_server(server)
@@ -70,8 +70,13 @@ def pinned(server: Server, worker: int, token: str | None = None) -> httpx.Clien
     """A client whose one keep-alive connection was accepted by ``worker``."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     for _ in range(100):
-        client = httpx.Client(base_url=server.url, headers=headers, timeout=60.0, follow_redirects=False,
-                              limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        client = httpx.Client(
+            base_url=server.url,
+            headers=headers,
+            timeout=60.0,
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
         answer = client.get("/healthz")
         port = answer.extensions["network_stream"].get_extra_info("client_addr")[1]
         if _worker_of(server, port) == worker:
@@ -103,8 +108,10 @@ def test_a_run_that_read_on_one_worker_is_refused_its_crossing_write_on_the_othe
 def test_a_memory_forgotten_on_one_worker_is_gone_on_the_other(two, workers):
     a, b = workers
     text = "Acme's staging password rotates every Tuesday, kept in the vault"
-    with closing(pinned(two, a, two.agent_token("claude-code"))) as first, \
-            closing(pinned(two, b, two.agent_token("claude-code"))) as second:
+    with (
+        closing(pinned(two, a, two.agent_token("claude-code"))) as first,
+        closing(pinned(two, b, two.agent_token("claude-code"))) as second,
+    ):
         memory = first.post("/v1/memories", json={"text": text, "space": "acme"}).json()
         found = second.post("/v1/recall", json={"query": "staging password rotation", "space": "acme"}).json()
         assert memory["id"] in [m["id"] for m in found["memories"]]  # the other worker's image is warm
@@ -119,8 +126,10 @@ def test_a_session_signed_out_on_one_worker_is_refused_by_the_other(two, workers
     a, b = workers
     with closing(pinned(two, a)) as first:
         form = first.get("/settings/sign-in")
-        signed = first.post("/settings/sign-in", data={"csrf": CSRF.search(form.text).group(1),
-                                                       "token": two.tokens["operator"], "next": ""})
+        signed = first.post(
+            "/settings/sign-in",
+            data={"csrf": CSRF.search(form.text).group(1), "token": two.tokens["operator"], "next": ""},
+        )
         assert signed.status_code == 303, signed.text
         cookie = first.cookies["esfis_session"]
         with closing(pinned(two, b)) as second:

@@ -18,8 +18,12 @@ from indexing.batching import BatchingEmbedder
 from indexing.embedder import load_embedder
 from indexing.testing import HashingEmbedder
 
-TEXTS = [f"how does service {i} handle {topic}?" for i, topic in
-         enumerate(["login", "deploys", "billing retries", "the on-call rotation", "backups", "rate limits"] * 4)]
+TEXTS = [
+    f"how does service {i} handle {topic}?"
+    for i, topic in enumerate(
+        ["login", "deploys", "billing retries", "the on-call rotation", "backups", "rate limits"] * 4
+    )
+]
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,16 @@ def snapshot(rows: dict[str, np.ndarray], texts: dict[str, str] | None = None) -
     snap = Snapshot(dimension=DIM)
     ids = list(rows)
     n = len(ids)
-    snap.append(RowBatch(ids=ids, texts=[(texts or {}).get(i, "plain words") for i in ids],
-                         vectors=np.stack([rows[i] for i in ids]), created_at=np.zeros(n, dtype=np.int64),
-                         valid_from=np.zeros(n, dtype=np.int64), valid_until=np.full(n, OPEN_END, dtype=np.int64)))
+    snap.append(
+        RowBatch(
+            ids=ids,
+            texts=[(texts or {}).get(i, "plain words") for i in ids],
+            vectors=np.stack([rows[i] for i in ids]),
+            created_at=np.zeros(n, dtype=np.int64),
+            valid_from=np.zeros(n, dtype=np.int64),
+            valid_until=np.full(n, OPEN_END, dtype=np.int64),
+        )
+    )
     return snap
 
 

@@ -127,7 +127,7 @@ def test_small_writes_past_the_threshold_build_the_image_at_compaction(tmp_path,
     monkeypatch.setattr(store_module, "COMPACT_EVERY", 4)
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     vectors = clustered(2400)
-    for n, start in enumerate(range(0, 2400, 600)):
+    for start in range(0, 2400, 600):
         store.add(KEY, rows(vectors[start : start + 600], start))
     assert store.stats.built[KEY] == 1  # at the 4th write's compaction, past 2,000 rows
     assert VectorStore(tmp_path, model="m", dimension=DIM).snapshot(KEY).base is not None
@@ -171,8 +171,13 @@ def test_a_build_killed_before_publishing_leaves_the_old_version_serving(tmp_pat
     vectors = clustered(3000)
     imported(tmp_path, vectors)
     before = (image_folder(tmp_path) / "current").read_text()
-    done = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(tmp_path), "image:before-publish"], cwd=REPO,
-                          env={"PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_BUILD, str(tmp_path), "image:before-publish"],
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
     # The build runs in a process of its own: that one is killed, and the forget says so.
     assert done.returncode == 1 and "ImageBuildFailed" in done.stderr and "killed by signal 9" in done.stderr
     assert (image_folder(tmp_path) / "current").read_text() == before
@@ -204,8 +209,11 @@ def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(
     still holds the row, the table's deletion file says it is gone, and the table wins."""
     vectors = clustered(3000)
     imported(tmp_path, vectors)
-    done = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(tmp_path), "purge:after-delete"], cwd=REPO,
-                          env={"PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_BUILD, str(tmp_path), "purge:after-delete"],
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == -9
     reader = VectorStore(tmp_path, model="m", dimension=DIM)
     assert "r1" not in reader.row_ids(KEY) and reader.text(KEY, "r1") is None
@@ -247,7 +255,6 @@ def test_bm25_over_the_image_and_the_rows_written_since_finds_a_rare_word_no_pro
     assert reader.search(KEY, far, 3, now=1, text="wombat").hits[0].id == "late"  # a held row, same index
     assert reader.stats.postings[KEY] > 0
     assert reader.snapshot(KEY).base is not None
-
 
 
 def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from indexing.fusion import Fusion
-from indexing.lexical import BULK, B, K1, LexicalIndex, query_terms, stem, tokenize
+from indexing.lexical import BULK, K1, B, LexicalIndex, query_terms, stem, tokenize
 from indexing.snapshot import OPEN_END, RowBatch, Snapshot
 
 TEXTS = [
@@ -31,8 +31,18 @@ def test_the_bulk_and_the_small_tokenizers_agree():
     assert rows.tolist() == [i for i, (_, toks) in enumerate(small) for _ in range(len(toks))]
 
 
-@pytest.mark.parametrize("word, term", [("flies", "fly"), ("cases", "case"), ("cars", "car"), ("bus", "bus"),
-                                        ("class", "class"), ("shoes", "shoe"), ("series", "sery")])
+@pytest.mark.parametrize(
+    "word, term",
+    [
+        ("flies", "fly"),
+        ("cases", "case"),
+        ("cars", "car"),
+        ("bus", "bus"),
+        ("class", "class"),
+        ("shoes", "shoe"),
+        ("series", "sery"),
+    ],
+)
 def test_plurals_fold_to_one_term(word, term):
     assert query_terms(word) == [term]
     index = LexicalIndex.build([f"one {word} here"])
@@ -81,13 +91,21 @@ def test_a_term_first_seen_in_an_append_scores_before_any_fold():
     got = index.score(query_terms("xylograph github"), np.ones(len(TEXTS) + 1, dtype=bool))
     fresh = LexicalIndex.build(TEXTS + ["a brand new xylograph"])
     assert got.scores[-1] > 0
-    assert np.allclose(got.scores, fresh.score(query_terms("xylograph github"), np.ones(len(TEXTS) + 1, dtype=bool)).scores)
+    assert np.allclose(
+        got.scores, fresh.score(query_terms("xylograph github"), np.ones(len(TEXTS) + 1, dtype=bool)).scores
+    )
 
 
 def batch(texts: list[str], vectors: np.ndarray, until: list[int]) -> RowBatch:
     n = len(texts)
-    return RowBatch([f"r{i}" for i in range(n)], texts, vectors, np.zeros(n, dtype=np.int64),
-                    np.zeros(n, dtype=np.int64), np.array(until, dtype=np.int64))
+    return RowBatch(
+        [f"r{i}" for i in range(n)],
+        texts,
+        vectors,
+        np.zeros(n, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        np.array(until, dtype=np.int64),
+    )
 
 
 def test_an_ended_row_neither_scores_nor_shifts_the_others():
@@ -101,8 +119,16 @@ def test_an_ended_row_neither_scores_nor_shifts_the_others():
     with_ended.append(batch(texts, vectors, [OPEN_END, 5, OPEN_END, OPEN_END]))  # r1 ended at 5
     without = Snapshot(dimension=8)
     keep = [0, 2, 3]
-    without.append(RowBatch([f"r{i}" for i in keep], [texts[i] for i in keep], vectors[keep],
-                            np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), np.full(3, OPEN_END)))
+    without.append(
+        RowBatch(
+            [f"r{i}" for i in keep],
+            [texts[i] for i in keep],
+            vectors[keep],
+            np.zeros(3, dtype=np.int64),
+            np.zeros(3, dtype=np.int64),
+            np.full(3, OPEN_END),
+        )
+    )
     query = vectors[1]  # the ended row is the perfect vector match too
     got = with_ended.search(query, 10, now=10, text="kiwi harvest")
     assert "r1" not in [h.id for h in got.hits]

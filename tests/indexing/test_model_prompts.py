@@ -48,15 +48,24 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
-@pytest.mark.parametrize("config, expected", [
-    ({"prompts": {"query": "query: ", "document": "passage: "}}, Prompts("query: ", "passage: ")),
-    ({"prompts": {"query": "query: ", "passage": "passage: "}}, Prompts("query: ", "passage: ")),  # e5
-    ({"prompts": {"query": "Represent this sentence for searching relevant passages: ", "corpus": ""}},
-     Prompts("Represent this sentence for searching relevant passages: ", "")),  # bge: queries only
-    ({"prompts": {"retrieval": "search: ", "query": "q: "}, "default_prompt_name": "retrieval"}, Prompts("q: ", "search: ")),
-    ({"prompts": {}, "default_prompt_name": None}, Prompts()),
-    ({}, Prompts()),
-], ids=["query-document", "query-passage", "query-only", "default-prompt-name", "empty", "no-config"])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ({"prompts": {"query": "query: ", "document": "passage: "}}, Prompts("query: ", "passage: ")),
+        ({"prompts": {"query": "query: ", "passage": "passage: "}}, Prompts("query: ", "passage: ")),  # e5
+        (
+            {"prompts": {"query": "Represent this sentence for searching relevant passages: ", "corpus": ""}},
+            Prompts("Represent this sentence for searching relevant passages: ", ""),
+        ),  # bge: queries only
+        (
+            {"prompts": {"retrieval": "search: ", "query": "q: "}, "default_prompt_name": "retrieval"},
+            Prompts("q: ", "search: "),
+        ),
+        ({"prompts": {}, "default_prompt_name": None}, Prompts()),
+        ({}, Prompts()),
+    ],
+    ids=["query-document", "query-passage", "query-only", "default-prompt-name", "empty", "no-config"],
+)
 def test_prompts_are_read_as_encode_query_and_encode_document_pick_them(tmp_path, config, expected):
     (tmp_path / "config_sentence_transformers.json").write_text(json.dumps(config))
     assert read_prompts(tmp_path) == expected
@@ -129,10 +138,15 @@ def test_the_onnx_runtime_never_imports_torch(tiny_model, tiny_cache):
         "print(type(e).__name__, e.runtime, v.shape[0], d.shape, "
         "[m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules])"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["OnnxEmbedder", "onnx", str(DIMENSION), f"(2,", f"{DIMENSION})", "[]"]
+    assert done.stdout.split() == ["OnnxEmbedder", "onnx", str(DIMENSION), "(2,", f"{DIMENSION})", "[]"]
 
 
 def test_a_changed_model_folder_is_exported_again(tiny_model, tmp_path, tiny_cache):

@@ -5,7 +5,7 @@ prefix, sharing the partition versions) sees every write and forget at its next 
 image included.
 
 The partition versions are shared here through one token folder, as the catalog shares them
-across machines (``server.partition_sync``, proven with two real servers in
+across machines (``server.catalog.partition_sync``, proven with two real servers in
 ``tests/test_several_servers.py``)."""
 
 from __future__ import annotations
@@ -47,8 +47,13 @@ def bucket(s3, s3_env) -> str:
 
 def machine(bucket: str, local: Path, shared: Path) -> VectorStore:
     """One machine's store over the bucket: its own folder, the versions shared."""
-    return VectorStore(f"s3://{bucket}/esfis", local=local, model="m", dimension=DIM,
-                       coordination=LocalCoordination(shared, table_name))
+    return VectorStore(
+        f"s3://{bucket}/esfis",
+        local=local,
+        model="m",
+        dimension=DIM,
+        coordination=LocalCoordination(shared, table_name),
+    )
 
 
 def texts_in(s3, bucket: str, needle: str) -> list[str]:
@@ -102,7 +107,7 @@ def test_a_forget_on_one_machine_rebuilds_the_image_another_machine_keeps(s3, bu
     b = machine(bucket, tmp_path / "b", tmp_path / "versions")
     written = rows(1200, text=lambda i: f"the vault code is {i}" if i == 42 else f"memory number {i}")
     for start in range(0, 1200, 400):
-        a.add(KEY, written[start:start + 400], compact=False)
+        a.add(KEY, written[start : start + 400], compact=False)
     a.settle(KEY)
     query = written[42].vector
     assert b.search(KEY, query, 5, NOW).hits[0].id == "r42"  # b builds and maps an image of its own
@@ -129,8 +134,13 @@ def test_a_store_on_s3_records_the_prompts_and_refuses_others(bucket, tmp_path):
     with pytest.raises(StoreMismatch, match="query prompt 'task: search result.*the model in use is 'm' \\(16-d\\)"):
         VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "b", model="m", dimension=DIM)
     with pytest.raises(StoreMismatch, match="document prompt 'passage: '"):
-        VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "c", model="m", dimension=DIM,
-                    prompts=Prompts(prompts.query, "passage: "))
+        VectorStore(
+            f"s3://{bucket}/esfis",
+            local=tmp_path / "c",
+            model="m",
+            dimension=DIM,
+            prompts=Prompts(prompts.query, "passage: "),
+        )
     VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "d", model="m", dimension=DIM, prompts=prompts)
 
 
@@ -166,10 +176,16 @@ def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bu
     monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
     events: list[str] = []
     build = store_module.image.build_in_child
-    monkeypatch.setattr(store_module.image, "build_in_child",
-                        lambda *a, **k: (events.append("image built"), build(*a, **k))[1])
-    store = VectorStore(f"s3://{bucket}/esfis", local=tmp_path / "a", model="m", dimension=DIM,
-                        coordination=RecordingTurns(tmp_path / "versions", events))
+    monkeypatch.setattr(
+        store_module.image, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1]
+    )
+    store = VectorStore(
+        f"s3://{bucket}/esfis",
+        local=tmp_path / "a",
+        model="m",
+        dimension=DIM,
+        coordination=RecordingTurns(tmp_path / "versions", events),
+    )
     written = rows(1200, text=lambda i: f"the vault code is {i}" if i == 42 else f"memory number {i}")
     store.add(KEY, written, compact=False)
     events.clear()

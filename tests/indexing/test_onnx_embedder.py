@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from indexing.embedder import SentenceTransformerEmbedder, load_embedder
-from server.settings import Settings
 from indexing.errors import EmbedderUnavailable
 from indexing.onnx_embedder import OnnxEmbedder
+from server.settings import Settings
 
 TEXTS = [
     "Acme authentication uses Auth0",

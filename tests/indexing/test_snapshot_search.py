@@ -110,7 +110,9 @@ def test_purge_rewrites_a_large_fragment_that_held_the_row(tmp_path):
     n = 70_000
     vectors = unit(rng.normal(size=(n, 8)))
     secret = "zebra-secret-4471"
-    store.add("space:big", [Row(f"r{i}", secret if i == 123 else f"filler {i}", vectors[i], 0, 0, None) for i in range(n)])
+    store.add(
+        "space:big", [Row(f"r{i}", secret if i == 123 else f"filler {i}", vectors[i], 0, 0, None) for i in range(n)]
+    )
     store.purge("space:big", ["r123"])
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert len(store.row_ids("space:big")) == n - 1
@@ -123,7 +125,9 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     store.search("space:acme", unit(np.ones(DIM)), 5, 1)
     libraries = ThreadpoolController().select(internal_api="openblas").info()
-    numpys = [lib["num_threads"] for lib in libraries if "numpy" in lib["filepath"]]  # another library may bring its own
+    numpys = [
+        lib["num_threads"] for lib in libraries if "numpy" in lib["filepath"]
+    ]  # another library may bring its own
     assert numpys == [1]
 
 
@@ -143,8 +147,11 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
     n = 300
     starts = rng.integers(0, 1000, size=n)
     ends = [None if rng.random() < 0.5 else int(s + rng.integers(1, 400)) for s in starts]
-    snap.append(RowBatch.of([Row(f"r{i}", "t", v, 0, int(starts[i]), ends[i])
-                             for i, v in enumerate(unit(rng.normal(size=(n, DIM))))]))
+    snap.append(
+        RowBatch.of(
+            [Row(f"r{i}", "t", v, 0, int(starts[i]), ends[i]) for i, v in enumerate(unit(rng.normal(size=(n, DIM))))]
+        )
+    )
     query = unit(rng.normal(size=DIM))
     for step in range(600):
         now = int(rng.integers(-10, 1500))
@@ -156,10 +163,14 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
         elif change == 2:
             snap.remove([f"r{rng.integers(n)}"])
         elif change == 3:
-            snap.append(RowBatch.of([Row(f"new{step}", "t", unit(rng.normal(size=DIM)), 0, now + int(rng.integers(-2, 3)))]))
+            snap.append(
+                RowBatch.of([Row(f"new{step}", "t", unit(rng.normal(size=DIM)), 0, now + int(rng.integers(-2, 3)))])
+            )
         later = now + int(rng.integers(0, 3))  # inside the cached window, mostly
         again = snap.search(query, 8, later)
-        assert ([h.id for h in again.hits], (again.candidates, again.ended, again.pending)) == _uncached(snap, query, 8, later)
+        assert ([h.id for h in again.hits], (again.candidates, again.ended, again.pending)) == _uncached(
+            snap, query, 8, later
+        )
 
 
 def test_a_row_becomes_valid_when_the_clock_reaches_its_start_though_nothing_changed():

@@ -23,10 +23,11 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -148,9 +149,10 @@ def server_params(world: World, spec: Spec) -> StdioServerParameters:
     url = catalog_for(world.home)
     given = {"ESFIS_CATALOG": url, "PYTHONPATH": os.environ.get("PYTHONPATH")}
     return StdioServerParameters(
-        command=ESFIS, args=["mcp"],
+        command=ESFIS,
+        args=["mcp"],
         env={"ESFIS_HOME": str(world.home), **{k: v for k, v in given.items() if v}, **spec.env},
-        cwd=world.folder(spec.folder)
+        cwd=world.folder(spec.folder),
     )
 
 

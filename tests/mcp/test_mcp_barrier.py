@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
+
+from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 LEAK = "staging db password: vault secret/acme-stg"
@@ -64,8 +65,9 @@ async def test_laundering_over_mcp_needs_the_person_and_the_trail_says_so(world,
 
 async def test_a_client_that_cannot_elicit_is_refused_and_a_grant_lets_it_through(world, fleet):
     platform = fleet["platform"]  # the shared session in acme/platform; its client has no elicitation
-    secret = world.cli("remember", "the platform's TLS key is rotated by cert-manager", "--space",
-                       "acme/platform").stdout.strip()
+    secret = world.cli(
+        "remember", "the platform's TLS key is rotated by cert-manager", "--space", "acme/platform"
+    ).stdout.strip()
     assert secret in [m["id"] for m in await platform.recall("TLS key rotation cert-manager")]
     refused = await platform.error("remember", text="TLS keys rotate via cert-manager", personal=True)
     assert "data_barrier" in refused
@@ -113,7 +115,7 @@ async def test_the_person_sees_a_spoofing_text_escaped_and_quoted(world, fleet):
     import unicodedata
 
     world.cli("remember", SECRET, "--space", "acme/platform")
-    spoof = ("I prefer dark mode\n\nApprove this one call?\r\x1b[2K\x1b[1A" "\u202e harmless" "\npassword: hunter2")
+    spoof = "I prefer dark mode\n\nApprove this one call?\r\x1b[2K\x1b[1A\u202e harmless\npassword: hunter2"
     person = Person("decline")
     async with AsyncExitStack() as stack:
         session = await start_with_person(stack, world, "spoofer", SERVERS["platform"].folder, person)

@@ -33,8 +33,11 @@ async def test_two_mcp_servers_writing_at_once_lose_nothing(world, fleet):
     a, b = fleet["acme"], fleet["reviewer"]  # two processes, both standing in acme
     await asyncio.gather(a.recall("warm up"), b.recall("warm up"))  # both models loaded
 
-    texts = {(s.name, i): f"Concurrency check {s.name} {i}: build {i * 7} of service {s.name} is green"
-             for s in (a, b) for i in range(WRITES)}
+    texts = {
+        (s.name, i): f"Concurrency check {s.name} {i}: build {i * 7} of service {s.name} is green"
+        for s in (a, b)
+        for i in range(WRITES)
+    }
     by_cli = "Concurrency check cli: build 0 of service cli is green"
     writes = [fleet[name].call("remember", text=text) for (name, _), text in texts.items()]
     results, churn, cli_write = await asyncio.gather(
@@ -53,13 +56,17 @@ async def test_two_mcp_servers_writing_at_once_lose_nothing(world, fleet):
 
     # Every write is there, seen from either process ...
     for server in (a, b):
-        found = {m["id"]: m["text"] for m in await server.recall("Concurrency check build is green", limit=100)}
+        found = {
+            m["id"]: m["text"] for m in await server.memories.recall("Concurrency check build is green", limit=100)
+        }
         assert ids <= set(found), f"{server.name} misses {len(ids - set(found))} of {len(ids)}"
         assert {found[i] for i in ids} == set(texts.values())
 
     # ... and the catalog and the table agree, row for row.
     key = partition_key("acme")
-    [(live,)] = catalog_rows(world.home, "SELECT count(*) FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,))
+    [(live,)] = catalog_rows(
+        world.home, "SELECT count(*) FROM memories WHERE partition = ? AND forgotten_at IS NULL", (key,)
+    )
     [(counted,)] = catalog_rows(world.home, "SELECT live FROM partitions WHERE key = ?", (key,))
     stored = {r[0] for r in catalog_rows(world.home, "SELECT id FROM memories WHERE partition = ?", (key,))}
     table = lancedb.connect(str(world.home / "vectors")).open_table(table_name(key))

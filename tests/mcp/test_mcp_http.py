@@ -27,8 +27,12 @@ LEAK = "staging db password: vault secret/acme-stg"
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +55,28 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         server.cli("remember", AUTH0, "--space", "acme")
         server.cli("remember", CLERK, "--space", "globex")
         server.cli("remember", SECRET, "--space", "acme/platform")
-        server.tokens["operator"] = server.token("--operator")
+        server.spaces.tokens["operator"] = server.token("--operator")
         yield server
     finally:
         stop_server(server)
 
 
-async def session(stack: AsyncExitStack, server: Server, token: str, *, query: str = "",
-                  person: Person | None = None, name: str = "Claude Code") -> Client:
-    http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                                              timeout=60))
-    client = Client(streamable_http_client(f"{server.url}/mcp{query}", http_client=http), mode="legacy",
-                    client_info=Implementation(name=name, version="1.0"), elicitation_callback=person)
+async def session(
+    stack: AsyncExitStack,
+    server: Server,
+    token: str,
+    *,
+    query: str = "",
+    person: Person | None = None,
+    name: str = "Claude Code",
+) -> Client:
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60))
+    client = Client(
+        streamable_http_client(f"{server.url}/mcp{query}", http_client=http),
+        mode="legacy",
+        client_info=Implementation(name=name, version="1.0"),
+        elicitation_callback=person,
+    )
     return await stack.enter_async_context(client)
 
 
@@ -133,16 +147,29 @@ async def test_a_session_id_with_another_token_or_unknown_is_refused(served):
         await ok(client, "recall", query="anything")
         session_id = holder["id"]
         assert re.fullmatch(r"[0-9a-f]{32}", session_id)
-        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}}
-        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-                   "mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "x"}},
+        }
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "mcp-session-id": session_id,
+            "mcp-protocol-version": "2025-06-18",
+        }
         stolen = httpx.post(f"{served.url}/mcp", json=call, headers={**headers, "Authorization": f"Bearer {thief}"})
-        unknown = httpx.post(f"{served.url}/mcp", json=call, headers={**headers, "mcp-session-id": "0" * 32,
-                                                                        "Authorization": f"Bearer {owner}"})
+        unknown = httpx.post(
+            f"{served.url}/mcp",
+            json=call,
+            headers={**headers, "mcp-session-id": "0" * 32, "Authorization": f"Bearer {owner}"},
+        )
         assert stolen.status_code == unknown.status_code == 404
         assert stolen.content == unknown.content
-        moved = httpx.post(f"{served.url}/mcp?space=globex", json=call,
-                           headers={**headers, "Authorization": f"Bearer {owner}"})
+        moved = httpx.post(
+            f"{served.url}/mcp?space=globex", json=call, headers={**headers, "Authorization": f"Bearer {owner}"}
+        )
         assert moved.status_code == 400  # a session stands where it was opened
     log = served.log.read_text()
     assert session_id not in log and owner not in log and thief not in log
@@ -155,10 +182,16 @@ def test_a_revoked_tokens_session_stops_at_its_next_request(served):
     opened = httpx.post(f"{served.url}/mcp", json=INITIALIZE, headers=headers)
     assert opened.status_code == 200
     headers["mcp-session-id"] = opened.headers["mcp-session-id"]
-    notified = httpx.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                          headers=headers)
+    notified = httpx.post(
+        f"{served.url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
     assert notified.status_code == 202
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "x"}},
+    }
     answered = httpx.post(f"{served.url}/mcp", json=call, headers=headers)
     assert answered.status_code == 200 and '"isError":false' in answered.text.replace(" ", "")
     served.cli("token", "revoke", token_id)
@@ -167,19 +200,28 @@ def test_a_revoked_tokens_session_stops_at_its_next_request(served):
 
 def test_tokens_that_do_not_act_as_an_ai_and_foreign_origins_are_refused(served):
     init, headers = INITIALIZE, MCP_HEADERS
-    operator = httpx.post(f"{served.url}/mcp", json=init,
-                          headers={**headers, "Authorization": f"Bearer {served.tokens['operator']}"})
+    operator = httpx.post(
+        f"{served.url}/mcp", json=init, headers={**headers, "Authorization": f"Bearer {served.tokens['operator']}"}
+    )
     assert operator.status_code == 403
     runs_only = served.token("--ai", "harness", "--runs-only")
-    assert httpx.post(f"{served.url}/mcp", json=init,
-                      headers={**headers, "Authorization": f"Bearer {runs_only}"}).status_code == 403
+    assert (
+        httpx.post(
+            f"{served.url}/mcp", json=init, headers={**headers, "Authorization": f"Bearer {runs_only}"}
+        ).status_code
+        == 403
+    )
     assert httpx.post(f"{served.url}/mcp", json=init, headers=headers).status_code == 401
     agent = served.agent_token(space="acme")
     with_agent = {**headers, "Authorization": f"Bearer {agent}"}
-    assert httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Origin": "http://evil.example"}
-                      ).status_code == 403
-    assert httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Host": "evil.example:8765"}
-                      ).status_code == 403
+    assert (
+        httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Origin": "http://evil.example"}).status_code
+        == 403
+    )
+    assert (
+        httpx.post(f"{served.url}/mcp", json=init, headers={**with_agent, "Host": "evil.example:8765"}).status_code
+        == 403
+    )
     outside = httpx.post(f"{served.url}/mcp?space=globex", json=init, headers=with_agent)
     assert outside.status_code == 403 and "globex" not in outside.text
     assert httpx.post(f"{served.url}/mcp", json=init, headers=with_agent).status_code == 200

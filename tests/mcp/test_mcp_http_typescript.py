@@ -30,16 +30,26 @@ def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail("the TypeScript client test needs Node.js and npm (apt-get install nodejs npm)")
     folder = tmp_path_factory.mktemp("ts-client")
     (folder / "package.json").write_text(json.dumps({"name": "esfis-ts-probe", "private": True, "type": "module"}))
-    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent", *PACKAGES], cwd=folder,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--silent", *PACKAGES],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     shutil.copy(PROBE, folder / "probe.mjs")
     return folder
 
 
 def probe(folder: Path, url: str, token: str, steps: list, *, elicit: bool = False) -> dict:
-    done = subprocess.run(["node", "probe.mjs", url, token, "accept" if elicit else "none", json.dumps(steps)],
-                          cwd=folder, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        ["node", "probe.mjs", url, token, "accept" if elicit else "none", json.dumps(steps)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -64,8 +74,10 @@ def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client,
         assert CLERK in globex_texts and AUTH0 not in globex_texts
 
         token = server.agent_token()
-        leak = [["recall", {"query": "staging database password"}],
-                ["remember", {"text": "staging db password: vault secret/acme-stg", "personal": True}]]
+        leak = [
+            ["recall", {"query": "staging database password"}],
+            ["remember", {"text": "staging db password: vault secret/acme-stg", "personal": True}],
+        ]
         blind = probe(node_client, f"{server.url}/mcp?space=acme/platform", token, leak)
         assert blind["results"][0]["structured"]["memories"][0]["text"] == SECRET
         assert blind["results"][1]["isError"] and "data_barrier" in blind["results"][1]["text"]

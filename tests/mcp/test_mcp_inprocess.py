@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from server.runs import run_id_for
+from server.barrier.runs import run_id_for
 from server.errors import StoreUnavailable
 from server.mcp.server import Opening, build_server
 from server.mcp.standing import ai_from_client, stand
@@ -31,8 +31,18 @@ pytestmark = pytest.mark.anyio
         ("", None),
         (None, None),
     ],
-    ids=["two-words", "one-word", "whitespace", "punctuation", "leading-punct", "non-ascii", "long", "nothing-left",
-         "empty", "absent"],
+    ids=[
+        "two-words",
+        "one-word",
+        "whitespace",
+        "punctuation",
+        "leading-punct",
+        "non-ascii",
+        "long",
+        "nothing-left",
+        "empty",
+        "absent",
+    ],
 )
 def test_client_name_becomes_an_ai_name(client_name, ai):
     assert ai_from_client(client_name) == ai
@@ -61,7 +71,11 @@ async def test_the_handshake_free_protocol_carries_the_client_name_too(fake_serv
     async with Client(server, client_info=Implementation(name="Claude Code", version="2")) as client:  # mode auto
         await client.call_tool("recall", {"query": "anything"})
     [delivery] = fake_service.deliveries()
-    assert (delivery.ai, delivery.transport, delivery.run_id) == ("claude-code", "mcp", run_id_for("mcp", standing.run_id))
+    assert (delivery.ai, delivery.transport, delivery.run_id) == (
+        "claude-code",
+        "mcp",
+        run_id_for("mcp", standing.run_id),
+    )
 
 
 async def test_an_unknown_esfis_space_is_reported_by_every_tool(fake_service, home, acme):

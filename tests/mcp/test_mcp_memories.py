@@ -49,9 +49,7 @@ async def test_forget_removes_the_memory_and_a_second_forget_reads_as_missing(fl
     globex = fleet["globex"]
     saved = await globex.ok("remember", text="Globex's office wifi password rotates monthly")
     assert await globex.ok("forget", id=saved["id"]) == {"id": saved["id"], "forgotten": True}
-    assert "Globex's office wifi password rotates monthly" not in await globex.recall_texts(
-        "wifi password", limit=100
-    )
+    assert "Globex's office wifi password rotates monthly" not in await globex.recall_texts("wifi password", limit=100)
     again = await globex.error("forget", id=saved["id"])
     never = random_id()
     assert again.replace(saved["id"], "ID") == (await globex.error("forget", id=never)).replace(never, "ID")

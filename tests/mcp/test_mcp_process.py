@@ -24,8 +24,14 @@ def test_the_handshake_path_imports_no_model_or_vector_stack(world):
         "build_server(lambda: None, standing)\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=world.folder("acme"), env=world.env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=world.folder("acme"),
+        env=world.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -36,8 +42,13 @@ def request(id_: int, method: str, params: dict | None = None) -> str:
 
 def test_stdout_carries_only_json_rpc_messages(world):
     proc = subprocess.Popen(
-        world.command("mcp"), cwd=world.folder("acme"), env=world.env(), text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        world.command("mcp"),
+        cwd=world.folder("acme"),
+        env=world.env(),
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     watchdog = threading.Timer(300, proc.kill)
     watchdog.start()
@@ -54,10 +65,17 @@ def test_stdout_carries_only_json_rpc_messages(world):
                 answers[message.get("id")] = message
             return answers[id_]
 
-        proc.stdin.write(request(1, "initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "Raw Test Client", "version": "0"},
-        }))
+        proc.stdin.write(
+            request(
+                1,
+                "initialize",
+                {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "Raw Test Client", "version": "0"},
+                },
+            )
+        )
         proc.stdin.flush()
         assert answer(1)["result"]["serverInfo"]["name"] == "esfis"
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")

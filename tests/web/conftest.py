@@ -13,8 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -28,8 +28,15 @@ Server = _servers.Server
 start_server = _servers.start_server
 stop_server = _servers.stop_server
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium() -> str:
@@ -54,8 +61,8 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         (work / name).mkdir(parents=True)
     server = start_server(root / "esfis-home", work)
     try:
-        server.tokens["operator"] = server.token("--operator")
-        server.tokens["claude-code"] = server.token("--ai", "claude-code")
+        server.spaces.tokens["operator"] = server.token("--operator")
+        server.spaces.tokens["claude-code"] = server.token("--ai", "claude-code")
         yield server
     finally:
         stop_server(server)

@@ -61,8 +61,13 @@ def test_the_web_layer_calls_the_facade_only():
     allowed = {"server.service", "server.errors"}
     for path in WEB.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for name in names:
                 if name.split(".")[0] == "server" and not name.startswith("server.web"):
                     assert name in allowed, f"{path.name} imports {name}"

@@ -17,13 +17,21 @@ from contextlib import closing
 
 import httpx
 import pytest
-
-from server.web.session import Signer
 from web_support import csrf_of, signed_in
 
+from server.web.session import Signer
+
 SECRET_TEXT = "The Acme staging password lives in vault path secret/acme-stg"  # nothing HTML escapes
-PAGES = ["/settings/spaces", "/settings/spaces/acme", "/settings/everywhere", "/settings/deliveries",
-         "/settings/deliveries/1", "/settings/runs", "/settings/grants", "/settings/tokens"]
+PAGES = [
+    "/settings/spaces",
+    "/settings/spaces/acme",
+    "/settings/everywhere",
+    "/settings/deliveries",
+    "/settings/deliveries/1",
+    "/settings/runs",
+    "/settings/grants",
+    "/settings/tokens",
+]
 
 
 @pytest.fixture(scope="module")
@@ -94,16 +102,27 @@ def _forgeries(site, operator) -> dict[str, str]:
         "bad mac": f"{version}.{payload}.{mac[:-2]}AA",
         "payload swapped to another token": f"{version}.{swapped}.{mac}",
         "expiry pushed back": f"{version}.{later}.{mac}",
-        "signed by another key": session_cookie(site, token_id=data["t"], expires=int(time.time()) + 3600,
-                                                key=b"\x01" * 32),
+        "signed by another key": session_cookie(
+            site, token_id=data["t"], expires=int(time.time()) + 3600, key=b"\x01" * 32
+        ),
         "signed for another purpose": Signer(key_of(site)).sign("flash", data),
         "another version": f"v2.{payload}.{mac}",
     }
 
 
-@pytest.mark.parametrize("variant", ["garbage", "the token itself", "bad mac", "payload swapped to another token",
-                                     "expiry pushed back", "signed by another key", "signed for another purpose",
-                                     "another version"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "garbage",
+        "the token itself",
+        "bad mac",
+        "payload swapped to another token",
+        "expiry pushed back",
+        "signed by another key",
+        "signed for another purpose",
+        "another version",
+    ],
+)
 def test_a_forged_cookie_is_refused(site, operator, variant):
     forged = _forgeries(site, operator)[variant]
     with anonymous(site, cookies={"esfis_session": forged}) as client:
@@ -123,8 +142,14 @@ def test_an_expired_cookie_is_refused_though_genuinely_signed(site):
 
 
 def test_a_genuine_cookie_naming_an_ai_token_is_refused(site):
-    with anonymous(site, cookies={"esfis_session": session_cookie(
-            site, token_id=site.token_id(ai="claude-code"), expires=int(time.time()) + 600)}) as client:
+    with anonymous(
+        site,
+        cookies={
+            "esfis_session": session_cookie(
+                site, token_id=site.token_id(ai="claude-code"), expires=int(time.time()) + 600
+            )
+        },
+    ) as client:
         assert goes_to_sign_in(client.get("/settings/spaces"))
 
 
@@ -148,8 +173,9 @@ def test_the_session_cookie_is_httponly_strict_and_holds_no_token(site):
 
 
 def _deny_cursor(client: httpx.Client, **fields: str) -> httpx.Response:
-    return client.post("/settings/access", data={"ai": "cursor", "space": "acme", "effect": "deny",
-                                                 "back": "space", **fields})
+    return client.post(
+        "/settings/access", data={"ai": "cursor", "space": "acme", "effect": "deny", "back": "space", **fields}
+    )
 
 
 def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(site, operator):
@@ -166,14 +192,22 @@ def test_a_post_with_another_sessions_csrf_token_is_refused(site, operator):
     assert "cursor" not in site.cli("policy", "list").stdout
 
 
-@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Origin": "null"},
-                                     {"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "cross-site"},
-                                     {"Sec-Fetch-Site": "same-site"}],
-                         ids=["other origin", "opaque origin", "other port", "cross-site", "same-site"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://127.0.0.1:1"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ],
+    ids=["other origin", "opaque origin", "other port", "cross-site", "same-site"],
+)
 def test_a_cross_site_post_is_refused_even_with_a_good_csrf_token(site, operator, headers):
     token = csrf_of(operator.get("/settings/spaces").text)
-    answer = operator.post("/settings/access", headers=headers,
-                           data={"ai": "cursor", "space": "acme", "effect": "deny", "csrf": token})
+    answer = operator.post(
+        "/settings/access", headers=headers, data={"ai": "cursor", "space": "acme", "effect": "deny", "csrf": token}
+    )
     assert answer.status_code == 403 and "another site" in answer.text
     assert "cursor" not in site.cli("policy", "list").stdout
 
@@ -181,8 +215,11 @@ def test_a_cross_site_post_is_refused_even_with_a_good_csrf_token(site, operator
 def test_the_same_post_done_right_goes_through(site, operator):
     token = csrf_of(operator.get("/settings/spaces").text)
     origin = {"Origin": site.url, "Sec-Fetch-Site": "same-origin"}
-    answer = operator.post("/settings/access", headers=origin,
-                           data={"ai": "cursor", "space": "acme", "effect": "deny", "csrf": token, "back": "space"})
+    answer = operator.post(
+        "/settings/access",
+        headers=origin,
+        data={"ai": "cursor", "space": "acme", "effect": "deny", "csrf": token, "back": "space"},
+    )
     assert answer.status_code == 303 and answer.headers["location"] == "/settings/spaces/acme"
     assert "deny cursor acme" in site.cli("policy", "list").stdout
     operator.post("/settings/access", data={"ai": "cursor", "space": "acme", "effect": "inherit", "csrf": token})
@@ -266,8 +303,14 @@ def test_pages_show_a_memory_text_to_a_signed_in_operator_only(site, operator):
         anonymous(site, headers=agent),
         anonymous(site, headers=operator_bearer),  # a bearer header is no session
         anonymous(site, cookies={"esfis_session": site.tokens["claude-code"]}),
-        anonymous(site, cookies={"esfis_session": session_cookie(site, token_id=site.token_id(ai="claude-code"),
-                                                                  expires=int(time.time()) + 600)}),
+        anonymous(
+            site,
+            cookies={
+                "esfis_session": session_cookie(
+                    site, token_id=site.token_id(ai="claude-code"), expires=int(time.time()) + 600
+                )
+            },
+        ),
     ]
     for client in attempts:
         with client:
@@ -287,8 +330,16 @@ def test_pages_are_never_cached_or_framed(operator):
 # -- errors are pages, in words -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/settings/no-such-page", "/settings/deliveries/999999", "/settings/deliveries/abc",
-                                  "/settings/spaces/no-such-space", "/settings/runs/run_0123"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/settings/no-such-page",
+        "/settings/deliveries/999999",
+        "/settings/deliveries/abc",
+        "/settings/spaces/no-such-space",
+        "/settings/runs/run_0123",
+    ],
+)
 def test_a_missing_page_is_a_404_page(operator, path):
     answer = operator.get(path)
     assert answer.status_code == 404 and answer.headers["content-type"].startswith("text/html")

@@ -6,14 +6,13 @@ from __future__ import annotations
 from contextlib import closing
 
 import httpx
+from web_support import csrf_of, signed_in
 
 from tests.web.conftest import start_server, stop_server
-from web_support import csrf_of, signed_in
 
 
 def replay(url: str, cookie: str) -> httpx.Response:
-    with httpx.Client(base_url=url, follow_redirects=False, timeout=60.0,
-                      cookies={"esfis_session": cookie}) as client:
+    with httpx.Client(base_url=url, follow_redirects=False, timeout=60.0, cookies={"esfis_session": cookie}) as client:
         return client.get("/settings/spaces")
 
 

@@ -14,7 +14,6 @@ import re
 
 import httpx
 import pytest
-
 from web_support import DESKTOP, PHONE, browser_sign_in, save_shot
 
 AUTH0 = "Acme authentication uses Auth0"
@@ -41,7 +40,9 @@ def recall(web, token: str, space: str) -> list[str]:
 
 def row(page, ai: str):
     """The who-sees-what row of one AI."""
-    return page.locator("table.access tbody tr", has=page.locator("td strong", has_text=re.compile(f"^{re.escape(ai)}$")))
+    return page.locator(
+        "table.access tbody tr", has=page.locator("td strong", has_text=re.compile(f"^{re.escape(ai)}$"))
+    )
 
 
 def test_sign_in_with_an_operator_token_opens_the_spaces_page(page, web, screenshots):
@@ -66,7 +67,9 @@ def test_adding_a_folder_creates_the_space_named_as_the_cli_names_it(page, web):
         assert page.locator("h1").inner_text() == name
     listed = json.loads(web.cli("space", "list", "--json").stdout)["spaces"]
     assert {s["name"]: s["folders"] for s in listed} == {
-        "acme": [str((web.work / "acme").resolve())], "globex": [str((web.work / "globex").resolve())]}
+        "acme": [str((web.work / "acme").resolve())],
+        "globex": [str((web.work / "globex").resolve())],
+    }
     page.goto(f"{web.url}/settings/spaces")
     tree = page.inner_text("ul.tree")
     assert "acme" in tree and "globex" in tree and str(web.work / "acme") in tree
@@ -218,15 +221,25 @@ def test_revoking_a_token_on_the_page_refuses_its_next_request(page, web):
     token_id = cursor.locator("code").first.inner_text()
     cursor.locator("text=Revoke").click()
     assert f"token {token_id} revoked" in page.inner_text("[role=status]")
-    answer = httpx.post(f"{web.url}/v1/recall", json={"query": QUESTION, "space": "acme"},
-                        headers={"Authorization": f"Bearer {state['cursor']}"})
+    answer = httpx.post(
+        f"{web.url}/v1/recall",
+        json={"query": QUESTION, "space": "acme"},
+        headers={"Authorization": f"Bearer {state['cursor']}"},
+    )
     assert answer.status_code == 401
 
 
 PAGES = [
-    ("sign-in", None), ("spaces", "/settings/spaces"), ("space", "/settings/spaces/acme"),
-    ("everywhere", "/settings/everywhere"), ("deliveries", "/settings/deliveries"), ("why", "why"),
-    ("runs", "/settings/runs"), ("trail", "trail"), ("grants", "/settings/grants"), ("tokens", "/settings/tokens"),
+    ("sign-in", None),
+    ("spaces", "/settings/spaces"),
+    ("space", "/settings/spaces/acme"),
+    ("everywhere", "/settings/everywhere"),
+    ("deliveries", "/settings/deliveries"),
+    ("why", "why"),
+    ("runs", "/settings/runs"),
+    ("trail", "trail"),
+    ("grants", "/settings/grants"),
+    ("tokens", "/settings/tokens"),
     ("not-found", "/settings/no-such-page"),
 ]
 

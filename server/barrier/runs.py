@@ -1,0 +1,358 @@
+"""Runs and their trail: one agent's unit of work, what it carries, and every step it took.
+
+The platform decides which run a step belongs to, never the caller (docs/barrier.md):
+
+- **standing**: every request of one agent token over HTTP. Its seal is the token's scope (its
+  subtree, or everywhere for an unscoped token); an operator who ends it starts a fresh one.
+- **token**: a run token's one run (``POST /v1/runs``), sealed at its first step. A run token
+  opened with an agent token shares what that token's standing run carries, both ways: whoever
+  holds the agent token could read with one and write with the other.
+- **session**: an interface's own session: an MCP process, a CLI ``--run``.
+- **once**: one CLI command without ``--run``.
+
+An id is derived from who owns the name and the name (``run_id_for``), so an id another owner
+uses is another run and two first steps of one run at once land on one row.
+
+A run is **sealed** at its first step: a later step from outside that subtree is refused. It
+**carries** the marks (``server.barrier.labels``) of everything delivered to it; the set only grows, and
+lives in the catalog, so it survives a restart. An ended run takes no further step. Each step is
+recorded with ids, marks and rules, never a text.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, get_args
+
+from server.barrier.labels import Carried
+from server.catalog import Catalog, Tx
+from server.clock import Clock, from_micros, to_micros
+from server.errors import DataBarrier, InvalidInput, RunEnded, RunNotFound
+from server.models import Caller, RunKind, Token
+from server.spaces import contains
+
+StepKind = Literal[
+    "recall",
+    "get",
+    "share",
+    "context_open",
+    "gate",
+    "approval_requested",
+    "approved",
+    "declined",
+    "write",
+    "forget",
+    "end",
+]
+STEP_KINDS: tuple[StepKind, ...] = get_args(StepKind)
+
+
+def run_id_for(owner: str, name: str) -> str:
+    return "run_" + hashlib.sha256(f"{owner}\n{name}".encode()).hexdigest()[:24]
+
+
+RUN_ID = re.compile(r"run_[0-9a-f]{24}")
+
+
+def check_run_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise RunNotFound(f"no run {str(run_id)[:80]}")
+    return run_id
+
+
+def standing_run(token: Token) -> tuple[str, str]:
+    """The id and name of an agent token's current standing run."""
+    name = f"standing-{token.standing}"
+    return run_id_for(f"token:{token.id}", name), name
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    labels: tuple[str, ...] = ()
+    decision: str | None = None  # gates: allowed | refused
+    rule: str | None = None
+    grant: str | None = None
+    target: str | None = None  # a space mark
+    memory_ids: tuple[str, ...] = ()
+    actor: str | None = None  # who took a step that is not the run's own (an operator ending it)
+
+
+@dataclass(frozen=True)
+class TrailStep:
+    at: datetime
+    step: Step
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    name: str
+    ai: str
+    transport: str
+    space: str | None  # sealed at the first step
+    token_scope: str | None
+    opened_at: datetime | None  # None: not opened yet (no step recorded)
+    carried: Carried
+    steps: int = 0
+    kind: RunKind = "session"
+    token_id: str | None = None
+    parent: str | None = None  # a run whose carried labels this one shares
+    everywhere: bool = False  # sealed with no bound: an unscoped token's standing run
+    ended_at: datetime | None = None
+    ended_by: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def opened(self) -> bool:
+        return self.opened_at is not None
+
+    def admits(self, caller: Caller) -> bool:
+        """Whether a step from where ``caller`` stands lies inside the run's sealed scope."""
+        if not self.opened or self.everywhere:
+            return True
+        if self.space is None:
+            return caller.space is None
+        return caller.space is not None and contains(self.space, caller.space)
+
+    def reaches(self, space: str) -> bool:
+        """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
+        return self.everywhere or (self.space is not None and contains(self.space, space))
+
+
+class RunBook:
+    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        self.catalog = catalog
+        self.clock = clock
+
+    def current(self, caller: Caller) -> Run:
+        """The caller's run as it stands now (not opened yet if it has no step), carrying its own
+        marks and those of the run it shares them with."""
+        row = self.catalog.one("SELECT * FROM runs WHERE id = ?", (caller.run_id,))
+        if row is not None:
+            return self._run(row)
+        standing = caller.run_kind == "standing"
+        return Run(
+            caller.run_id,
+            caller.run_name,
+            caller.ai,
+            caller.transport,
+            caller.scope if standing else caller.space,
+            caller.scope,
+            None,
+            Carried.of(self._marks(caller.run_id, caller.run_parent)),
+            kind=caller.run_kind,
+            token_id=caller.token_id,
+            parent=caller.run_parent,
+            everywhere=standing and caller.scope is None,
+            expires_at=caller.run_expires,
+        )
+
+    def ended_refusal(self, run: Run) -> RunEnded:
+        how = "it expired" if run.ended_by is None else f"it was ended by {run.ended_by}"
+        return RunEnded(f"run {run.id} takes no further step: {how} (start a new run)")
+
+    def sealed_refusal(self, run: Run, caller: Caller) -> DataBarrier:
+        where = "no space" if run.space is None else f"space {run.space!r}"
+        here = "no space" if caller.space is None else f"space {caller.space!r}"
+        return DataBarrier(
+            f"data_barrier: this run was sealed in {where} at its first step; a step from {here} lies outside it "
+            "(start a new run there)"
+        )
+
+    def record(self, tx: Tx, run: Run, caller: Caller, steps: Iterable[Step], carry: Iterable[str] = ()) -> None:
+        """Open the run if this is its first step, add what it now carries, append the steps."""
+        now = to_micros(self.clock())
+        if not run.opened:
+            opened = tx.execute(
+                "INSERT INTO runs (id, name, ai, transport, space, token_scope, opened_at, kind, token_id, parent, "
+                "everywhere, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    run.id,
+                    run.name,
+                    caller.ai,
+                    caller.transport,
+                    run.space if run.kind == "standing" else caller.space,
+                    caller.scope,
+                    now,
+                    run.kind,
+                    run.token_id,
+                    run.parent,
+                    int(run.everywhere),
+                    None if run.expires_at is None else to_micros(run.expires_at),
+                ),
+            ).rowcount
+            if not opened:  # another first step won the race: its seal holds for this one
+                row = tx.one("SELECT * FROM runs WHERE id = ?", (run.id,))
+                if not self._run(row).admits(caller):
+                    raise self.sealed_refusal(self._run(row), caller)
+        else:
+            # Ended meanwhile (an operator, the upkeep): checked again under the write lock.
+            ended = tx.one("SELECT ended_at, ended_by FROM runs WHERE id = ?", (run.id,))
+            if ended is not None and ended["ended_at"] is not None and not any(s.kind == "end" for s in steps):
+                raise self.ended_refusal(dataclasses.replace(run, ended_by=ended["ended_by"]))
+        marks = sorted(set(carry))
+        if marks:
+            # Into the run it shares its marks with as well, so that neither can write what the
+            # other read. WHERE true: SQLite would read the ON of the upsert as a join's.
+            for holder in (run.id, run.parent):
+                if holder is not None:
+                    tx.execute(
+                        f"INSERT INTO run_labels (run, label) SELECT ?, value FROM {tx.sql.values} "
+                        "WHERE true ON CONFLICT DO NOTHING",
+                        (holder, json.dumps(marks)),
+                    )
+        tx.executemany(
+            "INSERT INTO run_steps (run, at, kind, labels, decision, rule, grant_id, target, memory_ids, actor) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run.id,
+                    now,
+                    s.kind,
+                    json.dumps(list(s.labels)),
+                    s.decision,
+                    s.rule,
+                    s.grant,
+                    s.target,
+                    json.dumps(list(s.memory_ids)),
+                    s.actor,
+                )
+                for s in steps
+            ],
+        )
+
+    def record_now(self, run: Run, caller: Caller, steps: Iterable[Step], carry: Iterable[str] = ()) -> None:
+        with self.catalog.transaction() as tx:
+            self.record(tx, run, caller, steps, carry)
+
+    # -- ending (operator) ------------------------------------------------------------------
+
+    def end(self, run_id: str, *, by: str) -> Run:
+        """End a run. A run token stops working at its next request; a standing run starts afresh
+        at its token's next request, and the run tokens it opened (which share its labels) stop
+        too; any other run takes no further step. A step in the trail records who ended it."""
+        check_run_id(run_id)
+        now = to_micros(self.clock())
+        with self.catalog.transaction() as tx:
+            row = tx.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+            token = tx.one("SELECT * FROM tokens WHERE run_id = ?", (run_id,))
+            if row is None and token is None:
+                raise RunNotFound(f"no run {run_id}")
+            if row is None:  # a run token that took no step yet: recorded now, as ended
+                tx.execute(
+                    "INSERT INTO runs (id, name, ai, transport, space, token_scope, opened_at, kind, token_id, "
+                    "parent, expires_at) VALUES (?, 'token', ?, 'http', ?, ?, ?, 'token', ?, ?, ?)",
+                    (
+                        run_id,
+                        token["ai"],
+                        token["space"],
+                        token["space"],
+                        now,
+                        token["id"],
+                        token["parent_run"],
+                        token["expires_at"],
+                    ),
+                )
+                row = tx.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+            if row["ended_at"] is None:
+                tx.execute("UPDATE runs SET ended_at = ?, ended_by = ? WHERE id = ?", (now, by, run_id))
+                tx.execute(
+                    "UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND (run_id = ? OR parent_run = ?)",
+                    (now, run_id, run_id),
+                )
+                if row["kind"] == "standing":
+                    tx.execute("UPDATE tokens SET standing = standing + 1 WHERE id = ?", (row["token_id"],))
+                tx.execute(
+                    "INSERT INTO run_steps (run, at, kind, labels, memory_ids, actor) "
+                    "VALUES (?, ?, 'end', '[]', '[]', ?)",
+                    (run_id, now, by),
+                )
+        return self.get(run_id)
+
+    # -- reading (operator) -----------------------------------------------------------------
+
+    def list(self, *, last: int = 20) -> builtins.list[Run]:
+        if not 1 <= last <= 10_000:
+            raise InvalidInput("last must be from 1 to 10000", field="last")
+        rows = self.catalog.all("SELECT * FROM runs ORDER BY opened_at DESC, id LIMIT ?", (last,))
+        return [self._run(r, count_steps=True) for r in reversed(rows)]
+
+    def get(self, run_id: str) -> Run:
+        check_run_id(run_id)
+        row = self.catalog.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            raise RunNotFound(f"no run {str(run_id)[:80]}")
+        return self._run(row, count_steps=True)
+
+    def trail(self, run_id: str) -> tuple[Run, builtins.list[TrailStep]]:
+        run = self.get(run_id)
+        rows = self.catalog.all("SELECT * FROM run_steps WHERE run = ? ORDER BY id", (run_id,))
+        return run, [
+            TrailStep(
+                from_micros(r["at"]),  # type: ignore[arg-type]
+                Step(
+                    r["kind"],
+                    tuple(json.loads(r["labels"])),
+                    r["decision"],
+                    r["rule"],
+                    r["grant_id"],
+                    r["target"],
+                    tuple(json.loads(r["memory_ids"])),
+                    r["actor"],
+                ),
+            )
+            for r in rows
+        ]
+
+    def page(self, *, ai: str | None = None, offset: int = 0, limit: int = 25) -> tuple[builtins.list[Run], int]:
+        """Newest first: ``limit`` runs after ``offset``, and how many match in all."""
+        clause, params = (" WHERE ai = ?", (ai,)) if ai is not None else ("", ())
+        total = self.catalog.one("SELECT count(*) AS n FROM runs" + clause, params)
+        rows = self.catalog.all(
+            f"SELECT * FROM runs{clause} ORDER BY opened_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)
+        )
+        return [self._run(r, count_steps=True) for r in rows], int(total["n"]) if total else 0
+
+    def ais(self) -> builtins.list[str]:
+        """Every AI that has taken a step (each recall, write, get, share or open is one)."""
+        return [r["ai"] for r in self.catalog.all("SELECT DISTINCT ai FROM runs ORDER BY ai")]
+
+    def _marks(self, run_id: str, parent: str | None) -> builtins.list[str]:
+        ids = [run_id] if parent is None else [run_id, parent]
+        rows = self.catalog.all(
+            f"SELECT DISTINCT label FROM run_labels WHERE run IN ({', '.join('?' for _ in ids)})", tuple(ids)
+        )
+        return [r["label"] for r in rows]
+
+    def _run(self, row, *, count_steps: bool = False) -> Run:
+        marks = self._marks(row["id"], row["parent"])
+        steps = 0
+        if count_steps:
+            found = self.catalog.one("SELECT count(*) AS n FROM run_steps WHERE run = ?", (row["id"],))
+            steps = int(found["n"]) if found else 0
+        return Run(
+            row["id"],
+            row["name"],
+            row["ai"],
+            row["transport"],
+            row["space"],
+            row["token_scope"],
+            from_micros(row["opened_at"]),
+            Carried.of(marks),
+            steps,
+            kind=row["kind"],
+            token_id=row["token_id"],
+            parent=row["parent"],
+            everywhere=bool(row["everywhere"]),
+            ended_at=from_micros(row["ended_at"]),
+            ended_by=row["ended_by"],
+            expires_at=from_micros(row["expires_at"]),
+        )

@@ -1,0 +1,1 @@
+"""Moving memories in bulk: import, reindex, backup, restore and export."""

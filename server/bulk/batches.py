@@ -1,0 +1,251 @@
+"""One import batch, in two steps: check and embed it (``Preparer``), then write it (``Writer``).
+
+The importer runs the two in threads of their own, one batch each at a time and in order, so a
+batch is embedded while the one before it is written and the one after it is parsed
+(``server.bulk.importer``). Each step only ever touches its own state: the preparer its catalog
+connection and its cache of recent vectors, the writer its connection and its counts. An error
+in either step stops the import: both then refuse every later batch (``Stopped``), so nothing is
+written after a failed batch and the journal still names its vectors for the purge.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from indexing.errors import IndexingError
+from indexing.snapshot import OPEN_END
+from server.bulk.journal import Journal, batch_lock
+from server.bulk.rows import Row, RowError
+from server.clock import to_micros
+from server.errors import StoreUnavailable
+from server.memories import MemoryBook
+from server.memories.input import MemoryBatch, new_ids
+from server.spaces import partition_key
+from server.spaces.registry import Registry
+
+ERRORS_KEPT = 1000
+EMBED_CACHE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A batch's rows that may be new, as memories ready to write, one batch per space."""
+
+    batches: list[MemoryBatch]
+    rows: int  # rows of the batch that reached this point (repeats included)
+    mark: int  # the catalog's last memory rowid before the rows were checked
+
+
+class Stopped(Exception):
+    """A step refused a batch because the import is stopping (an error in another step, or
+    the caller gave up): nothing after a failed batch is embedded or written."""
+
+
+def _stop_on_error(method):
+    """Any error in a step stops the import: later batches are refused before they touch
+    anything (the journal above all, which still names the failed batch's vectors)."""
+
+    def step(self, *args):
+        if self.stop.is_set():
+            raise Stopped("the import is stopping")
+        try:
+            return method(self, *args)
+        except BaseException:
+            self.stop.set()
+            raise
+
+    return step
+
+
+class Failures:
+    """Failed rows: all counted, the first ``ERRORS_KEPT`` kept in line order per batch."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.kept: list[tuple[int, str]] = []
+
+    def add(self, failures: list[tuple[int, str]]) -> None:
+        self.count += len(failures)
+        self.kept.extend(sorted(failures)[: max(ERRORS_KEPT - len(self.kept), 0)])
+
+
+class Preparer:
+    """Step one: sort out failures, refused spaces and rows already present; embed the rest."""
+
+    def __init__(
+        self,
+        book: MemoryBook,
+        registry: Registry,
+        embed: Callable[[list[str]], np.ndarray],
+        dimension: int,
+        ai: str,
+        clock: Callable[[], datetime],
+        stop: threading.Event,
+    ) -> None:
+        self.stop = stop
+        self.book = book
+        self.registry = registry
+        self.embed = embed
+        self.ai = ai
+        self.clock = clock
+        self.failures = Failures()
+        self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.cache_size = max(EMBED_CACHE_BYTES // (4 * dimension), 1)
+        self.dimension = dimension
+
+    @_stop_on_error
+    def __call__(self, items: list[Row | RowError]) -> Prepared:
+        groups: dict[str | None, list[Row]] = {}
+        failures: list[tuple[int, str]] = []
+        for item in items:
+            if isinstance(item, RowError):
+                failures.append((item.line, item.reason))
+            else:
+                groups.setdefault(item.space, []).append(item)
+        for space in list(groups):
+            if space is not None and not self.registry.exists(space):
+                reason = f"no space named {space!r}; an import never creates spaces (esfis space add)"
+                failures.extend((row.line, reason) for row in groups.pop(space))
+        self.failures.add(failures)
+        rows = sum(map(len, groups.values()))
+        mark = self.book.last_rowid()
+        fresh = {}
+        for space, batch in groups.items():
+            kept = first_of_each(batch)
+            mask = self.book.absent(space, [r.key for r in kept], [r.digest for r in kept])
+            fresh[space] = not_written_beside([row for row, new in zip(kept, mask, strict=True) if new])
+        vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
+        # Built here, not by the writer: its thread is the import's narrowest stage.
+        batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
+        return Prepared(batches, rows, mark)
+
+    def _vectors(self, rows: list[Row]) -> tuple[np.ndarray, dict[str, int]]:
+        """A vector for each distinct text of the rows that came without one, and each digest's
+        row in that matrix. The texts not in the cache of recent ones are embedded in one call."""
+        texts: dict[str, str] = {}
+        for row in rows:
+            if row.vector is None:
+                texts.setdefault(row.digest, row.text)
+        position = {digest: i for i, digest in enumerate(texts)}
+        table = np.empty((len(position), self.dimension), dtype=np.float32)
+        missing: list[str] = []
+        for digest, i in position.items():
+            vector = self.cache.get(digest)
+            if vector is None:
+                missing.append(digest)
+            else:
+                self.cache.move_to_end(digest)
+                table[i] = vector
+        if missing:
+            try:
+                embedded = self.embed([texts[d] for d in missing])
+            except IndexingError as exc:
+                raise StoreUnavailable(str(exc)) from exc
+            rows_of = [position[d] for d in missing]
+            table[rows_of] = embedded
+            self.cache.update((d, table[position[d]].copy()) for d in missing)  # not views: each would hold its batch
+            while len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        return table, position
+
+    def _batch(self, space: str | None, rows: list[Row], vectors: np.ndarray, position: dict[str, int]) -> MemoryBatch:
+        if position:
+            matrix = vectors[[position.get(r.digest, 0) if r.vector is None else 0 for r in rows]]
+            for i, row in enumerate(rows):
+                if row.vector is not None:
+                    matrix[i] = row.vector
+        else:  # every row brought its own vector
+            matrix = np.stack([r.vector for r in rows])  # type: ignore[misc]
+        micros = _Micros()
+        return MemoryBatch(
+            space=space,
+            ai=self.ai,
+            created_at=to_micros(self.clock()),
+            ids=new_ids(len(rows)),
+            texts=[r.text for r in rows],
+            digests=[r.digest for r in rows],
+            vectors=matrix,
+            valid_from=np.array([micros(r.valid_from) for r in rows], dtype=np.int64),
+            valid_until=np.array(
+                [OPEN_END if r.valid_until is None else micros(r.valid_until) for r in rows], dtype=np.int64
+            ),
+            labels=[json.dumps(list(r.labels)) if r.labels else "[]" for r in rows],
+            keys=[r.key for r in rows],
+            run_ids=[None] * len(rows),
+        )
+
+
+IMPORT_TURN = "~imports"  # no partition key starts with "~": the imports' own turn among machines
+
+
+class Writer:
+    """Step two: under the import lock, check again what is present, then write the rest."""
+
+    def __init__(self, book: MemoryBook, journal: Journal, vectors_in: Executor, stop: threading.Event) -> None:
+        self.stop = stop
+        self.book = book
+        self.journal = journal
+        self.vectors_in = vectors_in
+        self.imported = self.skipped = 0
+        self.partitions: set[str] = set()  # every partition this import wrote into
+
+    @_stop_on_error
+    def __call__(self, prepared: Prepared) -> None:
+        # This machine's lock, then the turn among machines (a no-op on one machine).
+        with batch_lock(self.journal.directory), self.book.store.coordination.writer_turn(IMPORT_TURN):
+            # Checked again under the lock, against what was written since the first check:
+            # this import's previous batch, or another import running beside it.
+            batches = [
+                b.select(self.book.absent(b.space, b.keys, b.digests, since=prepared.mark)) for b in prepared.batches
+            ]
+            batches = [b for b in batches if len(b)]
+            self.journal.pending({partition_key(b.space): b.ids for b in batches})
+            for batch in batches:
+                self.book.write_batch(batch, vectors_in=self.vectors_in)
+                self.imported += len(batch)
+                self.partitions.add(partition_key(batch.space))
+            self.journal.committed()
+            self.skipped += prepared.rows - sum(map(len, batches))
+
+
+class _Micros(dict):
+    """``to_micros``, remembered: most rows of a batch share a time (the import's now)."""
+
+    def __call__(self, moment: datetime) -> int:
+        value = self.get(moment)
+        if value is None:
+            value = self[moment] = to_micros(moment)
+        return value
+
+
+def first_of_each(rows: list[Row]) -> list[Row]:
+    """Drop repeats within the batch: of rows with a key, all but the first with that key; of
+    rows without one, all but the first with that text."""
+    keys: set[str] = set()
+    digests: set[str] = set()
+    kept = []
+    for row in rows:
+        seen, mark = (keys, row.key) if row.key is not None else (digests, row.digest)
+        if mark in seen:
+            continue
+        seen.add(mark)
+        kept.append(row)
+    return kept
+
+
+def not_written_beside(rows: list[Row]) -> list[Row]:
+    """Drop a row without a key whose text a keyed row of the same batch is about to write.
+    (Checked after the catalog was asked: a keyed row already present writes nothing, and the
+    text then counts as present only if some memory has it.)"""
+    written = {row.digest for row in rows if row.key is not None}
+    if not written:
+        return rows
+    return [row for row in rows if row.key is not None or row.digest not in written]

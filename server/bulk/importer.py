@@ -1,0 +1,253 @@
+"""Bulk import: rows of JSON Lines (or Parquet, from the CLI) into memories, streamed in batches.
+
+A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "vector"?}``
+(``server.bulk.rows`` checks each). No space means personal; a space that does not exist is
+that row's error, because an import never creates spaces. ``valid_from`` defaults to now and
+``valid_until`` must come after it (a past interval is allowed: migrations carry history).
+
+What is promised:
+
+- **Per-row errors.** A bad row (invalid JSON, missing text, bad space, bad dates, a vector of
+  the wrong dimension, an unknown field) is reported with its line number (1-based, as an
+  editor counts; a Parquet row's number) and reason, and the rest goes on. Blank lines are
+  ignored. The report keeps the first ``ERRORS_KEPT`` errors; ``failed`` counts them all.
+- **Nothing twice.** A row with a ``key`` is present when that key is already imported into the
+  same space (table ``import_keys``); a row without one, when a memory of the same text
+  (``digest``) that is not forgotten is in the same space. Present rows are ``skipped``, as are
+  repeats within the file. An import never updates a memory: a known key with a new text is
+  skipped. The last check runs under a lock with the write, against the rows written since the
+  first check, so the batches in flight beside each other, and two imports of the same file at
+  once, still add each row once.
+- **Kill and re-run.** Each batch is written per space, vectors first, then the catalog in one
+  transaction (the vectors are written while the catalog rows are inserted, and the transaction
+  commits only once they are on disk); what is committed stays, the rest is redone by the
+  re-run. A kill between the two leaves vectors no catalog entry names: recall ignores them, and
+  the next import purges them (``server.bulk.journal``).
+- **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
+  worker thread and written in another, so parsing, embedding and writing run at once (the
+  model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
+  ``benchmarks/test_import_throughput.py`` measures the import's own cost (the report has it).
+- **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
+  one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
+  text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
+  (≤ 1 MiB) or one Parquet record batch, so peak memory does not grow with the file
+  (``tests/test_import_scale.py`` asserts the bound; ``scripts/import-scale`` measures it). Two
+  malloc arenas (``server.arenas``) keep the worker threads from growing it. A model that embeds
+  adds its own memory on top. A Parquet row group is streamed page by page, never loaded whole.
+- **Embedding once.** A batch's texts are embedded in one call; identical texts once, and a text
+  seen in a recent batch not again. A precomputed ``vector`` (operator imports only; the store's
+  dimension; made unit length) skips embedding. On a CPU embedding is the cost: parsing and
+  writing hide behind the model (``scripts/import-throughput``). Rows that bring vectors in JSON
+  are bound by parsing them; Parquet reads a vector column as one matrix.
+- **Operators only.** An import is an operator's act (the CLI on the data folder, or
+  ``POST /v1/import`` with an operator token): AI policies do not apply and ``ai`` is recorded as
+  the writer. There is no AI import: it would write where an AI's scope never reaches, around
+  the façade's checks; agents write one memory at a time through ``Esfis.remember``.
+
+The façade's ``import_jsonl`` and ``import_parquet`` call this; ``esfis import`` (``server.cli``)
+draws the progress bar and prints the report.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from indexing.embedder import Embedder
+from indexing.store import VectorStore
+from server.arenas import limit_malloc_arenas
+from server.bulk.batches import Preparer, Writer
+from server.bulk.journal import Journal
+from server.bulk.rows import LineTooLong, Row, RowError, check_row, parse_line
+from server.catalog import Catalog
+from server.clock import Clock
+from server.errors import InvalidInput
+from server.memories import MemoryBook
+from server.spaces.policies import validate_ai
+from server.spaces.registry import Registry
+
+MAX_BATCH = 8192
+DEFAULT_BATCH = 4096
+BATCH_TEXT_CHARS = 8 * 1024 * 1024  # a batch closes early once its texts reach this many characters
+IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    imported: int
+    skipped: int  # already present, or repeated in the input
+    failed: int
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason), first ERRORS_KEPT
+    seconds: float = 0.0
+    rate: float = 0.0  # rows (imported, skipped and failed) per second
+
+    @property
+    def rows(self) -> int:
+        return self.imported + self.skipped + self.failed
+
+    def summary(self) -> str:
+        return (
+            f"imported {self.imported}, skipped {self.skipped}, failed {self.failed} "
+            f"in {self.seconds:.1f} s ({self.rate:.0f} rows/s)"
+        )
+
+
+class Stores(Protocol):
+    """What an import writes into: the façade (``Esfis``) is one."""
+
+    home: Path
+    catalog: Catalog
+    store: VectorStore
+    embedder: Embedder
+    clock: Clock
+
+
+def import_stream(
+    service: Stores,
+    lines: Iterable[bytes | str | LineTooLong],
+    *,
+    ai: str = "import",
+    batch_size: int = DEFAULT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed."""
+    dimension = service.store.dimension
+
+    def parsed() -> Iterator[Row | RowError | None]:
+        for number, raw in enumerate(lines, start=1):
+            if number % 256 == 1:
+                now = service.clock()  # "now" for rows without valid_from; read every 256 rows
+            yield parse_line(number, raw, now=now, dimension=dimension)
+
+    return _Importer(service, ai, batch_size, progress).run(parsed())
+
+
+def import_records(
+    service: Stores,
+    records: Iterable[tuple[int, Mapping[str, Any]]],
+    *,
+    ai: str = "import",
+    batch_size: int = DEFAULT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import rows already split into fields, as ``(row number, fields)`` (Parquet)."""
+    dimension = service.store.dimension
+
+    def parsed() -> Iterator[Row | RowError | None]:
+        for count, (number, fields) in enumerate(records):
+            if count % 256 == 0:
+                now = service.clock()
+            yield check_row(number, fields, now=now, dimension=dimension)
+
+    return _Importer(service, ai, batch_size, progress).run(parsed())
+
+
+class _Importer:
+    """Parses in the caller's thread; each batch is then prepared (checked and embedded) in one
+    worker thread and written in another, so parsing, embedding and writing overlap. The
+    embedder and the stores release the GIL while they work."""
+
+    def __init__(self, service: Stores, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
+        validate_ai(ai)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+            raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")
+        self.service = service
+        self.ai = ai
+        self.batch_size = batch_size
+        self.progress = progress
+        self.home = service.home
+
+    def run(self, parsed: Iterator[Row | RowError | None]) -> ImportReport:
+        started = time.monotonic()
+        limit_malloc_arenas()  # before the workers start: their arenas are the import's growth
+        service = self.service
+        in_flight: deque[tuple[Future, Future, int]] = deque()  # (prepared, written, lines)
+        stop = threading.Event()  # set by a step that fails, or here on the way out
+        with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
+            # The preparer and the writer each have a connection of their own: readers run
+            # while the writer's transaction is open (it stays open until the batch's vectors
+            # are on disk), where one shared connection would make everyone take turns, a
+            # server's requests included.
+            reader = service.catalog.reopen()
+            cleanup.callback(reader.close)
+            writes = service.catalog.reopen()
+            cleanup.callback(writes.close)
+            journal = Journal.open(self.home, service.catalog, service.store)
+            cleanup.callback(journal.close, service.catalog, service.store)
+            cleanup.enter_context(writes.bulk())
+            # Entered in this order so they stop in the reverse one: the writer first (it may
+            # still be waiting on a batch's vectors), the vectors' thread last.
+            vectors, preparing, writing = (
+                cleanup.enter_context(ThreadPoolExecutor(1, thread_name_prefix=f"esfis-import-{name}"))
+                for name in ("vectors", "prepare", "write")
+            )
+            cleanup.callback(self._abandon, in_flight, stop)
+            preparer = Preparer(
+                MemoryBook(reader, service.store),
+                Registry(reader, service.clock),
+                lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
+                service.store.dimension,
+                self.ai,
+                service.clock,
+                stop,
+            )
+            writer = Writer(MemoryBook(writes, service.store), journal, vectors, stop)
+
+            def submit(batch: list[Row | RowError], consumed: int) -> None:
+                prepared = preparing.submit(preparer, batch)
+                in_flight.append((prepared, writing.submit(lambda: writer(prepared.result())), consumed))
+                while len(in_flight) > IN_FLIGHT:
+                    finish()
+
+            def finish() -> None:
+                _, written, consumed = in_flight.popleft()
+                written.result()  # a worker's error is raised here, in the caller's thread
+                if self.progress is not None and consumed:
+                    self.progress(consumed)
+
+            batch: list[Row | RowError] = []
+            consumed = text_chars = 0
+            for item in parsed:
+                consumed += 1
+                if item is not None:
+                    batch.append(item)
+                    if isinstance(item, Row):
+                        text_chars += len(item.text)
+                # Blank lines count too, so a file of blanks still reports progress.
+                if len(batch) >= self.batch_size or text_chars >= BATCH_TEXT_CHARS or consumed >= 4 * self.batch_size:
+                    submit(batch, consumed)
+                    batch, consumed, text_chars = [], 0, 0
+            if batch or consumed:
+                submit(batch, consumed)
+            while in_flight:
+                finish()
+        # The index is built when data is written: each large partition gets its image now,
+        # not on its first recall (after the workers stopped, so no batch is still writing).
+        for key in sorted(writer.partitions):
+            service.store.settle(key)
+        seconds = time.monotonic() - started
+        failures = preparer.failures
+        rows = writer.imported + writer.skipped + failures.count
+        return ImportReport(
+            writer.imported,
+            writer.skipped,
+            failures.count,
+            failures.kept,
+            round(seconds, 3),
+            rows / seconds if seconds else 0.0,
+        )
+
+    @staticmethod
+    def _abandon(in_flight: deque[tuple[Future, Future, int]], stop: threading.Event) -> None:
+        """On the way out (done, failed, or interrupted): what has not started never will."""
+        stop.set()
+        for prepared, written, _ in in_flight:
+            written.cancel()
+            prepared.cancel()

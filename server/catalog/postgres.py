@@ -1,0 +1,372 @@
+"""The catalog on PostgreSQL (psycopg 3), for several machines sharing one (``server.catalog``).
+
+Chosen by ``ESFIS_CATALOG=postgresql://…``. The statements are the ones SQLite runs: only the
+``?`` placeholders become ``%s`` here (the SQL holds no ``?`` inside a string literal), and the
+few fragments SQLite writes otherwise come from ``POSTGRES`` (JSON arrays as one parameter).
+The schema is this module's own, versioned in ``meta`` like SQLite's:
+
+- microsecond timestamps and counts are ``BIGINT``; scores ``DOUBLE PRECISION`` (SQLite's REAL);
+- every text column sorts by bytes (``COLLATE "C"``), as SQLite's do: ``Registry.subtree``
+  finds ``acme/…`` by the range ``acme/`` to ``acme0``, which a locale's collation breaks;
+- memories have a ``rowid`` of their own (an identity column: PostgreSQL has no rowid),
+  assigned under the write lock and so in the order of commits (its sequence caches one value,
+  the default: with more, each connection would take values from a range of its own);
+- the ``totals`` row is kept by a plpgsql trigger, as SQLite's triggers keep it.
+
+Writes take turns. SQLite's ``BEGIN IMMEDIATE`` takes the database's write lock before the
+first statement, and the core's checks inside a transaction rely on it (a folder not yet
+claimed, a run not yet sealed, a space not removed meanwhile). Row locks would not cover rows
+that do not exist yet, and SERIALIZABLE would make every caller retry; so each write
+transaction first takes one transaction-scoped advisory lock (``WRITE_LOCK``), and the read
+committed statements after it see every earlier writer's commit. Reads take no lock.
+
+What a forget leaves: the catalog never holds a text, but a forget's UPDATE leaves the row's
+old version (its digest, key and labels) as a dead tuple until VACUUM prunes it, and in the WAL
+(and any archive, replica or backup of it) until that is recycled. ``checkpoint`` runs VACUUM
+on the tables a forget touches, indexes included, so no row version or index entry holds them
+once forget returns (tests/test_forget_purge.py reads every item of every page); but PostgreSQL
+does not zero the space a pruned row leaves, so it is not SQLite's guarantee.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+
+from server.catalog.shared import SCHEMA_VERSION, V6_COLUMNS, Dialect, redacted, refuse_newer
+from server.errors import InvalidInput, StoreUnavailable
+
+POSTGRES = Dialect(
+    values="jsonb_array_elements_text(CAST(? AS jsonb))",
+    rows="jsonb_array_elements(CAST(? AS jsonb))",
+    item_template="CAST(value ->> {i} AS {type})",
+    find="strpos",
+)
+WRITE_LOCK = 0x6573666973  # "esfis": the one advisory lock every write transaction takes first
+LOCK_TIMEOUT = "30s"  # as SQLite's busy timeout: a writer waits this long for its turn
+T = 'TEXT COLLATE "C"'
+
+# Version 4 is the first PostgreSQL schema: the same tables as SQLite's version 4. A later
+# version appends its own step here, run once by the first process that opens the catalog.
+MIGRATIONS: dict[int, str] = {
+    4: f"""
+CREATE TABLE meta (key {T} PRIMARY KEY, value {T} NOT NULL);
+CREATE TABLE spaces (name {T} PRIMARY KEY, created_at BIGINT NOT NULL);
+CREATE TABLE folders (
+    path {T} PRIMARY KEY,
+    space {T} NOT NULL REFERENCES spaces(name) ON DELETE CASCADE
+);
+CREATE TABLE policies (
+    ai {T} NOT NULL,
+    space {T} NOT NULL,
+    effect {T} NOT NULL CHECK (effect IN ('allow', 'deny')),
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (ai, space)
+);
+CREATE TABLE memories (
+    id {T} PRIMARY KEY,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    partition {T} NOT NULL,
+    space {T},
+    ai {T} NOT NULL,
+    created_at BIGINT NOT NULL,
+    valid_from BIGINT NOT NULL,
+    valid_until BIGINT,
+    superseded_by {T},
+    supersedes {T},
+    digest {T},
+    labels {T} NOT NULL DEFAULT '[]',
+    key {T},
+    run_id {T},
+    forgotten_at BIGINT,
+    from_spaces {T} NOT NULL DEFAULT '[]'
+);
+CREATE INDEX memories_by_digest16 ON memories (partition, substr(digest, 1, 16));
+CREATE TABLE partitions (
+    key {T} PRIMARY KEY,
+    live BIGINT NOT NULL DEFAULT 0,
+    superseded BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE totals (one INTEGER PRIMARY KEY CHECK (one = 1), live BIGINT NOT NULL);
+INSERT INTO totals (one, live) VALUES (1, 0);
+CREATE FUNCTION totals_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        UPDATE totals SET live = live + NEW.live;
+    ELSIF TG_OP = 'UPDATE' THEN
+        UPDATE totals SET live = live + NEW.live - OLD.live;
+    ELSE
+        UPDATE totals SET live = live - OLD.live;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER totals_follow AFTER INSERT OR UPDATE OF live OR DELETE ON partitions
+    FOR EACH ROW EXECUTE FUNCTION totals_follow();
+CREATE TABLE deliveries (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    at BIGINT NOT NULL,
+    ai {T} NOT NULL,
+    space {T},
+    transport {T} NOT NULL,
+    run_id {T},
+    query {T} NOT NULL,
+    limit_ INTEGER NOT NULL,
+    reached {T} NOT NULL,
+    cut {T} NOT NULL,
+    token_scope {T}
+);
+CREATE TABLE delivery_items (
+    delivery_id BIGINT NOT NULL REFERENCES deliveries(id),
+    memory_id {T} NOT NULL,
+    rank INTEGER NOT NULL,
+    score DOUBLE PRECISION NOT NULL,
+    outcome {T} NOT NULL
+);
+CREATE INDEX delivery_items_by_delivery ON delivery_items (delivery_id);
+CREATE TABLE tokens (
+    id {T} PRIMARY KEY,
+    hash {T} NOT NULL UNIQUE,
+    ai {T},
+    space {T},
+    operator INTEGER NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE TABLE runs (
+    id {T} PRIMARY KEY,
+    name {T} NOT NULL,
+    ai {T} NOT NULL,
+    transport {T} NOT NULL,
+    space {T},
+    token_scope {T},
+    opened_at BIGINT NOT NULL
+);
+CREATE INDEX runs_by_opened ON runs (opened_at);
+CREATE TABLE run_labels (run {T} NOT NULL, label {T} NOT NULL, PRIMARY KEY (run, label));
+CREATE TABLE run_steps (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run {T} NOT NULL,
+    at BIGINT NOT NULL,
+    kind {T} NOT NULL,
+    labels {T} NOT NULL,
+    decision {T},
+    rule {T},
+    grant_id {T},
+    target {T},
+    memory_ids {T} NOT NULL
+);
+CREATE INDEX run_steps_by_run ON run_steps (run, id);
+CREATE TABLE grants (
+    id {T} PRIMARY KEY,
+    from_space {T} NOT NULL,
+    to_space {T},
+    ai {T},
+    until BIGINT,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE TABLE trusted_sources (source {T} PRIMARY KEY, created_at BIGINT NOT NULL);
+CREATE TABLE contexts (ref {T} PRIMARY KEY, run {T} NOT NULL, created_at BIGINT NOT NULL, items {T} NOT NULL);
+CREATE TABLE forgetting (memory_id {T} PRIMARY KEY, partition {T} NOT NULL, since BIGINT NOT NULL);
+CREATE TABLE import_keys (
+    partition {T} NOT NULL,
+    key {T} NOT NULL,
+    memory_id {T} NOT NULL,
+    PRIMARY KEY (partition, key)
+);
+""",
+    5: f"""
+CREATE TABLE partition_versions (key {T} PRIMARY KEY, version BIGINT NOT NULL);
+""",
+    6: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V6_COLUMNS)
+    + f"""
+CREATE INDEX run_steps_by_at ON run_steps (at);
+CREATE TABLE ended_sessions (nonce {T} PRIMARY KEY, expires BIGINT NOT NULL);
+""",
+}
+assert max(MIGRATIONS) == SCHEMA_VERSION
+FORGET_TABLES = "memories, import_keys, contexts"  # where a forget clears or rewrites a row
+
+
+class PostgresCatalog:
+    """A thread-safe handle on a PostgreSQL catalog: one connection, taken in turns."""
+
+    sql = POSTGRES
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._writing = 0  # transactions open on this connection (this thread's, under the lock)
+        self._conn = self._connect()
+        try:
+            if _version(self) != SCHEMA_VERSION:  # read without the lock: the usual open writes nothing
+                with self.transaction() as tx:  # the write lock: two first opens take turns
+                    _migrate(tx)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_maker, application_name="esfis")
+            conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
+        return conn
+
+    def _connection(self) -> psycopg.Connection:
+        """The connection, made again if the server dropped it (a restart, a failover), so
+        esfis need not be restarted."""
+        if self._conn.closed or self._conn.broken:
+            self._conn = self._connect()
+        return self._conn
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A lost server or a write lock not had in time is the store's unavailability."""
+        try:
+            yield
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreUnavailable(f"the catalog's write lock was not free within {LOCK_TIMEOUT}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+        except psycopg.DataError as exc:
+            # PostgreSQL's text cannot hold NUL; SQLite's can, so an input no check caught (a
+            # filter, say) must answer as bad input here, never as an internal error.
+            if "NUL" in str(exc):
+                raise InvalidInput("a value holds a NUL character (0x00), which the catalog cannot hold") from exc
+            raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """A write transaction that takes the write lock (``WRITE_LOCK``) first."""
+        with self._lock, self._guard():
+            conn = self._connection()
+            self._writing += 1
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    yield Tx(conn)
+            finally:
+                self._writing -= 1
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Nothing to tune: PostgreSQL checkpoints its WAL itself, whatever the writer."""
+        yield
+
+    def checkpoint_in_background(self) -> None:
+        """Nothing to move off the requests: a commit never copies PostgreSQL's WAL back."""
+
+    def checkpoint(self) -> bool:
+        """VACUUM the tables a forget rewrites, so no dead version of a cleared row waits for
+        autovacuum (see the module's docstring for what PostgreSQL still keeps). A table that
+        another VACUUM holds is skipped: that one prunes it."""
+        with self._lock, self._guard():
+            # INDEX_CLEANUP ON: else VACUUM skips the indexes when few rows died (one forget in
+            # a large table), and the digest index would keep the forgotten digest's prefix. It
+            # reads every index of these tables: a forget's cost grows with the catalog.
+            self._connection().execute(f"VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {FORGET_TABLES}")
+        return True
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._read(sql, params, lambda cursor: cursor.fetchall())
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._read(sql, params, lambda cursor: cursor.fetchone())
+
+    def _read(self, sql: str, params: Sequence[Any], fetch: Callable[[psycopg.Cursor], Any]) -> Any:
+        """A read, tried once more on a new connection when the old one turns out dropped
+        (a read can be repeated; a transaction's statements cannot, and are never retried)."""
+        with self._lock, self._guard():
+            try:
+                return fetch(self._connection().execute(_pg(sql), params))
+            except psycopg.OperationalError:
+                if self._writing or not self._conn.broken:
+                    raise
+            return fetch(self._connection().execute(_pg(sql), params))
+
+    def reopen(self) -> PostgresCatalog:
+        return PostgresCatalog(self.url)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class Tx:
+    """The connection inside one transaction."""
+
+    sql = POSTGRES
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        return self._conn.execute(_pg(sql), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if rows:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(_pg(sql), rows)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.execute(sql, params).fetchall()
+
+
+def _migrate(tx: Tx) -> None:
+    """Run the schema steps this catalog has not had yet; refuse one made by a newer esfis."""
+    version = _version(tx)
+    refuse_newer(version)
+    for step in sorted(v for v in MIGRATIONS if v > version):
+        tx._conn.execute(MIGRATIONS[step])  # no parameters: the script's statements run as one
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(step),),
+        )
+
+
+def _version(db: Tx | PostgresCatalog) -> int:
+    """The schema version the catalog has (0: none yet)."""
+    if db.one("SELECT to_regclass('meta') AS t")["t"] is None:
+        return 0
+    row = db.one("SELECT value FROM meta WHERE key = 'schema'")
+    return int(row["value"]) if row else 0
+
+
+@lru_cache(maxsize=4096)
+def _pg(sql: str) -> str:
+    """``?`` placeholders as psycopg's; a literal ``%`` escaped."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class _Row(tuple):
+    """A row read by column name, as ``sqlite3.Row`` is, or by position."""
+
+    _names: dict[str, int]
+
+    def __getitem__(self, key):
+        return tuple.__getitem__(self, self._names[key] if isinstance(key, str) else key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_maker(cursor: Any):
+    names = {column.name: i for i, column in enumerate(cursor.description or ())}
+
+    def make(values: Sequence[Any]) -> _Row:
+        row = _Row(values)
+        row._names = names
+        return row
+
+    return make

@@ -1,0 +1,64 @@
+"""What both catalog backends share (``server.catalog`` is the contract): the schema's
+version, the dialect fragments, and how a catalog names itself in an error."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from server.errors import StoreUnavailable
+
+SCHEMA_VERSION = 6  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+#                    4: the store's live total (totals), kept by triggers; 5: partition versions
+#                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
+#                    runs, who took a step, signed-out web sessions
+
+# Version 6's columns, added to a catalog made before it: (table, column, type). Types are
+# written for both backends ({T}: the text type).
+V6_COLUMNS = (
+    ("tokens", "runs_only", "INTEGER NOT NULL DEFAULT 0"),  # a harness's credential: opens runs, nothing else
+    ("tokens", "run_id", "{T}"),  # a run token's one run
+    ("tokens", "parent", "{T}"),  # the token that opened this run token
+    ("tokens", "parent_run", "{T}"),  # the opener's standing run, whose labels this run token's run shares
+    ("tokens", "expires_at", "BIGINT"),
+    ("tokens", "standing", "INTEGER NOT NULL DEFAULT 0"),  # which standing run of this token is current
+    ("runs", "kind", "{T} NOT NULL DEFAULT 'session'"),  # standing | token | session | once
+    ("runs", "token_id", "{T}"),
+    ("runs", "parent", "{T}"),  # a run whose carried labels this one shares (the opener's standing run)
+    ("runs", "everywhere", "INTEGER NOT NULL DEFAULT 0"),  # sealed with no bound (an unscoped token)
+    ("runs", "ended_at", "BIGINT"),
+    ("runs", "ended_by", "{T}"),
+    ("runs", "expires_at", "BIGINT"),
+    ("run_steps", "actor", "{T}"),  # who took a step that is not the run's (an operator ending it)
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The fragments of SQL the backends write differently. Each takes one ``?``.
+
+    ``values``: a FROM item giving one column ``value`` (text) for each element of a JSON array
+    of scalars. ``rows`` with ``item(i, type)``: a FROM item giving one ``value`` per element of
+    a JSON array of arrays, and the ``i``-th field of one, as ``type``. ``find``: the function
+    giving where a string lies in another (0: nowhere)."""
+
+    values: str
+    rows: str
+    item_template: str  # formatted with i and type
+    find: str
+
+    def item(self, i: int, type_: str = "TEXT") -> str:
+        return self.item_template.format(i=i, type=type_)
+
+
+def refuse_newer(version: int) -> None:
+    """A catalog whose schema is newer than this esfis is never opened (nor marked older)."""
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"the catalog has schema version {version}, newer than this esfis's ({SCHEMA_VERSION}): upgrade esfis"
+        )
+
+
+def redacted(url: str) -> str:
+    """A connection URL fit for an error message: without its user and password."""
+    return re.sub(r"//[^@/]*@", "//", url)

@@ -1,0 +1,435 @@
+"""Memories on disk: text and vector in the partition's LanceDB table, the rest in the catalog.
+
+This module stores and loads, and owns every statement on the catalog's memories table; it
+decides nothing about who may. Writes go journal, vectors, then the catalog: a crash between
+the vectors and the commit leaves orphan rows that no catalog entry names; recall drops
+anything the catalog does not hold as current, and the journal names them for the next sweep
+to purge (``server.memories.journal``). Forgets are crash-safe by an intent (``MemoryBook.forget``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, wait
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from indexing import failpoints
+from indexing.snapshot import OPEN_END, RowBatch
+from indexing.store import VectorStore
+from server.barrier.labels import Labels
+from server.catalog import Catalog, Tx
+from server.clock import from_micros, to_micros
+from server.errors import AlreadySuperseded
+from server.memories.input import MemoryBatch, NewMemory
+from server.models import Memory
+from server.spaces import partition_key
+
+log = logging.getLogger("esfis.store")
+
+_DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
+STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a dead process
+
+
+class Journal(Protocol):
+    """Where a write names its ids before its vectors (``server.memories.journal.WriteJournal``)."""
+
+    def writing(self, partition: str, ids: list[str]) -> AbstractContextManager[None]: ...
+
+
+class MemoryBook:
+    def __init__(self, catalog: Catalog, store: VectorStore, journal: Journal | None = None) -> None:
+        """``journal``: None where the caller journals its writes itself (an import)."""
+        self.catalog = catalog
+        self.store = store
+        self.journal = journal
+
+    def load(self, id_: str) -> Memory | None:
+        memory = self.meta(id_)
+        return None if memory is None else self.with_text(memory)
+
+    def meta(self, id_: str) -> Memory | None:
+        """The catalog's row, without the text: no partition is opened."""
+        row = self.catalog.one("SELECT * FROM memories WHERE id = ?", (id_,))
+        if row is None:
+            return None
+        return Memory(
+            id=row["id"],
+            space=row["space"],
+            text=None,
+            ai=row["ai"],
+            created_at=from_micros(row["created_at"]),  # type: ignore[arg-type]
+            valid_from=from_micros(row["valid_from"]),  # type: ignore[arg-type]
+            valid_until=from_micros(row["valid_until"]),
+            superseded_by=row["superseded_by"],
+            digest=row["digest"],
+            origin=tuple(json.loads(row["labels"])),
+            key=row["key"],
+            forgotten=row["forgotten_at"] is not None,
+            from_spaces=tuple(json.loads(row["from_spaces"])),
+            run_id=row["run_id"],
+        )
+
+    def with_text(self, memory: Memory) -> Memory:
+        """The memory with its text from its partition (forgotten when the partition has none)."""
+        if memory.forgotten:
+            return memory
+        text = self.store.text(partition_key(memory.space), memory.id)
+        return dataclasses.replace(memory, text=text, forgotten=text is None)
+
+    def write(
+        self,
+        memories: list[NewMemory],
+        *,
+        supersedes: tuple[str, datetime] | None = None,
+        also: Callable[[Tx], None] | None = None,
+    ) -> None:
+        """Store new memories of one space; optionally supersede one old memory atomically.
+        ``also`` runs in the same catalog transaction (the run's trail of the write)."""
+        if not memories:
+            return
+        assert len({partition_key(m.space) for m in memories}) == 1
+        assert len({(m.ai, m.created_at) for m in memories}) == 1
+        self.write_batch(MemoryBatch.of(memories), supersedes=supersedes, also=also)
+
+    def write_batch(
+        self,
+        batch: MemoryBatch,
+        *,
+        supersedes: tuple[str, datetime] | None = None,
+        vectors_in: Executor | None = None,
+        also: Callable[[Tx], None] | None = None,
+    ) -> None:
+        """Store new memories of one space. With ``vectors_in`` (a thread), the vectors are
+        written while the catalog rows are inserted; the catalog still commits only after the
+        vectors are on disk, so a crash never leaves a catalog entry without its vector."""
+        if not len(batch):
+            return
+        key = partition_key(batch.space)
+        with nullcontext() if self.journal is None else self.journal.writing(key, batch.ids):
+            failpoints.hit("write:after-journal")
+            self._write_batch(key, batch, supersedes, vectors_in, also)
+
+    def _write_batch(
+        self,
+        key: str,
+        batch: MemoryBatch,
+        supersedes: tuple[str, datetime] | None,
+        vectors_in: Executor | None,
+        also: Callable[[Tx], None] | None,
+    ) -> None:
+        if vectors_in is None:
+            self.store.add(key, batch.rows())
+            failpoints.hit("write:after-vectors")
+        else:
+            adding = vectors_in.submit(self.store.add, key, batch.rows(), compact=False)
+        try:
+            with self.catalog.transaction() as tx:
+                if supersedes is not None:
+                    self._claim(tx, supersedes[0], batch.ids[0], supersedes[1])
+                self._insert(tx, key, batch, supersedes[0] if supersedes else None)
+                if also is not None:
+                    also(tx)
+                if vectors_in is not None:
+                    adding.result()
+                    failpoints.hit("write:after-vectors")
+        except BaseException:
+            if vectors_in is not None:
+                wait([adding])
+            try:
+                self.store.purge(key, batch.ids)
+            except Exception:  # the first error is the one to report; orphans stay harmless:
+                pass  # recall ignores rows the catalog does not name, an import's journal purges them
+            raise
+        failpoints.hit("write:after-commit")
+        if vectors_in is not None:
+            # After the commit, in the vectors' thread: a compaction can take seconds, and the
+            # next batch's catalog rows can go in meanwhile (its vectors queue behind it).
+            vectors_in.submit(self._compact, key)
+        if supersedes is not None:
+            old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
+            if old is not None:
+                self.store.end_validity(old["partition"], supersedes[0], to_micros(supersedes[1]))
+
+    def write_restored(self, key: str, rows: RowBatch, meta: list[tuple]) -> None:
+        """Store memories as an export recorded them (``server.bulk.export``): their own ids, writers,
+        times and labels. ``meta`` per row: (id, space, ai, created_at, valid_from, valid_until,
+        digest, labels, run_id, from_spaces), times in microseconds, labels JSON. Same order
+        as every write: journal, vectors, then the catalog in one transaction."""
+        with nullcontext() if self.journal is None else self.journal.writing(key, rows.ids):
+            self.store.add(key, rows)
+            try:
+                with self.catalog.transaction() as tx:
+                    tx.executemany(
+                        "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
+                        "digest, labels, run_id, from_spaces) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [(m[0], key, *m[1:]) for m in meta],
+                    )
+                    tx.execute(
+                        "INSERT INTO partitions (key, live) VALUES (?, ?) "
+                        "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
+                        (key, len(meta)),
+                    )
+            except BaseException:
+                try:
+                    self.store.purge(key, rows.ids)
+                except Exception:
+                    pass  # orphans stay harmless (see write_batch)
+                raise
+
+    def _compact(self, key: str) -> None:
+        try:
+            self.store.compact_if_due(key)
+        except Exception:  # routine upkeep: the table is whole without it, and the next one retries
+            log.warning("compaction of partition %s failed", key, exc_info=True)
+
+    def _claim(self, tx: Tx, old_id: str, new_id_: str, at: datetime) -> None:
+        cursor = tx.execute(
+            "UPDATE memories SET superseded_by = ?, valid_until = ? "
+            "WHERE id = ? AND superseded_by IS NULL AND forgotten_at IS NULL",
+            (new_id_, to_micros(at), old_id),
+        )
+        if cursor.rowcount != 1:
+            raise AlreadySuperseded(f"memory {old_id} is already superseded")
+        tx.execute(
+            "UPDATE partitions SET superseded = superseded + 1 "
+            "WHERE key = (SELECT partition FROM memories WHERE id = ?)",
+            (old_id,),
+        )
+
+    def _insert(self, tx: Tx, key: str, batch: MemoryBatch, supersedes: str | None) -> None:
+        # The rows travel as one JSON array and are inserted by one statement (json_extract on
+        # SQLite, not ->>, which needs 3.38: Ubuntu 22.04's is 3.37). executemany
+        # would step once per row, giving up the GIL each time and waiting to get it back:
+        # beside a busy Python thread (an import parsing its next batch) it fell to ~500 rows/s.
+        until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
+        from_spaces = batch.from_spaces or ["[]"] * len(batch)
+        columns = (
+            batch.ids,
+            batch.valid_from.tolist(),
+            until,
+            batch.digests,
+            batch.labels,
+            batch.keys,
+            batch.run_ids,
+            from_spaces,
+        )
+        rows = json.dumps(list(zip(*columns, strict=True)))
+        item = tx.sql.item
+        tx.execute(
+            "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
+            "supersedes, digest, labels, key, run_id, from_spaces) "
+            f"SELECT {item(0)}, ?, ?, ?, ?, {item(1, 'BIGINT')}, {item(2, 'BIGINT')}, ?, {item(3)}, {item(4)}, "
+            f"{item(5)}, {item(6)}, {item(7)} FROM {tx.sql.rows}",
+            (key, batch.space, batch.ai, int(batch.created_at), supersedes, rows),
+        )
+        keyed = [(k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
+        if keyed:
+            # WHERE true: SQLite would read the ON of the upsert as a join's.
+            tx.execute(
+                f"INSERT INTO import_keys (partition, key, memory_id) SELECT ?, {item(0)}, {item(1)} "
+                f"FROM {tx.sql.rows} WHERE true ON CONFLICT DO NOTHING",
+                (key, json.dumps(keyed)),
+            )
+        tx.execute(
+            "INSERT INTO partitions (key, live) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
+            (key, len(batch)),
+        )
+
+    def forget(self, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None) -> None:
+        """Remove the text and vector for good; keep the id, known as forgotten. ``also`` runs
+        in the catalog's transaction.
+
+        Crash-safe in three steps. (1) One transaction marks the memory forgotten (its digest,
+        key and labels cleared, the counts moved) and records the intent (``forgetting``): from
+        that commit on, nothing reads it as current. (2) The text and vector are purged from
+        the partition. (3) The catalog is checkpointed, so neither the WAL nor a page keeps the
+        row as it was, and the intent is removed. A process killed after (1) leaves the intent:
+        the next service to open finishes it (``finish_forgets``), as does the next forget once
+        it is ``STALE_FORGET`` old (a live forget finishes its own in well under that).
+        """
+        key = partition_key(memory.space)
+        with self.catalog.transaction() as tx:
+            if also is not None:
+                also(tx)
+            row = tx.one("SELECT forgotten_at, superseded_by FROM memories WHERE id = ?", (memory.id,))
+            if row is None:
+                return
+            if row["forgotten_at"] is None:
+                tx.execute(
+                    "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', "
+                    "from_spaces = '[]' WHERE id = ?",
+                    (to_micros(at), memory.id),
+                )
+                tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
+                tx.execute(
+                    "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
+                    (1 if row["superseded_by"] is not None else 0, key),
+                )
+                tx.execute(
+                    "INSERT INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    (memory.id, key, time.time_ns() // 1000),
+                )
+            elif tx.one("SELECT 1 FROM forgetting WHERE memory_id = ?", (memory.id,)) is None:
+                return  # forgotten and finished already (a forget beside this one)
+            # else: another forget of it is under way; finish it here too, so that this one
+            # also returns only once the text is gone.
+        failpoints.hit("forget:after-intent")
+        self.finish_forgets(only=[memory.id], stale=STALE_FORGET)
+
+    def finish_forgets(self, *, only: list[str] | None = None, stale: timedelta | None = None) -> int:
+        """Finish forgets under way: purge their texts, checkpoint, remove their intents. With
+        ``only``, those memories', plus, with ``stale``, any older than that (a dead process's);
+        with neither, all. Returns how many were finished (fewer, when the checkpoint could not
+        complete: they stay, for the next). Purging twice is harmless, so a forget that another
+        process is finishing meanwhile is safe to finish here too."""
+        rows = self.catalog.all("SELECT memory_id, partition, since FROM forgetting")
+        if only is not None:
+            wanted = set(only)
+            horizon = None if stale is None else time.time_ns() // 1000 - int(stale.total_seconds() * 1e6)
+            rows = [r for r in rows if r["memory_id"] in wanted or (horizon is not None and r["since"] < horizon)]
+        if not rows:
+            return 0
+        by_partition: dict[str, list[str]] = {}
+        for r in rows:
+            by_partition.setdefault(r["partition"], []).append(r["memory_id"])
+        for key, ids in by_partition.items():
+            self.store.purge(key, ids)
+        failpoints.hit("forget:after-purge")
+        if not self.catalog.checkpoint():
+            log.warning("catalog checkpoint busy: %d forget(s) finish on a later forget or open", len(rows))
+            return 0
+        failpoints.hit("forget:after-checkpoint")
+        ids = [r["memory_id"] for r in rows]
+        with self.catalog.transaction() as tx:
+            tx.execute(
+                f"DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (json.dumps(ids),)
+            )
+        return len(ids)
+
+    def current_ids(self, ids: list[str], now: datetime) -> set[str]:
+        """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""
+        return set(self.current_labels(ids, now))
+
+    def current_labels(self, ids: list[str], now: datetime) -> dict[str, Labels]:
+        """Of ``ids``, those current at ``now``, with their labels (one read for both)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        micros = to_micros(now)
+        rows = self.catalog.all(
+            f"SELECT id, space, labels, digest, run_id, from_spaces FROM memories WHERE id IN ({marks}) "
+            "AND forgotten_at IS NULL AND superseded_by IS NULL AND valid_from <= ? "
+            "AND (valid_until IS NULL OR valid_until > ?)",
+            (*ids, micros, micros),
+        )
+        return {
+            r["id"]: Labels(r["space"], _marks(r["labels"]), r["digest"], r["run_id"], _marks(r["from_spaces"]))
+            for r in rows
+        }
+
+    def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
+        """For ``keys``: (live memories, of which superseded); and the live total of all, in one
+        read whatever the number of partitions (the total is kept by triggers, ``server.catalog``)."""
+        rows = self.catalog.all(
+            f"SELECT key, live, superseded FROM partitions WHERE key IN (SELECT value FROM {self.catalog.sql.values}) "
+            "UNION ALL SELECT NULL, live, 0 FROM totals",
+            (json.dumps(keys),),
+        )
+        total = sum(r["live"] for r in rows if r["key"] is None)
+        return {r["key"]: (r["live"], r["superseded"]) for r in rows if r["key"] is not None}, int(total)
+
+    def drop_space(self, space: str, at: datetime) -> int:
+        """Purge a space's partition; its ids stay known as forgotten."""
+        key = partition_key(space)
+        self.store.drop(key)
+        with self.catalog.transaction() as tx:
+            removed = tx.execute(
+                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
+                "WHERE partition = ? AND forgotten_at IS NULL",
+                (to_micros(at), key),
+            ).rowcount
+            tx.execute("DELETE FROM import_keys WHERE partition = ?", (key,))
+            tx.execute("DELETE FROM partitions WHERE key = ?", (key,))
+        return removed
+
+    def absent(self, space: str | None, keys: list[str | None], digests: list[str], *, since: int = 0) -> list[bool]:
+        """For each row (its key, else its text's digest): True when no memory of ``space`` has the
+        key or, for a row without a key, the text. With ``since``, only memories written after that
+        rowid count.
+
+        Two queries a batch at most, whatever its size: the batch's keys and digests travel as one
+        JSON array each (``Dialect.values``), not as thousands of parameters.
+        """
+        if since:
+            present_keys, present_digests = self._written_since(space, since)
+        else:
+            present_keys, present_digests = self._present(space, keys, digests)
+        return [
+            (k not in present_keys) if k is not None else (d not in present_digests)
+            for k, d in zip(keys, digests, strict=True)
+        ]
+
+    def _present(self, space: str | None, keys: list[str | None], digests: list[str]) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories among those asked for."""
+        partition = partition_key(space)
+        values = self.catalog.sql.values
+        wanted_keys = [k for k in keys if k is not None]
+        wanted_digests = [d[:_DIGEST_PREFIX] for k, d in zip(keys, digests, strict=True) if k is None]
+        present_keys: set[str] = set()
+        present_digests: set[str] = set()
+        if wanted_keys:
+            # A key stays in import_keys until its memory is forgotten, and in the memory's row.
+            found = self.catalog.all(
+                f"SELECT key FROM import_keys WHERE partition = ? AND key IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_keys)),
+            )
+            present_keys = {r["key"] for r in found}
+        if wanted_digests:
+            found = self.catalog.all(
+                "SELECT digest FROM memories WHERE partition = ? AND forgotten_at IS NULL "
+                f"AND substr(digest, 1, {_DIGEST_PREFIX}) IN (SELECT value FROM {values})",
+                (partition, json.dumps(wanted_digests)),
+            )
+            present_digests = {r["digest"] for r in found}
+        return present_keys, present_digests
+
+    def _written_since(self, space: str | None, since: int) -> tuple[set[str], set[str]]:
+        """The keys and digests of ``space``'s memories written after rowid ``since``. Rowids only
+        grow (memories are never deleted): these are the rows written since the first check, a
+        batch or two, read whole by rowid and compared here ("partition || ''" keeps the planner
+        off the partition's indexes, which would read all of it; matching them in SQL had
+        PostgreSQL probe the whole range once per key asked for)."""
+        rows = self.catalog.all(
+            "SELECT key, digest FROM memories WHERE rowid > ? AND partition || '' = ? AND forgotten_at IS NULL",
+            (since, partition_key(space)),
+        )
+        return {r["key"] for r in rows if r["key"] is not None}, {r["digest"] for r in rows if r["digest"] is not None}
+
+    def last_rowid(self) -> int:
+        """The newest memory's rowid: rowids follow the order of commits (rows are never
+        deleted; on PostgreSQL an identity column, assigned under the write lock)."""
+        row = self.catalog.one("SELECT coalesce(max(rowid), 0) AS last FROM memories")
+        return int(row["last"]) if row is not None else 0
+
+    def known_ids(self, ids: list[str]) -> set[str]:
+        """Of ``ids``, those the catalog names (the rest are orphans a killed write left)."""
+        known: set[str] = set()
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            known.update(
+                r["id"] for r in self.catalog.all(f"SELECT id FROM memories WHERE id IN ({marks})", tuple(chunk))
+            )
+        return known
+
+
+def _marks(stored: str) -> tuple[str, ...]:
+    # Most memories carry no marks: skip the JSON parser for them (it ran twice per hit).
+    return () if stored == "[]" else tuple(json.loads(stored))

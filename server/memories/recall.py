@@ -1,0 +1,96 @@
+"""Recall, in the order that is the policy: space → permissions → validity → relevance → limit.
+
+1. space: ``scope_for`` picks the partitions the caller reaches; nothing else is opened.
+2. permissions: partitions a policy denies are dropped before anything is scored.
+3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
+   and the catalog has the last word on each hit.
+4. relevance: cosine similarity fused with BM25 of the query text inside each partition
+   (``indexing.fusion``); the candidates scored again against the query moved towards the best
+   two of them (``indexing.feedback``); then one merge by score.
+5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from indexing.feedback import with_feedback
+from indexing.snapshot import Hit, PartitionResult, merge_best
+from indexing.store import VectorStore
+from server.clock import from_micros, to_micros
+from server.memories import MemoryBook
+from server.models import DeliveryItem, RecalledMemory
+from server.spaces import partition_key
+from server.spaces.scope import Scope
+
+RUNNERS_UP = 10  # candidates past the limit recorded by id, reason "limit"
+
+
+@dataclass(frozen=True)
+class RecallOutcome:
+    memories: list[RecalledMemory]
+    items: list[DeliveryItem]  # delivered and cut-by-limit, by id
+    cut: dict[str, int]  # counts by reason
+
+
+def run_recall(
+    scope: Scope,
+    query_vector: np.ndarray | None,
+    limit: int,
+    now: datetime,
+    store: VectorStore,
+    book: MemoryBook,
+    query_text: str | None = None,
+) -> RecallOutcome:
+    reached_keys = [partition_key(s) for s in scope.reached]
+    counts, total = book.counts(reached_keys)
+    cut = {
+        "space": total - sum(live for live, _ in counts.values()),
+        "policy": sum(counts.get(partition_key(s), (0, 0))[0] for s, _ in scope.denied),
+        "superseded": 0,
+        "expired": 0,
+        "not_yet_valid": 0,
+        "relevance": 0,
+    }
+    pool: list[tuple[Hit, str | None]] = []
+    candidates = 0
+    if query_vector is not None:
+        micros = to_micros(now)
+        results: list[PartitionResult] = []
+        for space in scope.allowed:
+            key = partition_key(space)
+            result = store.search(key, query_vector, limit + RUNNERS_UP, micros, query_text)
+            superseded = counts.get(key, (0, 0))[1]
+            cut["superseded"] += min(superseded, result.ended)
+            cut["expired"] += max(result.ended - superseded, 0)
+            cut["not_yet_valid"] += result.pending
+            candidates += result.candidates
+            results.append(result)
+        if query_text is not None:
+            results = with_feedback(results, query_vector)
+        # One merge by score; only the rows that made it are read out of their partitions.
+        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
+    current = book.current_labels([hit.id for hit, _ in pool], now)
+    ranked = [pair for pair in pool if pair[0].id in current]
+    memories = [
+        RecalledMemory(
+            id=hit.id,
+            text=hit.text,
+            space=space,
+            score=round(hit.score, 6),
+            created_at=from_micros(hit.created_at),  # type: ignore[arg-type]
+            valid_until=from_micros(hit.valid_until),
+            labels=current[hit.id],
+        )
+        for hit, space in ranked[:limit]
+    ]
+    items = [
+        DeliveryItem(hit.id, rank, round(hit.score, 6), "delivered" if rank <= limit else "limit")
+        for rank, (hit, _) in enumerate(ranked, start=1)
+    ]
+    cut["limit"] = len(items) - len(memories)
+    cut["relevance"] = max(candidates - len(items), 0)
+    return RecallOutcome(memories, items, {k: v for k, v in cut.items() if v or k in ("space", "policy")})

@@ -1,0 +1,204 @@
+"""Spaces, their folders, and policy rules, as stored in the catalog.
+
+Nothing here is cached between calls: a space or rule the CLI adds while ``esfis serve`` runs
+applies to the server's next request.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from datetime import datetime
+from pathlib import Path
+
+from server.catalog import Catalog
+from server.clock import Clock, from_micros, to_micros
+from server.errors import InvalidInput, SpaceExists, SpaceNotFound
+from server.models import Space
+from server.spaces import (
+    ancestors,
+    canonical_folder,
+    default_space_name,
+    partition_key,
+    space_for_folder,
+    validate_space_name,
+)
+from server.spaces.policies import Effect, PolicySet, Rule, validate_ai
+
+
+class Registry:
+    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        self.catalog = catalog
+        self.clock = clock
+
+    # -- spaces -----------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return [r["name"] for r in self.catalog.all("SELECT name FROM spaces ORDER BY name")]
+
+    def exists(self, name: str) -> bool:
+        return self.catalog.one("SELECT 1 FROM spaces WHERE name = ?", (name,)) is not None
+
+    def folders(self) -> dict[str, str]:
+        return {r["path"]: r["space"] for r in self.catalog.all("SELECT path, space FROM folders")}
+
+    def space_at(self, cwd: str | os.PathLike[str]) -> str | None:
+        return space_for_folder(cwd, self.folders())
+
+    def require(self, name: str) -> str:
+        validate_space_name(name)
+        if not self.exists(name):
+            raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
+        return name
+
+    def add_folder(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
+        """Register ``folder`` to a space, creating the space if it is new."""
+        path = _directory(folder)
+        if name is None:
+            enclosing = space_for_folder(path.parent, self.folders()) if path.parent != path else None
+            name = default_space_name(path, enclosing)
+        validate_space_name(name, field="name")
+        # Checked inside the transaction (which holds the write lock): another process may
+        # register the same folder between a look and the write.
+        with self.catalog.transaction() as tx:
+            _claim_folder(tx, path, name)
+            _insert_space(tx, name, self.clock())
+            tx.execute("INSERT INTO folders (path, space) VALUES (?, ?) ON CONFLICT DO NOTHING", (str(path), name))
+        return self.get(name)
+
+    def add_named(self, name: str, folders: list[str] | None = None) -> Space:
+        """Create a space by name (for HTTP-only callers), with optional folders: each must be
+        a directory, as for ``add_folder``; one given twice is one folder."""
+        validate_space_name(name, field="name")
+        paths = list(dict.fromkeys(_directory(f) for f in folders or []))
+        with self.catalog.transaction() as tx:
+            if not _insert_space(tx, name, self.clock()):
+                raise SpaceExists(f"space {name!r} already exists")
+            for path in paths:
+                _claim_folder(tx, path, name)
+                tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
+        return self.get(name)
+
+    def get(self, name: str) -> Space:
+        row = self.catalog.one("SELECT name, created_at FROM spaces WHERE name = ?", (name,))
+        if row is None:
+            raise SpaceNotFound(f"no space named {name!r} (esfis space list shows them)")
+        folders = tuple(
+            r["path"] for r in self.catalog.all("SELECT path FROM folders WHERE space = ? ORDER BY path", (name,))
+        )
+        count = self.catalog.one("SELECT live FROM partitions WHERE key = ?", (partition_key(name),))
+        created = from_micros(row["created_at"])
+        assert created is not None
+        return Space(name, folders, created, int(count["live"]) if count else 0)
+
+    def list(self) -> builtins.list[Space]:
+        return [self.get(name) for name in self.names()]
+
+    def subtree(self, name: str) -> builtins.list[str]:
+        """``name`` and the registered spaces below it, by an index range: '/' sorts just
+        before '0', so every ``name/…`` lies between ``name/`` and ``name0``."""
+        rows = self.catalog.all(
+            "SELECT name FROM spaces WHERE name = ? OR (name > ? AND name < ?) ORDER BY name",
+            (name, name + "/", name + "0"),
+        )
+        return [r["name"] for r in rows]
+
+    def delete(self, name: str) -> None:
+        """Remove a space and its folders. A policy never loosens as a side effect.
+
+        Rules match by name through ancestors, so a rule on ``acme`` still governs
+        ``acme/platform`` once ``acme`` itself is gone: it stays while any space at or below
+        its name survives. The rules of this space, and of each ancestor left with nothing
+        registered below it, go with the last one.
+        """
+        with self.catalog.transaction() as tx:
+            tx.execute("DELETE FROM folders WHERE space = ?", (name,))
+            tx.execute("DELETE FROM spaces WHERE name = ?", (name,))
+            for governed in ancestors(name):
+                if _any_at_or_below(tx, governed):
+                    break  # this name and every ancestor above it still govern a space
+                tx.execute("DELETE FROM policies WHERE space = ?", (governed,))
+            # A token confined to a space that is gone is revoked, never widened to the spaces
+            # left below it nor handed to a new space of that name. Every active scoped token
+            # names a registered space (tokens.create checks it in its own transaction), so
+            # this also sweeps tokens left over from removals made before this rule.
+            tx.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IS NOT NULL "
+                "AND space NOT IN (SELECT name FROM spaces)",
+                (to_micros(self.clock()),),
+            )
+            # A grant dies with either of its spaces, alike: a new space of the name inherits
+            # no crossing. Revoked, not deleted, so the trail steps naming it still explain.
+            tx.execute(
+                "UPDATE grants SET revoked_at = ? WHERE revoked_at IS NULL AND (from_space NOT IN "
+                "(SELECT name FROM spaces) OR (to_space IS NOT NULL AND to_space NOT IN (SELECT name FROM spaces)))",
+                (to_micros(self.clock()),),
+            )
+
+    # -- policies ---------------------------------------------------------------------------
+
+    def policies(self) -> PolicySet:
+        rows = self.catalog.all("SELECT ai, space, effect FROM policies")
+        return PolicySet(Rule(r["ai"], r["space"] or None, r["effect"]) for r in rows)
+
+    def set_rule(self, ai: str, space: str | None, effect: Effect) -> Rule:
+        validate_ai(ai, wildcard=True)
+        if space is not None:
+            self.require(space)
+        with self.catalog.transaction() as tx:
+            tx.execute(
+                "INSERT INTO policies (ai, space, effect, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (ai, space) DO UPDATE SET effect = excluded.effect, created_at = excluded.created_at",
+                (ai, space or "", effect, to_micros(self.clock())),
+            )
+        return Rule(ai, space, effect)
+
+    def clear_rule(self, ai: str, space: str | None) -> bool:
+        validate_ai(ai, wildcard=True)
+        if space is not None:
+            validate_space_name(space)
+        with self.catalog.transaction() as tx:
+            cursor = tx.execute("DELETE FROM policies WHERE ai = ? AND space = ?", (ai, space or ""))
+            return cursor.rowcount > 0
+
+
+def _directory(folder: str | os.PathLike[str]) -> Path:
+    path = canonical_folder(folder)
+    if not path.is_dir():
+        raise InvalidInput(f"folder {str(folder)!r} does not exist or is not a directory", field="folder")
+    return path
+
+
+def _claim_folder(tx, path: Path, name: str) -> None:
+    """Refuse a folder that already belongs to another space (a folder belongs to one)."""
+    row = tx.one("SELECT space FROM folders WHERE path = ?", (str(path),))
+    if row is not None and row["space"] != name:
+        raise SpaceExists(f"folder {str(path)!r} already belongs to space {row['space']!r}")
+
+
+def _insert_space(tx, name: str, at: datetime) -> bool:
+    """Register ``name`` unless it is; whether it is new. A new space inherits no token: one
+    still active for that name (left from a removal made before removals revoked them) is
+    revoked here."""
+    cursor = tx.execute(
+        "INSERT INTO spaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (name, to_micros(at))
+    )
+    if cursor.rowcount == 0:
+        return False
+    tx.execute("UPDATE tokens SET revoked_at = ? WHERE space = ? AND revoked_at IS NULL", (to_micros(at), name))
+    return True
+
+
+def _any_at_or_below(tx, name: str) -> bool:
+    """Whether a space named ``name`` or lying below it is registered (the index range of
+    ``Registry.subtree``)."""
+    row = tx.one(
+        "SELECT 1 FROM spaces WHERE name = ? OR (name > ? AND name < ?) LIMIT 1", (name, name + "/", name + "0")
+    )
+    return row is not None
+
+
+def folder_label(path: str) -> str:
+    """A folder as shown to people: with ~ for the home directory."""
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path
