@@ -171,7 +171,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def operator(server: Server) -> Iterator[httpx.Client]:
-    with server.client(server.spaces.tokens["operator"]) as client:
+    with server.client(server.tokens["operator"]) as client:
         yield client
 
 

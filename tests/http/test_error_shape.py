@@ -85,7 +85,7 @@ def test_413_for_an_import_declared_over_its_limit(server):
     url = urlsplit(server.url)
     request = (
         "POST /v1/import HTTP/1.1\r\nHost: x\r\n"
-        f"Authorization: Bearer {server.spaces.tokens['operator']}\r\n"
+        f"Authorization: Bearer {server.tokens['operator']}\r\n"
         "Content-Type: application/x-ndjson\r\nContent-Length: 1073741825\r\n\r\n"
     ).encode()
     with socket.create_connection((url.hostname, url.port), timeout=30) as sock:

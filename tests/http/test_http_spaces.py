@@ -35,7 +35,7 @@ def test_a_folder_that_is_not_a_directory_is_refused_like_the_cli(server, operat
 
 
 def _race(server, bodies: list[dict]) -> list[int]:
-    token = server.spaces.tokens["operator"]
+    token = server.tokens["operator"]
     start = threading.Barrier(len(bodies))
 
     def post(body: dict) -> int:

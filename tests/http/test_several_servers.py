@@ -41,7 +41,7 @@ def pair(tmp_path_factory, s3) -> tuple[Server, Server, str]:
         a.cli("space", "add", str(work / "acme"))
         b.cli("space", "add", str(work / "globex"))  # the CLI of either machine: one catalog
         for server in (a, b):
-            server.spaces.tokens["operator"] = a.token("--operator")
+            server.tokens["operator"] = a.token("--operator")
         agent = b.token("--ai", "claude-code")
         a.tokens["agent"] = b.tokens["agent"] = agent
         yield a, b, bucket
@@ -52,7 +52,7 @@ def pair(tmp_path_factory, s3) -> tuple[Server, Server, str]:
 
 
 def agent(server: Server) -> httpx.Client:
-    return server.client(server.spaces.tokens["agent"])
+    return server.client(server.tokens["agent"])
 
 
 def test_acme_never_brings_back_globex_whichever_server_wrote_or_answers(pair):

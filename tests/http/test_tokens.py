@@ -55,7 +55,7 @@ BAD = list(_bad_headers("esfis_" + "a" * 43, "r").keys())
 
 @pytest.mark.parametrize("variant", BAD)
 def test_every_bad_token_is_one_identical_401(server, revoked, variant):
-    good = server.spaces.tokens["claude-code"]
+    good = server.tokens["claude-code"]
     headers = _bad_headers(good, revoked)[variant]
     params = {"token": good} if variant == "query string instead" else None
     reference = httpx.post(f"{server.url}/v1/recall", json={"query": "x"})
@@ -80,7 +80,7 @@ def test_bad_token_is_401_before_anything_else_is_looked_at(server):
 
 
 def test_two_authorization_headers_are_refused(server):
-    good = server.spaces.tokens["claude-code"]
+    good = server.tokens["claude-code"]
     response = httpx.post(
         f"{server.url}/v1/recall",
         json={"query": "x"},
@@ -91,7 +91,7 @@ def test_two_authorization_headers_are_refused(server):
 
 def test_scheme_name_is_case_insensitive(server):
     # RFC 9110 §11.1: the scheme is case-insensitive; the token itself is matched exactly.
-    good = server.spaces.tokens["claude-code"]
+    good = server.tokens["claude-code"]
     response = httpx.post(f"{server.url}/v1/recall", json={"query": "x"}, headers={"Authorization": f"bearer {good}"})
     assert response.status_code == 200
 

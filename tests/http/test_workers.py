@@ -31,7 +31,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         for name in ("acme", "globex"):
             server.cli("space", "add", str(server.folder(name)))
-        server.spaces.tokens["operator"] = server.token("--operator")
+        server.tokens["operator"] = server.token("--operator")
         yield server
     finally:
         stop_server(server)

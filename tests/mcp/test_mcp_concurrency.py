@@ -56,9 +56,7 @@ async def test_two_mcp_servers_writing_at_once_lose_nothing(world, fleet):
 
     # Every write is there, seen from either process ...
     for server in (a, b):
-        found = {
-            m["id"]: m["text"] for m in await server.memories.recall("Concurrency check build is green", limit=100)
-        }
+        found = {m["id"]: m["text"] for m in await server.recall("Concurrency check build is green", limit=100)}
         assert ids <= set(found), f"{server.name} misses {len(ids - set(found))} of {len(ids)}"
         assert {found[i] for i in ids} == set(texts.values())
 

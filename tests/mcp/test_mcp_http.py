@@ -55,7 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         server.cli("remember", AUTH0, "--space", "acme")
         server.cli("remember", CLERK, "--space", "globex")
         server.cli("remember", SECRET, "--space", "acme/platform")
-        server.spaces.tokens["operator"] = server.token("--operator")
+        server.tokens["operator"] = server.token("--operator")
         yield server
     finally:
         stop_server(server)

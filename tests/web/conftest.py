@@ -61,8 +61,8 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         (work / name).mkdir(parents=True)
     server = start_server(root / "esfis-home", work)
     try:
-        server.spaces.tokens["operator"] = server.token("--operator")
-        server.spaces.tokens["claude-code"] = server.token("--ai", "claude-code")
+        server.tokens["operator"] = server.token("--operator")
+        server.tokens["claude-code"] = server.token("--ai", "claude-code")
         yield server
     finally:
         stop_server(server)
