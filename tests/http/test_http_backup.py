@@ -5,12 +5,27 @@ refused, and so are relative and non-empty targets."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 
 from http_support import error_of, remember
 
+from tests import catalogs
 from tests.conftest import cli_env
 from tests.http.conftest import ESFIS_BIN
+
+
+def restore_env(server, restored) -> dict[str, str]:
+    """The restored home's environment. On PostgreSQL a restore goes into an empty database of
+    its own, under the source's schema name (docs/backup.md)."""
+    env = cli_env(restored)
+    source = server.env.get("ESFIS_CATALOG")
+    if source is not None:
+        assert catalogs.CLUSTER is not None
+        name = "http_restore_" + secrets.token_hex(4)
+        catalogs.CLUSTER._admin.execute(f"CREATE DATABASE {name}")
+        env["ESFIS_CATALOG"] = catalogs.CLUSTER.url(name, source.rsplit("%3D", 1)[1])
+    return env
 
 
 def test_an_operator_backs_up_a_running_server_and_it_restores(server, operator, agent, tmp_path):
@@ -22,16 +37,17 @@ def test_an_operator_backs_up_a_running_server_and_it_restores(server, operator,
     manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
     assert manifest["memories"] == report["memories"]
     restored = tmp_path / "restored"
+    env = restore_env(server, restored)
     done = subprocess.run(
         [ESFIS_BIN, "restore", str(tmp_path / "backup")],
-        env=cli_env(restored),
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
     listed = subprocess.run(
-        [ESFIS_BIN, "space", "list", "--json"], env=cli_env(restored), capture_output=True, text=True, timeout=120
+        [ESFIS_BIN, "space", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
     )
     assert {s["name"] for s in json.loads(listed.stdout)["spaces"]} >= {"acme", "globex"}
 
