@@ -51,6 +51,14 @@ def pair(tmp_path_factory, s3) -> tuple[Server, Server, str]:
                 stop_server(server)
 
 
+@pytest.fixture(autouse=True)
+def fresh_agent(pair) -> None:
+    """One agent token for both servers, new for each test: a token's requests are one
+    standing run whose labels only grow, so tests sharing one would carry each other's reads."""
+    a, b, _ = pair
+    a.tokens["agent"] = b.tokens["agent"] = a.agent_token()
+
+
 def agent(server: Server) -> httpx.Client:
     return server.client(server.tokens["agent"])
 
