@@ -44,7 +44,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if catalogs.BACKEND == "sqlite":
         aside = [i for i in items if i.get_closest_marker("postgresql")]
     else:
-        aside = [i for i in items if Path(i.path).relative_to(root).as_posix().startswith(NO_CATALOG)]
+        aside = [
+            i
+            for i in items
+            if Path(i.path).relative_to(root).as_posix().startswith(NO_CATALOG) or i.get_closest_marker("sqlite")
+        ]
     if aside:
         config.hook.pytest_deselected(items=aside)
         items[:] = [i for i in items if i not in aside]

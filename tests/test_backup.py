@@ -40,17 +40,14 @@ from server.clock import from_micros
 from server.errors import InvalidInput, MemoryNotFound
 from server.memories.input import digest_of
 from server.service import open_service, restore_home
-from tests import catalogs
 from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing
 from tests.test_concurrent_processes import _start
 from tests.test_faults import ROOT, assert_whole, reopen, run_verb
 
-pytestmark = pytest.mark.skipif(
-    catalogs.BACKEND != "sqlite",
-    reason="esfis backup copies a SQLite catalog; PostgreSQL's is tests/test_backup_postgres.py",
-)
+# esfis backup copies a SQLite catalog here; PostgreSQL's backup is tests/test_backup_postgres.py.
+pytestmark = pytest.mark.sqlite
 
 
 def esfis(home: Path, *argv: str, failpoint: str | None = None, **popen) -> subprocess.CompletedProcess[str]:
