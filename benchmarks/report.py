@@ -906,6 +906,62 @@ def section_several(rows: list[dict], checks: Checks) -> list[str]:
     )
 
 
+def section_mcp_http(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in rows:
+        cell = f"{fmt(r.get('store_memories'))} memories, {r.get('scope')}"
+        checks.unjudged(
+            "MCP recall over HTTP less plain HTTP recall, p50",
+            cell,
+            fmt(r.get("mcp_minus_plain_p50_ms")),
+            "issue 25 asks at most 2 ms more",
+        )
+        body.append(
+            [
+                cell,
+                fmt(r.get("plain_http_p50_ms")),
+                fmt(r.get("plain_http_p95_ms")),
+                fmt(r.get("mcp_http_p50_ms")),
+                fmt(r.get("mcp_http_p95_ms")),
+                fmt(r.get("mcp_minus_plain_p50_ms")),
+                r.get("answers_from_other_spaces"),
+                r["outcome"],
+            ]
+        )
+    return ["One server; the plain API and a `recall` tool call at /mcp, question by question.", ""] + table(
+        body,
+        [
+            "store",
+            "plain p50 ms",
+            "plain p95 ms",
+            "MCP p50 ms",
+            "MCP p95 ms",
+            "MCP − plain p50 ms",
+            "answers from other spaces",
+            "test",
+        ],
+    )
+
+
+def section_model_costs(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in rows:
+        what = "reindex" if "rows_per_s" in r else "HTTP recall"
+        value = (
+            f"{fmt(r.get('rows_per_s'))} rows/s"
+            if what == "reindex"
+            else (f"p50 {fmt(r.get('p50_ms'))} ms, p95 {fmt(r.get('p95_ms'))} ms")
+        )
+        checks.unjudged(
+            f"{what} with {r.get('model')}",
+            r.get("runtime") or r.get("scope") or "",
+            value,
+            "issue 27 asks for the figure, with no target",
+        )
+        body.append([r["name"], r.get("model"), what, value, r["outcome"]])
+    return table(body, ["benchmark", "model", "what", "measured", "test"])
+
+
 def section_backup(rows: list[dict], checks: Checks) -> list[str]:
     body = []
     for r in sorted(rows, key=lambda r: r.get("memories", 0)):
@@ -956,6 +1012,8 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_embedding_batching.py": section_batching,
     "test_several_machines.py": section_several,
     "test_backup_rates.py": section_backup,
+    "test_mcp_http_latency.py": section_mcp_http,
+    "test_model_costs.py": section_model_costs,
 }
 
 

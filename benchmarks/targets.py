@@ -232,4 +232,6 @@ MODULES: dict[str, str] = {
     "test_http_load.py": "HTTP load, concurrent clients",
     "test_several_machines.py": "Several machines: PostgreSQL catalog and S3 partitions beside the embedded default",
     "test_backup_rates.py": "Backup, restore and export rates",
+    "test_mcp_http_latency.py": "MCP over HTTP: a recall tool call beside the plain API",
+    "test_model_costs.py": "What each model costs: reindex per 100k memories, HTTP recall at 100k",
 }
