@@ -1,4 +1,4 @@
-"""Load: a real ``esfis serve`` (its default workers: one per core) under concurrent clients, each
+"""Load: a real ``esfis serve`` (one worker per core) under concurrent clients, each
 a process of its own on one keep-alive connection (``benchmarks/load_client.py``) and an agent
 on its own project, mixing recalls (90%, the query embedded by the server) and writes (10%).
 
@@ -45,7 +45,7 @@ CURVE = (1, 2, 4, 8, 16, 32, 64) if FULL else (1, 2, 4, 8)
 STEP_SECONDS = 15.0 if FULL else 1.5
 WRITE_SHARE = 0.10
 P95_TARGET_MS = 50.0
-WORKERS = os.environ.get("ESFIS_BENCH_WORKERS")  # unset: esfis serve's default (one per core)
+WORKERS = os.environ.get("ESFIS_BENCH_WORKERS")  # unset: one per core
 CATALOGS = ["sqlite", "postgresql"] if FULL else [os.environ.get("ESFIS_TEST_CATALOG") or "sqlite"]
 
 

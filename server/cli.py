@@ -607,7 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the HTTP API (and the operator's web page)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--workers", type=int, default=None, help="worker processes on one socket (default: one per core)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes on one socket (default 1; with more, /mcp is not served)",
+    )
     p.add_argument(
         "--batch-window-ms",
         type=float,

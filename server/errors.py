@@ -29,6 +29,7 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── SpaceNotEmpty           space_not_empty 409
     │   └── SpaceExists             space_exists    409
     ├── PayloadTooLarge             too_large       413
+    ├── NotServed                   not_served      503   this server does not serve that here (/mcp with several workers)
     └── StoreUnavailable            store_error     500   model or store cannot be used
 """
 
@@ -164,6 +165,11 @@ class SpaceExists(Conflict):
 class PayloadTooLarge(EsfisError):
     code = "too_large"
     status = 413
+
+
+class NotServed(EsfisError):
+    code = "not_served"
+    status = 503
 
 
 class StoreUnavailable(EsfisError):

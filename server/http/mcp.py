@@ -17,6 +17,8 @@ Who calls, and in which run, is the platform's choice (docs/barrier.md):
   session: a later request naming another space is refused. Never a folder of the server.
 - **Approvals** go to the person through elicitation, over the session's stream, as over stdio;
   a client that does not advertise elicitation is never asked.
+- **One worker.** A session lives in the process that opened it, so a server of several
+  workers (``esfis serve --workers N``) answers ``/mcp`` with 503 ``not_served``.
 - **Protection** (the MCP specification's, for HTTP servers): a request whose ``Origin`` is not
   allowed (``ESFIS_MCP_ORIGINS``; none by default) is refused, as is one whose ``Host`` is not
   (``ESFIS_MCP_HOSTS``; by default the loopback names when the server listens on loopback);
@@ -37,7 +39,7 @@ from urllib.parse import parse_qs
 import anyio
 from starlette.types import Message, Receive, Scope, Send
 
-from server.errors import BadRequest, EsfisError, Forbidden
+from server.errors import BadRequest, EsfisError, Forbidden, NotServed
 from server.http.auth import TOKEN_KEY
 from server.http.errors import from_esfis
 from server.mcp.server import build_server
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 PATH = "/mcp"
 SERVE_HOST = "ESFIS_SERVE_HOST"  # set by esfis serve for its workers: the address it listens on
+SERVE_WORKERS = "ESFIS_SERVE_WORKERS"  # set by esfis serve: how many workers share its socket
 SESSION_HEADER = b"mcp-session-id"
 SPACE_KEY = "esfis.mcp_space"
 MAX_BINDINGS = 10_000  # the SDK's own cap on open sessions
@@ -150,6 +153,13 @@ class McpEndpoint:
         await self.server.session_manager.handle_request(scope, receive, sending)
 
     async def _admit(self, scope: Scope) -> str | None:
+        if int(os.environ.get(SERVE_WORKERS, "1") or 1) > 1:
+            # A session lives in the worker that opened it; the shared socket hands its next
+            # request to any worker, which would not know it.
+            raise NotServed(
+                "MCP over HTTP needs esfis serve with one worker (--workers 1, the default): "
+                "a session lives in the process that opened it"
+            )
         refusal = self.protection.refusal(scope["headers"])
         if refusal is not None:
             raise refusal

@@ -6,7 +6,12 @@ Several workers, each a process with its own service (catalog connection, store,
 journal), serve on every core; the store already takes several processes on one home (each
 partition's lock and version token, the catalog's write lock, a write journal per process,
 sign-out and tokens in the catalog: tests/http/test_workers.py holds the barrier, forget and
-sign-out across two workers). The default is one worker per core this process may run on.
+sign-out across two workers). The default is one worker: MCP over HTTP (``/mcp``) keeps each
+session in the process that opened it, and workers sharing one socket cannot send a session's
+next request back there, so a server of several workers answers ``/mcp`` with 503
+(``server.http.mcp``). Measured, two workers against one did +7% requests/s at 16 clients on 2
+shared cores with a worse p99 (benchmarks/results/partial/compare-serve-2workers-vs-1worker-*):
+too little to trade MCP for.
 
 The parent opens the service once, before any worker starts, to announce the settings page (and
 a fresh home's first operator token, once); then uvicorn's supervisor starts the workers, each
@@ -25,7 +30,7 @@ from fastapi import FastAPI
 from server.errors import InvalidInput
 from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
-from server.http.mcp import SERVE_HOST, Redacting
+from server.http.mcp import SERVE_HOST, SERVE_WORKERS, Redacting
 from server.service import Esfis, open_service
 from server.web import announcing
 
@@ -33,7 +38,8 @@ WORKER_APP = "server.http.workers:worker_app"
 
 
 def default_workers() -> int:
-    """The cores this process may run on (its affinity, not the machine's count)."""
+    """The cores this process may run on (its affinity, not the machine's count): what the load
+    benchmark serves with; ``esfis serve`` itself defaults to one worker (see the module)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no sched_getaffinity (macOS)
@@ -68,9 +74,10 @@ def log_config() -> dict[str, Any]:
 def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None) -> None:
     import uvicorn
 
-    workers = default_workers() if workers is None else workers
+    workers = 1 if workers is None else workers
     if workers < 1:
         raise InvalidInput("--workers must be at least 1", field="workers")
+    os.environ[SERVE_WORKERS] = str(workers)  # /mcp is served by one worker only (Protection's sibling)
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
     common: dict[str, Any] = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
     if workers == 1:

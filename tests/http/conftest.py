@@ -88,7 +88,7 @@ class Server:
 
 def start_server(home: Path, work: Path, *, workers: int = 1, **extra_env: str) -> Server:
     """``extra_env`` overrides what ``cli_env`` sets (a shared catalog, the bucket). One worker
-    process unless ``workers`` says more (``esfis serve``'s own default is one per core); a
+    process unless ``workers`` says more (``esfis serve``'s own default too); a
     server of several runs in a process group of its own, stopped and killed as one."""
     env = {**cli_env(home, HF_HUB_DISABLE_PROGRESS_BARS="1"), **extra_env}
     port = free_port()

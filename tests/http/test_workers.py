@@ -140,3 +140,27 @@ def test_a_session_signed_out_on_one_worker_is_refused_by_the_other(two, workers
             assert out.status_code == 303
             refused = second.get("/settings/spaces")
             assert refused.status_code == 303 and refused.headers["location"].startswith("/settings/sign-in")
+
+
+def test_mcp_over_http_is_refused_by_a_server_of_several_workers(two):
+    """A session lives in the worker that opened it; the shared socket would hand its next
+    request to another. So /mcp answers 503, saying why, rather than losing sessions at random."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {two.agent_token()}",
+    }
+    for _ in range(4):  # whichever worker takes the connection
+        answer = httpx.post(f"{two.url}/mcp", json=init, headers=headers, timeout=30)
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "not_served"
+        assert "--workers 1" in answer.json()["error"]["message"]
