@@ -38,9 +38,9 @@ from benchmarks.synthetic import DIM, Store, Truth, recall_truth
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
 from indexing.snapshot import merge_best
 from indexing.testing import HashingEmbedder
+from server.facade import Esfis, open_service
 from server.memories.input import NewMemory, new_id
 from server.memories.recall import RUNNERS_UP
-from server.service import Esfis, open_service
 from server.settings import Settings
 from server.spaces import partition_key
 
@@ -104,7 +104,7 @@ class ScopeFirst:
     def _load(self, store: Store) -> None:
         svc = self.service
         for name in sorted(store.spaces):
-            svc.registry.add_named(name) if not svc.registry.exists(name) else None
+            svc._parts.registry.add_named(name) if not svc._parts.registry.exists(name) else None
         order = np.argsort(store.space_of, kind="stable")
         bounds = np.flatnonzero(np.diff(store.space_of[order])) + 1
         for rows in np.split(order, bounds):
@@ -126,11 +126,11 @@ class ScopeFirst:
                         valid_until=NOW - timedelta(days=1) if ended else None,
                     )
                 )
-            svc.book.write(memories)
-            svc.store.settle(partition_key(space))  # as an import does: a large space's index now
+            svc._parts.memories.write(memories)
+            svc._parts.store.settle(partition_key(space))  # as an import does: a large space's index now
 
     def _counted(self, label: str, rows: list[int]) -> Answer:
-        scored = self.service.store.stats.scored
+        scored = self.service._parts.store.stats.scored
         outside = sum(n for key, n in scored.items() if key not in self.keys[label])
         return Answer(rows, outside, sum(scored.values()))
 
@@ -149,17 +149,17 @@ class ScopeFirst:
 
     def recall(self, label: str, query: np.ndarray | None, k: int, text: str = "q") -> Answer:
         """esfis recall; with ``query`` None the service embeds ``text`` itself."""
-        self.service.store.stats.reset()
+        self.service._parts.store.stats.reset()
         result = self.service.recall(self.callers[label], text, limit=k, query_vector=query)
         return self._counted(label, [self.row_of[m.id] for m in result.memories])
 
     def search(self, label: str, query: np.ndarray, k: int, now: int) -> list:
         """The index alone: search each reached partition, merge."""
-        results = [self.service.store.search(key, query, k, now) for key in self.keys[label]]
+        results = [self.service._parts.store.search(key, query, k, now) for key in self.keys[label]]
         return [hit for _, hit in merge_best(results, k)]
 
     def search_counted(self, label: str, query: np.ndarray, k: int, now: int) -> Answer:
-        self.service.store.stats.reset()
+        self.service._parts.store.stats.reset()
         return self._counted(label, [self.row_of[h.id] for h in self.search(label, query, k, now)])
 
     def served_by(self, label: str) -> dict:
@@ -167,9 +167,9 @@ class ScopeFirst:
         (``snapshot(key).base`` is the image), read from the store itself."""
         lists, exact = [], 0
         for key in self.keys[label]:
-            if not self.service.store.exists(key):
+            if not self.service._parts.store.exists(key):
                 continue  # the caller's personal partition, searched and empty
-            base = self.service.store.snapshot(key).base
+            base = self.service._parts.store.snapshot(key).base
             if base is not None:
                 lists.append((len(base.lists.centroids), int(base.lists.nprobe)))
             else:

@@ -20,7 +20,7 @@ import pytest
 from benchmarks.conftest import FULL, peak_rss_mb
 from benchmarks.test_import_throughput import PoolEmbedder
 from server.bulk.importer import import_stream
-from server.service import export_home, open_service, restore_home
+from server.facade import export_home, open_service, restore_home
 from server.settings import Settings
 
 SIZES = [100_000, 1_000_000] if FULL else [5_000]
@@ -43,7 +43,7 @@ class Counting:
 def _store(home: Path, rows: int, spaces: int):
     service = open_service(Settings(home=home, model=None), embedder=PoolEmbedder())
     for s in range(spaces):
-        service.create_space(f"client{s:03d}")
+        service.operator.create_space(f"client{s:03d}")
     lines = (
         json.dumps(
             {
@@ -53,7 +53,7 @@ def _store(home: Path, rows: int, spaces: int):
         )
         for i in range(rows)
     )
-    report = import_stream(service, lines, batch_size=8192)
+    report = import_stream(service._parts, lines, batch_size=8192)
     assert report.imported == rows
     return service
 
@@ -64,7 +64,7 @@ def test_backup_restore_and_export_rates(benchmark, tmp_path: Path, rows: int):
     service = _store(tmp_path / "home", rows, spaces)
     try:
         started = time.perf_counter()
-        report = benchmark.pedantic(lambda: service.backup(tmp_path / "backup"), rounds=1, iterations=1)
+        report = benchmark.pedantic(lambda: service.operator.backup(tmp_path / "backup"), rounds=1, iterations=1)
         backup_s = time.perf_counter() - started
     finally:
         service.close()

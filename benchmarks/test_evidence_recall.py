@@ -31,8 +31,8 @@ from benchmarks.model_arms import ARMS
 from benchmarks.model_arms import markdown as models_markdown
 from benchmarks.model_arms import run as run_arms
 from indexing.embedder import load_embedder
+from server.facade import open_service
 from server.memories.input import NewMemory, new_id
-from server.service import open_service
 from server.settings import Settings
 
 QUICK_QUESTIONS = 3
@@ -122,10 +122,10 @@ def test_esfis_recall_answers_what_the_benchmark_measures(real_embedder_or_defau
         clock=lambda: SERVICE_NOW,
     )
     try:
-        service.registry.add_named(question.space)
+        service._parts.registry.add_named(question.space)
         rows = ev.rows[qi]
         texts = [ev.workload.texts[t] for t in ev.workload.memory_text[rows]]
-        service.book.write(
+        service._parts.memories.write(
             [
                 NewMemory(
                     id=new_id(),

@@ -21,7 +21,7 @@ import pytest
 from benchmarks.conftest import FULL
 from indexing.identity import NO_PROMPTS
 from server.bulk.importer import import_stream
-from server.service import open_service
+from server.facade import open_service
 from server.settings import Settings
 
 SIZES = [200_000, 1_000_000] if FULL else [20_000]
@@ -82,19 +82,21 @@ def test_import_write_path(benchmark, tmp_path: Path, rows: int, batch_size: int
 
     data = lines(rows)
     service = open_service(Settings(home=tmp_path / "home", model=None), embedder=PoolEmbedder())
-    settle, building = service.store.settle, []
+    settle, building = service._parts.store.settle, []
 
     def timed_settle(key: str) -> None:  # the real build, timed: the import's end builds large partitions' images
         began = time.perf_counter()
         settle(key)
         building.append(time.perf_counter() - began)
 
-    service.store.settle = timed_settle  # type: ignore[method-assign]
+    service._parts.store.settle = timed_settle  # type: ignore[method-assign]
     try:
         cpu, started = cpu_seconds(), time.perf_counter()
-        report = benchmark.pedantic(lambda: import_stream(service, data, batch_size=batch_size), rounds=1, iterations=1)
+        report = benchmark.pedantic(
+            lambda: import_stream(service._parts, data, batch_size=batch_size), rounds=1, iterations=1
+        )
         seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
-        again = import_stream(service, data[: min(rows, 20_000)], batch_size=batch_size)
+        again = import_stream(service._parts, data[: min(rows, 20_000)], batch_size=batch_size)
     finally:
         service.close()
     benchmark.extra_info.update(

@@ -38,7 +38,7 @@ READER = """
 import json, sys, time
 from pathlib import Path
 started = time.perf_counter()
-from server.service import open_service
+from server.facade import open_service
 from server.settings import Settings
 from indexing.testing import HashingEmbedder
 import numpy as np
@@ -51,7 +51,7 @@ query /= np.linalg.norm(query)
 answer = svc.recall(caller, "q", limit=10, query_vector=query)
 done = time.perf_counter()
 print(json.dumps({"first_recall_s": done - opened, "open_s": opened - started,
-                  "answered": len(answer.memories), "built": sum(svc.store.stats.built.values())}), flush=True)
+                  "answered": len(answer.memories), "built": sum(svc._parts.store.stats.built.values())}), flush=True)
 sys.stdin.read()  # stay alive, mapped, until the benchmark has measured this process
 """
 
@@ -75,7 +75,7 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
     started = time.perf_counter()
     built = ScopeFirst(store, home=home, embedder=load_embedder(None))  # writes, then builds the index
     write_s = time.perf_counter() - started
-    builds = sum(built.service.store.stats.built.values())
+    builds = sum(built.service._parts.store.stats.built.values())
     served_by = built.served_by("all")["served_by"]  # read from the store: its image, or an exact scan
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]

@@ -29,8 +29,8 @@ from benchmarks.longmemeval import load_workload
 from benchmarks.model_arms import ARMS
 from benchmarks.synthetic import build_store
 from indexing.testing import HashingEmbedder
+from server.facade import open_service, reindex_store
 from server.memories.input import NewMemory, new_id
-from server.service import open_service, reindex_store
 from server.settings import Settings
 from tests.http.conftest import start_server, stop_server
 
@@ -57,12 +57,12 @@ def test_reindex_time_per_100k_memories(benchmark, tmp_path, arm):
     home = tmp_path / "home"
     svc = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(64, "before"), clock=lambda: NOW)
     try:
-        svc.registry.add_named("lme")
+        svc._parts.registry.add_named("lme")
         old = HashingEmbedder(64, "before")
         for start in range(0, len(texts), 4096):
             chunk = texts[start : start + 4096]
             vectors = old.embed_documents(chunk)
-            svc.book.write(
+            svc._parts.memories.write(
                 [
                     NewMemory(
                         id=new_id(),

@@ -22,8 +22,8 @@ import pytest
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from indexing.testing import HashingEmbedder
+from server.facade import open_service
 from server.memories.input import NewMemory, new_ids
-from server.service import open_service
 from server.settings import Settings
 
 SPACES = 1000 if FULL else 200
@@ -42,10 +42,10 @@ def world():
     since = service.clock() - timedelta(days=1)
     for s in range(SPACES):
         name = f"s{s:04d}"
-        service.registry.add_named(name)
+        service._parts.registry.add_named(name)
         vectors = rng.normal(size=(PER_SPACE, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        service.book.write(
+        service._parts.memories.write(
             [
                 NewMemory(
                     id=i,
@@ -68,7 +68,7 @@ def world():
 def test_recall_path_without_embedding(benchmark, world):
     service, query = world
     benchmark.group = "recall-overhead"
-    deliveries_before = service.catalog.one("SELECT count(*) AS n FROM deliveries")["n"]
+    deliveries_before = service._parts.catalog.one("SELECT count(*) AS n FROM deliveries")["n"]
     answers: list[list] = []
     took: list[float] = []  # timed here too: with --benchmark-disable (the test run) there are no stats
 
@@ -81,7 +81,7 @@ def test_recall_path_without_embedding(benchmark, world):
     benchmark.pedantic(recall, rounds=ROUNDS, iterations=1, warmup_rounds=20)
     assert answers and all(len(a) == 10 for a in answers)
     assert {m.space for a in answers for m in a} == {CALLER_SPACE}
-    recorded = service.catalog.one("SELECT count(*) AS n FROM deliveries")["n"] - deliveries_before
+    recorded = service._parts.catalog.one("SELECT count(*) AS n FROM deliveries")["n"] - deliveries_before
     assert recorded == len(answers)
     data = took[-ROUNDS:]
     benchmark.extra_info.update(

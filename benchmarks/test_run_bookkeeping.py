@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.conftest import FULL
 from indexing.testing import HashingEmbedder
+from server.facade import open_service
 from server.memories.recall import run_recall
-from server.service import open_service
 from server.settings import Settings
 
 MEMORIES = 20_000 if FULL else 2_000
@@ -28,7 +28,7 @@ ROUNDS = 2_000 if FULL else 50
 def world(tmp_path_factory):
     home = tmp_path_factory.mktemp("runs") / "home"
     service = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(dimension=384))
-    service.create_space("acme")
+    service.operator.create_space("acme")
     writer = service.caller("seeder", space="acme")
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(500)]
@@ -36,8 +36,8 @@ def world(tmp_path_factory):
     from server.memories.input import NewMemory, new_ids
 
     now = service.clock()
-    vectors = service.embedder.embed_documents(texts)
-    service.book.write(
+    vectors = service._parts.embedder.embed_documents(texts)
+    service._parts.memories.write(
         [
             NewMemory(
                 id=i, space="acme", text=t, vector=v, ai="seeder", created_at=now, valid_from=now, valid_until=None
@@ -45,7 +45,7 @@ def world(tmp_path_factory):
             for i, t, v in zip(new_ids(len(texts)), texts, vectors)
         ]
     )
-    query = service.embedder.embed_query("w1 w2 w3 w4")
+    query = service._parts.embedder.embed_query("w1 w2 w3 w4")
     yield service, writer, query
     service.close()
 
@@ -54,9 +54,11 @@ def before(service, caller, query):
     """The recall path as it was before runs: scope, search, one transaction for the delivery."""
     scope = service.scope(caller)
     now = service.clock()
-    outcome = run_recall(scope, query, 10, now, service.store, service.book, "q")  # the same relevance as recall
-    with service.catalog.transaction() as tx:
-        service.log.record(caller, "q", 10, now, list(scope.allowed), outcome.items, outcome.cut, tx)
+    outcome = run_recall(
+        scope, query, 10, now, service._parts.store, service._parts.memories, "q"
+    )  # the same relevance as recall
+    with service._parts.catalog.transaction() as tx:
+        service._parts.deliveries.record(caller, "q", 10, now, list(scope.allowed), outcome.items, outcome.cut, tx)
     return [m.id for m in outcome.memories]
 
 
@@ -75,7 +77,7 @@ def test_recall_with_run_bookkeeping(benchmark, world, arm):
         caller = service.caller("claude-code", space="acme", run="long-session")
         call = lambda: [m.id for m in service.recall(caller, "q", query_vector=query).memories]  # noqa: E731
     expected = before(service, service.caller("claude-code", space="acme"), query)
-    steps_before = service.catalog.one("SELECT count(*) AS n FROM run_steps")["n"]
+    steps_before = service._parts.catalog.one("SELECT count(*) AS n FROM run_steps")["n"]
     calls = []
 
     def counted():
@@ -84,6 +86,6 @@ def test_recall_with_run_bookkeeping(benchmark, world, arm):
 
     answer = benchmark.pedantic(counted, rounds=ROUNDS, iterations=1, warmup_rounds=5)
     assert answer == expected
-    steps = service.catalog.one("SELECT count(*) AS n FROM run_steps")["n"] - steps_before
+    steps = service._parts.catalog.one("SELECT count(*) AS n FROM run_steps")["n"] - steps_before
     assert steps == (0 if arm == "before" else len(calls))
     benchmark.extra_info.update({"arm": arm, "memories": MEMORIES, "rounds": ROUNDS})

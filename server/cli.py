@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from server import render
 from server.errors import BadImportLine, EsfisError, InvalidInput
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
+from server.settings import Settings
 
 
 def _service():
-    from server.service import open_service
+    from server.facade import open_service
 
-    return open_service()
+    return open_service(Settings.from_env())
 
 
 def _caller(service, args: argparse.Namespace):
@@ -48,12 +49,12 @@ def _ask_at_terminal(request) -> bool | None:
 
 
 def cmd_space_add(args) -> None:
-    space = _service().add_space(args.folder, args.name)
+    space = _service().operator.add_space(args.folder, args.name)
     print(space.name)
 
 
 def cmd_space_list(args) -> None:
-    spaces = _service().spaces()
+    spaces = _service().operator.spaces()
     if args.json:
         print(json.dumps({"spaces": [render.space_json(s) for s in spaces]}, indent=2))
     else:
@@ -61,12 +62,12 @@ def cmd_space_list(args) -> None:
 
 
 def cmd_space_remove(args) -> None:
-    removed = _service().remove_space(args.name, purge=args.purge)
+    removed = _service().operator.remove_space(args.name, purge=args.purge)
     print(f"removed space {args.name}" + (f" and forgot {removed} memories" if removed else ""))
 
 
 def cmd_policy_list(args) -> None:
-    rules = _service().policies()
+    rules = _service().operator.policies()
     if args.json:
         print(json.dumps({"policies": [render.rule_json(r) for r in rules]}, indent=2))
     else:
@@ -74,7 +75,7 @@ def cmd_policy_list(args) -> None:
 
 
 def cmd_policy_clear(args) -> None:
-    _service().clear_policy(args.ai_name, args.target)
+    _service().operator.clear_policy(args.ai_name, args.target)
 
 
 def cmd_remember(args) -> None:
@@ -136,16 +137,16 @@ def cmd_runs(args) -> None:
     """``esfis runs [--last N]``, ``runs end RUN``, ``runs prune [--days N]`` (operator)."""
     service = _service()
     if args.runs_command == "end":
-        run = service.end_run(args.run_id, by="cli")
+        run = service.operator.end_run(args.run_id, by="cli")
         print(json.dumps(render.run_json(run), indent=2) if args.json else f"ended {run.id}")
     elif args.runs_command == "prune":
-        pruned = service.prune_trail(days=args.days)
+        pruned = service.operator.prune_trail(days=args.days)
         print(
             f"pruned {pruned.runs} runs, {pruned.steps} steps and {pruned.tokens} run tokens; "
             f"ended {pruned.ended} idle sessions"
         )
     else:
-        runs = service.run_list(last=args.last)
+        runs = service.operator.run_list(last=args.last)
         if args.json:
             print(json.dumps({"runs": [render.run_json(r) for r in runs]}, indent=2))
         else:
@@ -153,7 +154,7 @@ def cmd_runs(args) -> None:
 
 
 def cmd_trail(args) -> None:
-    run, steps = _service().trail(args.run_id)
+    run, steps = _service().operator.trail(args.run_id)
     print(json.dumps(render.run_json(run, steps), indent=2) if args.json else render.trail_text(run, steps))
 
 
@@ -162,38 +163,38 @@ def cmd_grant(args) -> None:
     if args.grant_command == "add":
         if (args.to is None) == (not args.personal):
             raise InvalidInput("grant add takes TO or --personal (exactly one)", field="to")
-        grant = service.add_grant(args.source, args.to, ai=args.grant_ai, until=args.until)
+        grant = service.operator.add_grant(args.source, args.to, ai=args.grant_ai, until=args.until)
         print(grant.id)
     elif args.grant_command == "list":
-        grants = service.grants()
+        grants = service.operator.grants()
         print(
             json.dumps({"grants": [render.grant_json(g) for g in grants]}, indent=2)
             if args.json
             else render.grants_table(grants)
         )
     else:
-        service.revoke_grant(args.grant_id)
+        service.operator.revoke_grant(args.grant_id)
         print(f"revoked {args.grant_id}")
 
 
 def cmd_trust(args) -> None:
     service = _service()
     if args.trust_command == "add":
-        print(service.trust(args.source).source)
+        print(service.operator.trust(args.source).source)
     elif args.trust_command == "list":
-        sources = service.trusted_sources()
+        sources = service.operator.trusted_sources()
         print(
             json.dumps({"trusted_sources": [render.trusted_json(t) for t in sources]}, indent=2)
             if args.json
             else "\n".join(t.source for t in sources) or "(no trusted sources: every origin mark is untrusted)"
         )
     else:
-        service.distrust(args.source)
+        service.operator.distrust(args.source)
         print(f"{args.source} is untrusted again")
 
 
 def cmd_deliveries(args) -> None:
-    deliveries = _service().deliveries(ai=args.ai_filter, space=args.space_filter, last=args.last)
+    deliveries = _service().operator.deliveries(ai=args.ai_filter, space=args.space_filter, last=args.last)
     if args.json:
         print(json.dumps({"deliveries": [render.delivery_json(d) for d in deliveries]}, indent=2))
     else:
@@ -203,7 +204,7 @@ def cmd_deliveries(args) -> None:
 def cmd_allow_deny(effect: str, values: list[str]) -> None:
     if not 1 <= len(values) <= 2:
         raise InvalidInput(f"usage: esfis --{effect} AI [SPACE]", field=effect)
-    rule = _service().set_policy(values[0], values[1] if len(values) == 2 else None, effect)
+    rule = _service().operator.set_policy(values[0], values[1] if len(values) == 2 else None, effect)
     print(rule.describe())
 
 
@@ -212,7 +213,7 @@ def cmd_why(value: str, as_json: bool) -> None:
         delivery_id = int(value)
     except ValueError:
         raise InvalidInput(f"--why takes a delivery number, got {value!r}", field="why") from None
-    why = _service().why(delivery_id)
+    why = _service().operator.why(delivery_id)
     print(json.dumps(render.why_json(why), indent=2) if as_json else render.why_text(why))
 
 
@@ -251,7 +252,7 @@ def cmd_sweep(args) -> None:
         )
     service = _service()
     try:
-        purged, partitions = service.sweep_orphans(timedelta(minutes=args.older_than))
+        purged, partitions = service.operator.sweep_orphans(timedelta(minutes=args.older_than))
     finally:
         service.close()
     print(f"purged {purged} orphan rows from {partitions} partitions")
@@ -261,12 +262,12 @@ def cmd_reindex(args) -> None:
     """``esfis reindex``: every memory embedded again with the configured model."""
     from tqdm import tqdm
 
-    from server.service import reindex_store
+    from server.facade import reindex_store
 
     if not 1 <= args.batch_size <= 8192:
         raise InvalidInput("--batch-size must be from 1 to 8192", field="batch_size")
     with tqdm(unit=" memories", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True) as bar:
-        report = reindex_store(batch=args.batch_size, progress=bar.update)
+        report = reindex_store(Settings.from_env(), batch=args.batch_size, progress=bar.update)
     if report.model_before == report.model_after:
         print(f"the store is already embedded with {report.model_after}: nothing to do")
         return
@@ -301,12 +302,14 @@ def cmd_import(args) -> None:
                 def sized(total: int) -> None:
                     bar.total = total
 
-                report = service.import_parquet(
+                report = service.operator.import_parquet(
                     source, ai=ai, batch_size=args.batch_size, progress=bar.update, sized=sized
                 )
             else:
                 with open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer) as lines:
-                    report = service.import_jsonl(lines, ai=ai, batch_size=args.batch_size, progress=bar.update)
+                    report = service.operator.import_jsonl(
+                        lines, ai=ai, batch_size=args.batch_size, progress=bar.update
+                    )
     finally:
         service.close()
     for line, reason in report.errors:
@@ -325,19 +328,19 @@ def cmd_token(args) -> None:
         if args.token_command == "create":
             if args.runs_only and args.token_ai is None:
                 raise InvalidInput("--runs-only applies to AI tokens (--ai NAME)", field="runs_only")
-            _, secret = service.create_token(
+            _, secret = service.operator.create_token(
                 ai=args.token_ai, space=args.token_space, operator=args.operator, runs_only=args.runs_only
             )
             print(secret)
         elif args.token_command == "list":
-            tokens = service.tokens()
+            tokens = service.operator.tokens()
             print(
                 json.dumps({"tokens": [render.token_json(t) for t in tokens]}, indent=2)
                 if args.json
                 else render.tokens_table(tokens)
             )
         else:
-            print(f"revoked {service.revoke_token(args.token_id).id}")
+            print(f"revoked {service.operator.revoke_token(args.token_id).id}")
     finally:
         service.close()
 
@@ -353,10 +356,10 @@ def _bar(unit: str, total: int | None = None):
 
 def cmd_backup(args) -> None:
     """``esfis backup DIR``: a consistent copy of the home while servers keep working."""
-    from server.service import backup_home
+    from server.facade import backup_home
 
     with _bar(" memories") as bar:
-        report = backup_home(args.dir, progress=bar.update)
+        report = backup_home(args.dir, Settings.from_env(), progress=bar.update)
     print(
         f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
         f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
@@ -365,10 +368,10 @@ def cmd_backup(args) -> None:
 
 def cmd_restore(args) -> None:
     """``esfis restore DIR``: a backup into an empty ESFIS_HOME."""
-    from server.service import restore_home
+    from server.facade import restore_home
 
     with _bar(" memories") as bar:
-        report = restore_home(args.dir, forgets_from=args.forgets_from, progress=bar.update)
+        report = restore_home(args.dir, Settings.from_env(), forgets_from=args.forgets_from, progress=bar.update)
     print(
         f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
         f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
@@ -380,12 +383,14 @@ def cmd_export(args) -> None:
     """``esfis export``: every current memory as JSON Lines, on stdout or into --output."""
     from contextlib import nullcontext
 
-    from server.service import export_home
+    from server.facade import export_home
 
     if args.output and os.path.exists(args.output):
         raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
     with open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer) as out, _bar(" memories") as bar:
-        report = export_home(out, spaces=args.export_space or None, vectors=args.vectors, progress=bar.update)
+        report = export_home(
+            out, Settings.from_env(), spaces=args.export_space or None, vectors=args.vectors, progress=bar.update
+        )
     print(
         f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
         file=sys.stderr,
@@ -396,17 +401,17 @@ def cmd_import_restore(args) -> None:
     """``esfis import --restore FILE``: an export's rows with their ids, labels and validity."""
     from contextlib import nullcontext
 
-    from server.service import open_service
+    from server.facade import open_service
 
     if args.file != "-" and not os.path.isfile(args.file):
         raise InvalidInput(f"no file {args.file!r}", field="file")
-    service = open_service()
+    service = open_service(Settings.from_env())
     try:
         with (
             open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines,
             _bar(" rows") as bar,
         ):
-            report = service.import_restore(lines, progress=bar.update)
+            report = service.operator.import_restore(lines, progress=bar.update)
     finally:
         service.close()
     for line, reason in report.errors:

@@ -13,7 +13,7 @@ import pytest
 
 from indexing.embedder import load_embedder
 from indexing.testing import HashingEmbedder
-from server.service import Esfis, open_service
+from server.facade import Esfis, open_service
 from tests import catalogs
 from tests.catalogs import catalog_for, settings_for
 

@@ -19,7 +19,7 @@ from indexing.identity import Prompts
 from indexing.store import table_name
 from indexing.testing import HashingEmbedder
 from server.errors import StoreUnavailable
-from server.service import open_service, reindex_store
+from server.facade import open_service, reindex_store
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 from tests.tiny_model import DIMENSION
@@ -71,7 +71,7 @@ def test_a_prompt_change_alone_is_reindexed(home, clock):
     old, new = HashingEmbedder(32, "m"), HashingEmbedder(32, "m", Prompts("query: ", "passage: "))
     svc = open_service(settings_for(home), embedder=old, clock=clock)
     try:
-        svc.registry.add_named("acme")
+        svc._parts.registry.add_named("acme")
         svc.remember(svc.caller("cli", space="acme"), "Acme authentication uses Auth0")
     finally:
         svc.close()
@@ -87,8 +87,8 @@ def test_a_48_d_model_works_through_import_images_and_reindex(home, clock, tiny_
     # A store of another model first, so the tiny model's store is made by esfis reindex.
     svc = open_service(settings_for(home), embedder=HashingEmbedder(64, "hashing-old"), clock=clock)
     try:
-        svc.registry.add_named("acme")
-        svc.registry.add_named("globex")
+        svc._parts.registry.add_named("acme")
+        svc._parts.registry.add_named("globex")
         svc.remember(svc.caller("cli", space="acme"), "Acme authentication uses Auth0")
         svc.remember(svc.caller("cli", space="globex"), "Globex authentication uses Clerk")
     finally:
@@ -105,15 +105,19 @@ def test_a_48_d_model_works_through_import_images_and_reindex(home, clock, tiny_
         own /= np.linalg.norm(own, axis=1, keepdims=True)
         lines = [{"text": f"acme note n{i:04d}", "space": "acme", "vector": own[i].tolist()} for i in range(len(own))]
         lines += [{"text": "Acme invoices are paid monthly", "space": "acme"}]
-        imported = svc.import_jsonl(io.BytesIO("\n".join(json.dumps(line) for line in lines).encode()))
+        imported = svc.operator.import_jsonl(io.BytesIO("\n".join(json.dumps(line) for line in lines).encode()))
         assert (imported.imported, imported.failed) == (len(lines), 0), imported.summary()
-        wrong = svc.import_jsonl(io.BytesIO(json.dumps({"text": "t", "space": "acme", "vector": [0.1] * 384}).encode()))
+        wrong = svc.operator.import_jsonl(
+            io.BytesIO(json.dumps({"text": "t", "space": "acme", "vector": [0.1] * 384}).encode())
+        )
         assert wrong.failed == 1
         # The image: past the threshold the partition is served by its persisted IVF image.
         key = partition_key("acme")
         assert (home / "vectors" / f"{table_name(key)}.image").is_dir()
-        assert svc.store.vector(key, svc.recall(acme, "acme note n0042", limit=1).memories[0].id).shape == (DIMENSION,)
-        probe = svc.store.search(key, own[42], 1, 10**18)
+        assert svc._parts.store.vector(key, svc.recall(acme, "acme note n0042", limit=1).memories[0].id).shape == (
+            DIMENSION,
+        )
+        probe = svc._parts.store.search(key, own[42], 1, 10**18)
         assert probe.hit(0).text == "acme note n0042"
         texts = [m.text for m in svc.recall(acme, "Acme invoices are paid monthly", limit=10).memories]
         assert "Acme invoices are paid monthly" in texts and not any("Clerk" in t for t in texts)

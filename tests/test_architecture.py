@@ -15,7 +15,7 @@ from indexing.errors import StoreMismatch
 from indexing.store import VectorStore
 from indexing.testing import HashingEmbedder
 from server.errors import StoreUnavailable
-from server.service import open_service
+from server.facade import open_service
 from tests.catalogs import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERFACES = ("server.cli", "server.http", "server.mcp", "server.web")
 # The core, one package per concept (docs/layout.md), and the façade over it.
 CORE = ("server.catalog", "server.spaces", "server.barrier", "server.memories", "server.bulk")
-FACADE = ("server.service", "server.operating")
+FACADE = ("server.facade",)
 # The vocabulary every layer shares: errors, domain objects, time, settings read at the edge,
 # the answers' shapes and their text forms, and process set-up.
 VOCABULARY = (
@@ -138,6 +138,17 @@ def test_interfaces_go_through_the_door_only():
         if wrong:
             bad[name] = wrong
     assert not bad
+
+
+def test_interfaces_never_reach_the_facades_parts():
+    """The façade holds its books privately: an interface calls its verbs, never ``_parts``."""
+    reaching = sorted(
+        name
+        for name, path in MODULES.items()
+        if layer(name) == "interface"
+        and any(isinstance(n, ast.Attribute) and n.attr == "_parts" for n in ast.walk(ast.parse(path.read_text())))
+    )
+    assert not reaching
 
 
 def test_no_import_cycles():

@@ -38,8 +38,8 @@ from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
 from server.errors import InvalidInput, MemoryNotFound
+from server.facade import open_service, restore_home
 from server.memories.input import digest_of
-from server.service import open_service, restore_home
 from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
 from tests.helpers import files_containing
@@ -131,7 +131,7 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     deliveries: after a restore, recall gives the same ids in the same order with the same
     scores, and every catalog table is as it was."""
     for name in ("acme", "acme/platform", "globex"):
-        service.create_space(name)
+        service.operator.create_space(name)
     facts = {
         "acme": [
             "Acme authentication uses Auth0",
@@ -151,16 +151,16 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     )
     service.forget(service.caller("claude-code", space="globex"), ids["Globex deploys on Mondays"])
     clock.advance(minutes=1)
-    service.set_policy("cursor", "acme", "deny")
-    service.add_grant("acme/platform", "acme")
-    service.trust("source:github")
-    service.create_token(operator=True)
-    service.create_token(ai="claude-code", space="acme")
+    service.operator.set_policy("cursor", "acme", "deny")
+    service.operator.add_grant("acme/platform", "acme")
+    service.operator.trust("source:github")
+    service.operator.create_token(operator=True)
+    service.operator.create_token(ai="claude-code", space="acme")
     service.share(service.caller("claude-code", space="acme"), [ids["Acme authentication uses Auth0"]])
     before = recalls(service, QUERIES)
     catalog_then = tables(home / "esfis.db")
 
-    report = service.backup(tmp_path / "backup")
+    report = service.operator.backup(tmp_path / "backup")
     assert report.memories == 8 and report.taken_at == clock()
     # The source goes on: none of this is in the backup.
     service.remember(service.caller("claude-code", space="acme"), "Acme login moved to Okta")
@@ -170,7 +170,7 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     done = restore_home(tmp_path / "backup", settings_for(restored))
     assert (done.memories, done.forgets_applied) == (8, 0)
     assert tables(restored / "esfis.db") == catalog_then
-    svc = open_service(settings_for(restored), embedder=service.embedder, clock=clock)
+    svc = open_service(settings_for(restored), embedder=service._parts.embedder, clock=clock)
     try:
         assert_whole(svc, restored)
         assert_same_answers(recalls(svc, QUERIES), before)
@@ -186,11 +186,11 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
 def test_restore_with_forgets_from_forgets_again_what_the_live_home_forgot(fake_service, home, tmp_path):
     """A backup made before a forget holds the text; restored with the live home's catalog,
     the memory is forgotten again and its text is in no file of the restored home."""
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     caller = fake_service.caller("cli", space="acme")
     secret = fake_service.remember(caller, "the vault unseal key is tangerine-otter-4471")
     kept = fake_service.remember(caller, "acme builds with bazel")
-    fake_service.backup(tmp_path / "backup")
+    fake_service.operator.backup(tmp_path / "backup")
     fake_service.forget(caller, secret.id)
     assert files_containing(tmp_path / "backup", secret.text), "a backup made before a forget holds the text"
 
@@ -224,8 +224,8 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
     vectors the source holds), less the rows that catalog does not name (writes that had not
     committed then: a recall never returns them, though while a write is in flight its row
     counts in its partition's BM25 statistics), with every forget since applied to both."""
-    fake_service.create_space("acme")
-    fake_service.create_space("globex")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("globex")
     for space in ("acme", "globex"):
         caller = fake_service.caller("seed", space=space)
         for i in range(60):
@@ -281,7 +281,7 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
         # replace that began before the copy and committed after it closed the row since.
         until = {r["id"]: r["valid_until"] for r in ref.catalog.all("SELECT id, valid_until FROM memories")}
         for key in ref.store.partitions():
-            order = {i: n for n, i in enumerate(svc.store.row_ids(key))}
+            order = {i: n for n, i in enumerate(svc._parts.store.row_ids(key))}
             batches = list(ref.store.stream(key))
             if not batches:
                 continue
@@ -320,7 +320,7 @@ def _stopped(process: subprocess.Popen, timeout: float = 120) -> None:
 def big_acme(fake_service, home) -> list[str]:
     """acme in 30 fragments (a read goes a fragment at a time, and a forget's purge rewrites
     them all into one, deleting every file the read had open), closed; its ids."""
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     lines = [
         json.dumps(
             {
@@ -331,9 +331,9 @@ def big_acme(fake_service, home) -> list[str]:
         )
         for i in range(3000)
     ]
-    report = fake_service.import_jsonl(io.BytesIO("\n".join(lines).encode()), batch_size=100)
+    report = fake_service.operator.import_jsonl(io.BytesIO("\n".join(lines).encode()), batch_size=100)
     assert report.imported == 3000
-    ids = [r["id"] for r in fake_service.catalog.all("SELECT id FROM memories ORDER BY rowid")]
+    ids = [r["id"] for r in fake_service._parts.catalog.all("SELECT id FROM memories ORDER BY rowid")]
     fake_service.close()
     return ids
 
@@ -374,7 +374,7 @@ def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, st
     svc = reopen(restored)
     try:
         assert_whole(svc, restored, gone=(text,))
-        assert len(svc.store.row_ids("space:acme")) == 2999
+        assert len(svc._parts.store.row_ids("space:acme")) == 2999
     finally:
         svc.close()
 
@@ -393,7 +393,7 @@ RESTORE_STEPS = ["restore:after-catalog", "restore:after-partition@1", "restore:
 @pytest.fixture
 def two_spaces(fake_service, home) -> int:
     """acme and personal memories, one forgotten; closed: how many memories are not forgotten."""
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     caller = fake_service.caller("cli", space="acme")
     for i in range(30):
         fake_service.remember(caller, f"acme note {i} about the build", personal=i % 3 == 0)
@@ -432,7 +432,9 @@ def test_a_restore_killed_at_any_step_leaves_the_home_empty_and_reruns(home, tmp
     svc = reopen(restored)
     try:
         assert_whole(svc, restored)
-        assert svc.catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"] == two_spaces
+        assert (
+            svc._parts.catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"] == two_spaces
+        )
     finally:
         svc.close()
 
@@ -441,17 +443,17 @@ def test_a_restore_killed_at_any_step_leaves_the_home_empty_and_reruns(home, tmp
 
 
 def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_path):
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(InvalidInput, match="not empty"):
-        fake_service.backup(tmp_path / "busy")
+        fake_service.operator.backup(tmp_path / "busy")
     with pytest.raises(InvalidInput, match="absolute"):
-        fake_service.backup("relative/folder")
-    fake_service.backup(tmp_path / "backup")
+        fake_service.operator.backup("relative/folder")
+    fake_service.operator.backup(tmp_path / "backup")
     with pytest.raises(InvalidInput, match="complete backup"):
-        fake_service.backup(tmp_path / "backup")
+        fake_service.operator.backup(tmp_path / "backup")
     with pytest.raises(InvalidInput, match="not empty"):
         restore_home(tmp_path / "backup", settings_for(home))
     with pytest.raises(InvalidInput, match="no complete backup"):

@@ -13,7 +13,7 @@ import pytest
 from indexing.snapshot import Row
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
-from server.service import backup_home, open_service, restore_home
+from server.facade import backup_home, open_service, restore_home
 from server.settings import Settings
 from tests import catalogs
 from tests.catalogs import settings_for
@@ -38,7 +38,7 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     svc = open_service(settings, embedder=HashingEmbedder(), clock=clock)
     try:
         for name in ("acme", "acme/platform", "globex"):
-            svc.create_space(name)
+            svc.operator.create_space(name)
         for space, texts in {
             "acme": ["Acme authentication uses Auth0", FORGOTTEN, "Acme deploys on Fridays"],
             "acme/platform": ["the platform gateway is Kong"],
@@ -47,17 +47,17 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
             for text in texts:
                 svc.remember(svc.caller("claude-code", space=space), text)
         svc.remember(svc.caller("claude-code"), "I prefer small pull requests for reviews", personal=True)
-        svc.set_policy("cursor", "acme", "deny")
-        svc.create_token(operator=True)
+        svc.operator.set_policy("cursor", "acme", "deny")
+        svc.operator.create_token(operator=True)
         before = recalls(svc, QUERIES)
         # A write killed between its vectors and its catalog rows (asked before it: until a
         # sweep, such a row counts in its partition's BM25 statistics and feedback).
         micros = to_micros(clock())
-        svc.store.add(
+        svc._parts.store.add(
             "space:acme",
             [Row("mem_" + "a" * 26, ORPHAN, HashingEmbedder().embed_documents([ORPHAN])[0], micros, micros)],
         )
-        spaces_then = svc.catalog.all("SELECT * FROM spaces ORDER BY name")
+        spaces_then = svc._parts.catalog.all("SELECT * FROM spaces ORDER BY name")
 
         report = backup_home(tmp_path / "backup", settings)
         assert report.memories == 6
@@ -66,8 +66,8 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         assert files_containing(tmp_path / "backup", ORPHAN) == []  # no text outside what the catalog names
         forgotten = next(
             r["id"]
-            for r in svc.catalog.all("SELECT id FROM memories WHERE digest IS NOT NULL")
-            if svc.book.load(r["id"]).text == FORGOTTEN
+            for r in svc._parts.catalog.all("SELECT id FROM memories WHERE digest IS NOT NULL")
+            if svc._parts.memories.load(r["id"]).text == FORGOTTEN
         )
         svc.forget(svc.caller("claude-code", space="acme"), forgotten)
     finally:
@@ -81,10 +81,10 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     restored = open_service(plain, embedder=HashingEmbedder(), clock=clock)
     try:
         assert_same_answers(recalls(restored, QUERIES), before)
-        assert [tuple(r) for r in restored.catalog.all("SELECT * FROM spaces ORDER BY name")] == [
+        assert [tuple(r) for r in restored._parts.catalog.all("SELECT * FROM spaces ORDER BY name")] == [
             tuple(r) for r in spaces_then
         ]
-        assert restored.policies()[0].describe().startswith("deny cursor")
+        assert restored.operator.policies()[0].describe().startswith("deny cursor")
     finally:
         restored.close()
     assert not any(ORPHAN.encode() in body for body in s3.objects(bucket, "plain/").values())
@@ -96,8 +96,8 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     assert done.forgets_applied == 1
     restored = open_service(again, embedder=HashingEmbedder(), clock=clock)
     try:
-        assert restored.book.load(forgotten).forgotten
-        assert restored.catalog.one("SELECT digest FROM memories WHERE id = ?", (forgotten,))["digest"] is None
+        assert restored._parts.memories.load(forgotten).forgotten
+        assert restored._parts.catalog.one("SELECT digest FROM memories WHERE id = ?", (forgotten,))["digest"] is None
     finally:
         restored.close()
     assert not any(FORGOTTEN.encode() in body for body in s3.objects(bucket, "again/").values())

@@ -21,10 +21,10 @@ def esfis(home, cwd, *argv, env=None):
 @pytest.fixture
 def stocked(home, folders, real_embedder):
     """A store with one memory in acme, written through the library (fast)."""
-    from server.service import open_service
+    from server.facade import open_service
 
     svc = open_service(settings_for(home), embedder=real_embedder)
-    svc.add_space(folders["acme"])
+    svc.operator.add_space(folders["acme"])
     svc.remember(svc.caller("cli", cwd=folders["acme"]), "acme uses postgres")
     svc.close()
     return home
@@ -94,7 +94,7 @@ def test_remember_outside_every_space_says_how_to_fix_it(stocked, folders):
 def test_esfis_vectors_that_is_not_an_s3_prefix_is_refused_by_name(home, vectors):
     from indexing.testing import HashingEmbedder
     from server.errors import StoreUnavailable
-    from server.service import open_service
+    from server.facade import open_service
     from tests.catalogs import settings_for
 
     with pytest.raises(StoreUnavailable, match="ESFIS_VECTORS must be s3://bucket/prefix"):

@@ -17,7 +17,7 @@ SECRET = "the staging database password is in vault path secret/acme-stg"
 @pytest.fixture
 def svc(fake_service):
     for name in SPACES:
-        fake_service.create_space(name)
+        fake_service.operator.create_space(name)
     return fake_service
 
 
@@ -30,12 +30,12 @@ def seed(svc, space="acme/platform", text=SECRET, **kw):
 
 
 def steps(svc, caller, kind=None):
-    _, trail = svc.trail(caller.run_id)
+    _, trail = svc.operator.trail(caller.run_id)
     return [t.step for t in trail if kind is None or t.step.kind == kind]
 
 
 def personal_count(svc):
-    return svc.book.counts(["personal"])[0].get("personal", (0, 0))[0]
+    return svc._parts.memories.counts(["personal"])[0].get("personal", (0, 0))[0]
 
 
 # -- laundering -----------------------------------------------------------------------------
@@ -44,7 +44,7 @@ def personal_count(svc):
 def test_a_run_that_read_a_space_cannot_write_it_into_personal(service):
     """The seed's case, on the real model: acme/platform's secret never reaches a Globex run."""
     for name in SPACES:
-        service.create_space(name)
+        service.operator.create_space(name)
     service.remember(service.caller("seeder", space="acme/platform"), SECRET)
     run = at(service, "acme/platform", "session-1")
     assert [m.text for m in service.recall(run, "where is the staging database password?").memories] == [SECRET]
@@ -84,21 +84,21 @@ def test_a_declined_or_unaskable_approval_refuses_the_write(svc, answer, decline
 
 def test_a_grant_into_personal_lets_the_write_through_and_the_trail_names_it(svc):
     seed(svc)
-    grant = svc.add_grant("acme/platform", None)
+    grant = svc.operator.add_grant("acme/platform", None)
     run = at(svc, "acme/platform", "r")
     svc.recall(run, "staging database password")
     memory = svc.remember(run, "staging password: see vault", personal=True)
     assert memory.space is None
     gate = steps(svc, run, "gate")[-1]
     assert (gate.decision, gate.grant) == ("allowed", grant.id)
-    svc.revoke_grant(grant.id)
+    svc.operator.revoke_grant(grant.id)
     with pytest.raises(DataBarrier):
         svc.remember(run, "again", personal=True)
 
 
 def test_a_grant_is_one_way_for_its_ai_and_until_its_time(svc, clock):
     seed(svc)
-    svc.add_grant("acme/platform", None, ai="cursor", until="1h")
+    svc.operator.add_grant("acme/platform", None, ai="cursor", until="1h")
     claude = at(svc, "acme/platform", "r1")
     svc.recall(claude, "staging database password")
     with pytest.raises(DataBarrier):
@@ -168,13 +168,13 @@ def test_opening_a_reference_labelled_acme_platform(svc, opener, allowed):
     if allowed:
         _, opened = svc.open_context(run, ref.ref)
         assert [(o.id, o.text) for o in opened] == [(memory.id, SECRET)]
-        assert "space:acme/platform" in svc.runs.current(run).carried.marks()
+        assert "space:acme/platform" in svc._parts.runs.current(run).carried.marks()
     else:
         with pytest.raises(DataBarrier, match="outside this run's reach") as refused:
             svc.open_context(run, ref.ref)
         assert "acme/platform" not in str(refused.value)
         with pytest.raises(RunNotFound):  # its first step was refused: the run was never opened
-            svc.trail(run.run_id)
+            svc.operator.trail(run.run_id)
 
 
 def test_a_grant_covers_opening_a_reference_and_writing_what_it_holds(svc):
@@ -183,13 +183,13 @@ def test_a_grant_covers_opening_a_reference_and_writing_what_it_holds(svc):
     run = at(svc, "globex/platform", "opener")
     with pytest.raises(DataBarrier):
         svc.open_context(run, ref.ref)
-    grant = svc.add_grant("acme/platform", "globex/platform")
+    grant = svc.operator.add_grant("acme/platform", "globex/platform")
     _, opened = svc.open_context(run, ref.ref)
     assert opened[0].text == SECRET
     assert opened[0].labels.space == ELSEWHERE  # the agent is never told where it came from
     written = svc.remember(run, "what acme told us")
     assert written.from_spaces == (ELSEWHERE,)
-    assert svc.book.load(written.id).from_spaces == ("acme/platform",)  # but the label is there
+    assert svc._parts.memories.load(written.id).from_spaces == ("acme/platform",)  # but the label is there
     assert [s.grant for s in steps(svc, run, "gate")] == [grant.id, grant.id]
     with pytest.raises(DataBarrier):  # globex may not hold it: the grant was into globex/platform only
         svc.remember(at(svc, "globex/platform", "opener"), "x", personal=True)
@@ -203,7 +203,7 @@ def test_a_forgotten_memory_in_a_reference_reads_as_forgotten(svc):
     # No text to check, so no digest either: it could only confirm a guess of the text.
     assert (opened[0].text, opened[0].labels.digest) == (None, None)
     assert reference.items[0][1].space == "acme/platform"
-    assert not [r for r in svc.catalog.all("SELECT items FROM contexts") if memory.digest in r["items"]]
+    assert not [r for r in svc._parts.catalog.all("SELECT items FROM contexts") if memory.digest in r["items"]]
 
 
 def test_share_names_only_memories_the_sharer_sees(svc):
@@ -231,7 +231,7 @@ def test_the_same_run_name_from_another_ai_is_another_run(svc):
     svc.recall(claude, "anything")
     svc.recall(cursor, "anything")  # not sealed in acme/platform: it is a run of its own
     assert claude.run_id != cursor.run_id
-    assert [svc.trail(c.run_id)[0].space for c in (claude, cursor)] == ["acme/platform", "globex"]
+    assert [svc.operator.trail(c.run_id)[0].space for c in (claude, cursor)] == ["acme/platform", "globex"]
 
 
 # -- untrusted content ----------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_forget_from_a_run_carrying_untrusted_content_needs_a_person(svc):
         svc.forget(run, victim.id, ask=lambda r: False)
     svc.forget(run, victim.id, ask=lambda r: True)
     assert [s.rule for s in steps(svc, run, "gate")] == ["untrusted_source"] * 3
-    svc.trust("source:slack")
+    svc.operator.trust("source:slack")
     svc.forget(run, slack.id)  # a trusted source needs no person
 
 
@@ -283,7 +283,7 @@ def test_agents_never_see_the_name_of_a_from_space_they_do_not_reach(svc):
     globex = at(svc, "globex", "g")
     [note] = [m for m in svc.recall(globex, "personal note about staging").memories if m.space is None]
     assert note.labels.from_ == (ELSEWHERE,)
-    assert "space:acme/platform" in svc.runs.current(globex).carried.marks()  # but it carries it
+    assert "space:acme/platform" in svc._parts.runs.current(globex).carried.marks()  # but it carries it
     with pytest.raises(DataBarrier, match="outside this run's reach") as refused:
         svc.remember(globex, "globex now knows it")
     assert "acme" not in str(refused.value)
@@ -300,7 +300,7 @@ def test_the_trail_holds_ids_labels_and_rules_never_texts(svc):
     svc.recall(run, "staging database password")
     with pytest.raises(DataBarrier):
         svc.remember(run, "leak it", personal=True)
-    raw = svc.catalog.all("SELECT * FROM run_steps")
+    raw = svc._parts.catalog.all("SELECT * FROM run_steps")
     assert raw and not any("vault" in str(tuple(r)) or "leak it" in str(tuple(r)) for r in raw)
-    delivery = svc.deliveries(last=1)[0]
+    delivery = svc.operator.deliveries(last=1)[0]
     assert delivery.run_id == run.run_id

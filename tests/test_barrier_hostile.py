@@ -21,7 +21,7 @@ SECRET = "the staging database password is in vault path secret/acme-stg"
 @pytest.fixture
 def svc(fake_service):
     for name in SPACES:
-        fake_service.create_space(name)
+        fake_service.operator.create_space(name)
     return fake_service
 
 
@@ -30,7 +30,7 @@ def seed(svc, space="acme/platform", text=SECRET, **kw):
 
 
 def agent_token(svc, ai="cursor", space=None):
-    token, _ = svc.create_token(ai=ai, space=space)
+    token, _ = svc.operator.create_token(ai=ai, space=space)
     return token
 
 
@@ -40,11 +40,11 @@ def agent_token(svc, ai="cursor", space=None):
 def test_a_grant_never_lets_a_denied_ai_open_a_reference(svc):
     memory = seed(svc)
     reference = svc.share(svc.caller("claude-code", space="acme/platform", run="s"), [memory.id])
-    svc.add_grant("acme/platform", "globex")
+    svc.operator.add_grant("acme/platform", "globex")
     opener = svc.caller("cursor", space="globex", run="o")
     _, opened = svc.open_context(opener, reference.ref)  # the grant alone lets it through
     assert opened[0].text == SECRET
-    svc.set_policy("cursor", "acme", "deny")
+    svc.operator.set_policy("cursor", "acme", "deny")
     denied = svc.caller("cursor", space="globex", run="o2")
     with pytest.raises(DataBarrier, match="cannot be opened"):
         svc.open_context(denied, reference.ref)
@@ -54,10 +54,10 @@ def test_a_grant_never_carries_data_of_a_denied_space_into_another(svc):
     seed(svc)
     token = agent_token(svc)  # unscoped: its standing run is sealed everywhere
     svc.recall(svc.caller(space="acme/platform", transport="http", token=token), "staging database password")
-    svc.add_grant("acme/platform", "globex")
+    svc.operator.add_grant("acme/platform", "globex")
     in_globex = svc.caller(space="globex", transport="http", token=token)
     assert svc.remember(in_globex, "under the grant").space == "globex"
-    svc.set_policy("cursor", "acme/platform", "deny")
+    svc.operator.set_policy("cursor", "acme/platform", "deny")
     with pytest.raises(DataBarrier, match="policy"):
         svc.remember(in_globex, "after the deny")
 
@@ -66,12 +66,12 @@ def test_nobody_is_asked_to_approve_past_a_policy(svc):
     seed(svc)
     run = svc.caller("cursor", space="acme/platform", run="r")
     svc.recall(run, "staging database password")
-    svc.set_policy("cursor", "acme/platform", "deny")
+    svc.operator.set_policy("cursor", "acme/platform", "deny")
     asked: list[ApprovalRequest] = []
     with pytest.raises(DataBarrier, match="policy"):
         svc.remember(run, "summary", personal=True, ask=lambda r: asked.append(r) or True)
     assert asked == []
-    _, trail = svc.trail(run.run_id)
+    _, trail = svc.operator.trail(run.run_id)
     assert [t.step.kind for t in trail][-1] == "gate" and trail[-1].step.decision == "refused"
 
 
@@ -79,13 +79,13 @@ def test_nobody_is_asked_to_approve_past_a_policy(svc):
 
 
 def test_a_grant_dies_with_its_space_and_a_space_remade_inherits_nothing(svc):
-    grant = svc.add_grant("tmpx", None)
-    other = svc.add_grant("acme", "tmpx")
-    svc.remove_space("tmpx")
-    assert [g.id for g in svc.grants()] == []
-    assert svc.grant_book.get(grant.id).revoked_at is not None
-    assert svc.grant_book.get(other.id).revoked_at is not None
-    svc.create_space("tmpx")
+    grant = svc.operator.add_grant("tmpx", None)
+    other = svc.operator.add_grant("acme", "tmpx")
+    svc.operator.remove_space("tmpx")
+    assert [g.id for g in svc.operator.grants()] == []
+    assert svc._parts.grants.get(grant.id).revoked_at is not None
+    assert svc._parts.grants.get(other.id).revoked_at is not None
+    svc.operator.create_space("tmpx")
     seed(svc, space="tmpx", text="tmpx's new secret")
     run = svc.caller("claude-code", space="tmpx", run="r")
     svc.recall(run, "new secret")
@@ -97,9 +97,9 @@ def test_a_grant_for_a_space_that_does_not_exist_is_refused(svc):
     from server.errors import SpaceNotFound
 
     with pytest.raises(SpaceNotFound):
-        svc.add_grant("nowhere", None)
+        svc.operator.add_grant("nowhere", None)
     with pytest.raises(SpaceNotFound):
-        svc.add_grant("acme", "nowhere")
+        svc.operator.add_grant("acme", "nowhere")
 
 
 # -- a person approves exactly what is written ------------------------------------------------
@@ -154,7 +154,7 @@ def test_an_agent_tokens_requests_are_one_standing_run_that_only_grows(svc):
     for target in ("globex", None):
         with pytest.raises(DataBarrier):
             svc.remember(svc.caller(space=target, transport="http", token=token), "x", personal=target is None)
-    run = svc.runs.get(first.run_id)
+    run = svc._parts.runs.get(first.run_id)
     assert run.everywhere and run.kind == "standing" and "space:acme/platform" in run.carried.marks()
 
 
@@ -173,11 +173,11 @@ def test_a_run_token_shares_the_standing_run_of_the_agent_token_that_opened_it(s
 def test_an_ended_run_takes_no_further_step(svc):
     caller = svc.caller("claude-code", space="acme", run="session-7")
     svc.recall(caller, "anything")
-    svc.end_run(caller.run_id, by="cli")
+    svc.operator.end_run(caller.run_id, by="cli")
     with pytest.raises(RunEnded):
         svc.recall(caller, "anything")
     with pytest.raises(RunNotFound):
-        svc.end_run("run_" + "f" * 24, by="cli")
+        svc.operator.end_run("run_" + "f" * 24, by="cli")
 
 
 # -- the trail stays bounded -------------------------------------------------------------------
@@ -195,24 +195,24 @@ def test_pruning_removes_what_is_over_and_keeps_what_explains_a_memory(svc, cloc
     token = agent_token(svc, ai="claude-code")
     standing = svc.caller(space="acme", transport="http", token=token)
     svc.recall(standing, "staging")
-    assert sum(r.kind == "once" for r in svc.runs.list(last=100)) == 4  # the seed's and the three recalls
+    assert sum(r.kind == "once" for r in svc._parts.runs.list(last=100)) == 4  # the seed's and the three recalls
 
     clock.advance(days=91)
-    pruned = svc.prune_trail()
+    pruned = svc.operator.prune_trail()
     assert pruned.ended == 2 and pruned.runs == 4  # idle sessions are ended, never pruned alive
     with pytest.raises(RunEnded):
         svc.recall(idle, "staging")
-    kinds = {r.id: r.kind for r in svc.runs.list(last=100)}
+    kinds = {r.id: r.kind for r in svc._parts.runs.list(last=100)}
     assert "once" not in kinds.values() and {idle.run_id, vouched.run_id, standing.run_id} <= set(kinds)
-    assert "space:acme" in svc.runs.get(standing.run_id).carried.marks()  # what it carries stays
-    assert svc.trail(standing.run_id)[1] == []  # its old steps went
+    assert "space:acme" in svc._parts.runs.get(standing.run_id).carried.marks()  # what it carries stays
+    assert svc.operator.trail(standing.run_id)[1] == []  # its old steps went
 
     clock.advance(days=91)
-    svc.prune_trail()
-    left = {r.id for r in svc.runs.list(last=100)}
+    svc.operator.prune_trail()
+    left = {r.id for r in svc._parts.runs.list(last=100)}
     assert idle.run_id not in left and vouched.run_id in left  # its approval explains a live memory
     svc.forget(svc.caller("claude-code", space="acme", run="cleanup"), kept.id)
     clock.advance(days=91)
-    svc.prune_trail()
-    left = {r.id for r in svc.runs.list(last=100)}
+    svc.operator.prune_trail()
+    left = {r.id for r in svc._parts.runs.list(last=100)}
     assert vouched.run_id not in left and standing.run_id in left

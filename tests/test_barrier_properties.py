@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from indexing.testing import HashingEmbedder
 from server.errors import EsfisError
-from server.service import open_service
+from server.facade import open_service
 from server.spaces import contains
 from tests.catalogs import settings_for
 
@@ -60,7 +60,7 @@ def test_no_write_leaves_data_where_its_readers_do_not_reach_it(standings, actio
 
 def run_world(svc, standings, actions):
     for name in TREE:
-        svc.create_space(name)
+        svc.operator.create_space(name)
     truth: dict[str, set[str]] = {}  # memory id → spaces whose data it holds (the test's account)
     explained: dict[str, bool] = {}  # memory id → its write relied on a grant or an approval
     for space in STANDINGS:
@@ -82,7 +82,7 @@ def run_world(svc, standings, actions):
 
     def wrote(r, memory, extra=frozenset()):
         truth[memory.id] = knows[r] | set(extra)
-        _, trail = svc.trail(caller(r).run_id)
+        _, trail = svc.operator.trail(caller(r).run_id)
         last = [t.step for t in trail]
         gate = next(s for s in reversed(last) if s.kind == "gate")
         explained[memory.id] = gate.grant is not None or (len(last) >= 3 and last[-3].kind == "approved")
@@ -127,7 +127,7 @@ def run_world(svc, standings, actions):
             elif kind == "grant":
                 source, target = args
                 if source != target:
-                    svc.add_grant(source, target)
+                    svc.operator.add_grant(source, target)
                     grants.append((source, target))
             elif kind == "wander":
                 r, space = args
@@ -135,7 +135,7 @@ def run_world(svc, standings, actions):
         except EsfisError:
             continue  # refused: the checks below prove nothing was written
     for memory_id, spaces in truth.items():
-        memory = svc.book.load(memory_id)
+        memory = svc._parts.memories.load(memory_id)
         if memory is None or memory.forgotten:
             continue
         labelled = {s for s in (memory.space, *memory.from_spaces) if s is not None}

@@ -31,7 +31,7 @@ _WORKER = textwrap.dedent(
     from pathlib import Path
     from indexing.testing import HashingEmbedder
     from server.errors import AlreadySuperseded, MemoryNotFound
-    from server.service import open_service
+    from server.facade import open_service
     from server.settings import Settings
 
     worker, home, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
@@ -43,7 +43,7 @@ _WORKER = textwrap.dedent(
     sys.stdin.readline()
 
     def live_id(space):
-        row = svc.catalog.one(
+        row = svc._parts.catalog.one(
             "SELECT id FROM memories WHERE space = ? AND forgotten_at IS NULL AND superseded_by IS NULL "
             "ORDER BY random() LIMIT 1", (space,))
         return None if row is None else row["id"]
@@ -73,7 +73,7 @@ _WORKER = textwrap.dedent(
                 keys = [f"{worker}-{n}-{i}" for i in range(5)]
                 lines = b"".join(json.dumps({"text": f"import {k} for {space}", "space": space, "key": k}).encode()
                                  + b"\\n" for k in keys)
-                report = svc.import_jsonl(io.BytesIO(lines), batch_size=5)
+                report = svc.operator.import_jsonl(io.BytesIO(lines), batch_size=5)
                 assert report.failed == 0 and report.imported == 5, report.summary()
                 log["imported"] += report.imported
                 log["import_keys"].extend(keys)
@@ -115,8 +115,8 @@ def _files_holding(home: Path, texts: list[str]) -> dict[str, list[str]]:
 
 
 def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_service, home):
-    fake_service.create_space("acme")
-    fake_service.create_space("globex")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("globex")
     for space in ("acme", "globex"):
         caller = fake_service.caller("seed", space=space)
         for i in range(20):
@@ -152,7 +152,7 @@ def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_se
 
     svc = reopen(home)
     try:
-        rows = {r["id"]: r for r in svc.catalog.all("SELECT id, superseded_by, forgotten_at, key FROM memories")}
+        rows = {r["id"]: r for r in svc._parts.catalog.all("SELECT id, superseded_by, forgotten_at, key FROM memories")}
         forgotten = {i for log in logs for i, _ in log["forgotten"]}
         written = [i for log in logs for i in log["written"]] + [new for log in logs for _, new in log["replaced"]]
         assert [i for i in written if i not in rows] == [], "lost writes"
@@ -160,9 +160,9 @@ def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_se
             for old, new in log["replaced"]:
                 assert rows[old]["superseded_by"] == new
         assert all(rows[i]["forgotten_at"] is not None for i in forgotten)
-        imports = svc.catalog.one("SELECT count(*) AS n FROM memories WHERE ai = 'import'")["n"]
+        imports = svc._parts.catalog.one("SELECT count(*) AS n FROM memories WHERE ai = 'import'")["n"]
         assert imports == sum(log["imported"] for log in logs)  # each import row once, forgotten or not
-        keys = svc.catalog.all("SELECT key, count(*) AS n FROM memories WHERE key IS NOT NULL GROUP BY key")
+        keys = svc._parts.catalog.all("SELECT key, count(*) AS n FROM memories WHERE key IS NOT NULL GROUP BY key")
         assert {k["key"] for k in keys} <= {k for log in logs for k in log["import_keys"]}
         assert {k["n"] for k in keys} <= {1}
         assert_whole(svc, home)

@@ -30,7 +30,7 @@ REACH = {
 @pytest.fixture
 def stocked(service, folders):
     for name in ("acme", "acme/platform", "acme/finance", "acme2", "acme-corp", "globex"):
-        service.add_space(folders[name], name=name)
+        service.operator.add_space(folders[name], name=name)
     for space, text in FACTS.items():
         caller = service.caller("cli", space=space)
         service.remember(caller, text, personal=space is None)

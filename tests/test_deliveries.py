@@ -80,20 +80,20 @@ def _delivery_rows(home):
 def test_why_of_a_scoped_token_names_personal_as_out_of_reach_not_policy(fake_service):
     """A token confined to acme never reaches personal memories: --why must say "space"."""
     svc = fake_service
-    svc.create_space("acme")
+    svc.operator.create_space("acme")
     svc.remember(svc.caller("cli", space="acme"), "acme login uses auth0")
     svc.remember(svc.caller("cli"), "my login preference is passkeys", personal=True)
     scoped = svc.caller("claude-code", space="acme", scope="acme")
     delivered = svc.recall(scoped, "login")
     assert all(m.space == "acme" for m in delivered.memories)
-    why = svc.why(delivered.delivery_id)
+    why = svc.operator.why(delivered.delivery_id)
     assert why.delivery.scope == "acme"
     assert [(o.space, o.reason) for o in why.others] == [(None, "space")]
 
 
 def _seed_three(svc):
     for name in ("acme", "globex", "initech"):
-        svc.create_space(name)
+        svc.operator.create_space(name)
     svc.remember(svc.caller("cli", space="acme"), "acme login uses auth0")
     globex = [svc.remember(svc.caller("cli", space="globex"), f"globex fact {i}") for i in range(3)]
     for i in range(2):
@@ -106,14 +106,14 @@ def test_cut_by_space_counts_what_other_spaces_hold_after_forgets_and_removals(f
     svc = fake_service
     globex = _seed_three(svc)
     first = svc.recall(svc.caller("claude-code", space="acme"), "login")
-    assert svc.delivery(first.delivery_id).cut["space"] == 5  # globex 3, initech 2
+    assert svc.operator.delivery(first.delivery_id).cut["space"] == 5  # globex 3, initech 2
     svc.forget(svc.caller("cli", space="globex"), globex[0].id)
-    svc.remove_space("initech", purge=True)
-    svc.deny("claude-code", "acme")
+    svc.operator.remove_space("initech", purge=True)
+    svc.operator.deny("claude-code", "acme")
     second = svc.recall(svc.caller("claude-code", space="acme"), "login")
-    cut = svc.delivery(second.delivery_id).cut
+    cut = svc.operator.delivery(second.delivery_id).cut
     assert (cut["space"], cut["policy"]) == (2, 1)  # globex's two left; acme's one, denied
-    assert svc.delivery(first.delivery_id).cut["space"] == 5  # an old delivery keeps its figures
+    assert svc.operator.delivery(first.delivery_id).cut["space"] == 5  # an old delivery keeps its figures
 
 
 def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
@@ -122,7 +122,7 @@ def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
     import sqlite3
 
     from indexing.testing import HashingEmbedder
-    from server.service import open_service
+    from server.facade import open_service
     from server.settings import Settings
 
     def service():
@@ -140,6 +140,6 @@ def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
     try:
         svc.remember(svc.caller("cli", space="globex"), "globex fact written after the upgrade")
         delivered = svc.recall(svc.caller("claude-code", space="acme"), "login")
-        assert svc.delivery(delivered.delivery_id).cut["space"] == 6
+        assert svc.operator.delivery(delivered.delivery_id).cut["space"] == 6
     finally:
         svc.close()

@@ -14,7 +14,7 @@ import pytest
 
 from indexing.testing import HashingEmbedder
 from server.clock import iso
-from server.service import export_home, open_service
+from server.facade import export_home, open_service
 from server.settings import Settings
 from tests.conftest import ESFIS_BIN, cli_env
 from tests.test_faults import ROOT
@@ -25,8 +25,8 @@ def source(tmp_path: Path, clock):
     """A SQLite home with labels of every kind: origin marks, a ``from`` label (a run that read
     acme/platform wrote into acme), an end of validity, a superseded and a forgotten memory."""
     svc = open_service(Settings(home=tmp_path / "source", model=None), embedder=HashingEmbedder(), clock=clock)
-    svc.create_space("acme")
-    svc.create_space("acme/platform")
+    svc.operator.create_space("acme")
+    svc.operator.create_space("acme/platform")
     platform = svc.caller("claude-code", space="acme/platform", run="task-7")
     svc.remember(platform, "the platform gateway is Kong", labels=["source:slack"])
     svc.recall(platform, "gateway")
@@ -68,13 +68,13 @@ def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_s
     }  # current ones only
     carried = next(line for line in lines if line["text"].startswith("summary"))
     assert carried["labels"]["from"] == ["acme/platform"] and carried["space"] == "acme"
-    fake_service.create_space("acme")
-    fake_service.create_space("acme/platform")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("acme/platform")
     body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-    report = fake_service.import_restore(io.BytesIO(body))
+    report = fake_service.operator.import_restore(io.BytesIO(body))
     assert (report.imported, report.skipped, report.failed) == (5, 0, 0), report.errors
     for line in lines:
-        memory = fake_service.book.load(line["id"])
+        memory = fake_service._parts.memories.load(line["id"])
         assert memory is not None and memory.text == line["text"] and memory.space == line["space"]
         assert (memory.origin, memory.from_spaces, memory.run_id, memory.digest, memory.ai) == (
             tuple(line["labels"]["origin"]),
@@ -91,7 +91,7 @@ def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_s
     # The barrier still knows where the summary's data came from: a run that reads it carries acme/platform.
     reader = fake_service.caller("claude-code", space="acme", run="reader")
     assert fake_service.get(reader, carried["id"]).from_spaces == ("acme/platform",)
-    again = fake_service.import_restore(io.BytesIO(body))
+    again = fake_service.operator.import_restore(io.BytesIO(body))
     assert (again.imported, again.skipped) == (0, 5)  # a re-run adds nothing
     query = "how does acme build and deploy"
     ours = fake_service.recall(fake_service.caller("cli", space="acme"), query).memories
@@ -100,8 +100,8 @@ def test_export_then_import_restore_keeps_ids_labels_and_validity(source, fake_s
 
 
 def test_import_restore_never_widens_a_label(source, fake_service):
-    fake_service.create_space("acme")
-    fake_service.create_space("acme/platform")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("acme/platform")
     carried = next(line for line in exported(source) if line["text"].startswith("summary"))
 
     def variant(**changes):
@@ -124,12 +124,12 @@ def test_import_restore_never_widens_a_label(source, fake_service):
         variant(space="globex", labels_space="globex"),
     ]
     body = b"".join(json.dumps(line).encode() + b"\n" for line in bad)
-    report = fake_service.import_restore(io.BytesIO(body))
+    report = fake_service.operator.import_restore(io.BytesIO(body))
     assert (report.imported, report.failed) == (0, len(bad)), report.errors
     reasons = [reason for _, reason in report.errors]
     assert "labels.space None is not the row's space" not in reasons[0]
     assert all(reasons), reasons
-    assert fake_service.book.load(carried["id"]) is None
+    assert fake_service._parts.memories.load(carried["id"]) is None
 
 
 def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):

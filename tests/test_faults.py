@@ -29,7 +29,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.importer import import_stream
 from server.catalog import open_catalog
 from server.errors import MemoryNotFound
-from server.service import Esfis, open_service
+from server.facade import Esfis, open_service
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
@@ -45,7 +45,7 @@ _VERB = textwrap.dedent(
     """
     import dataclasses, json, sys
     from indexing.testing import HashingEmbedder
-    from server.service import open_service
+    from server.facade import open_service
     from server.settings import Settings
 
     verb, space, *args = sys.argv[1:]
@@ -58,7 +58,7 @@ _VERB = textwrap.dedent(
     elif verb == "forget":
         svc.forget(caller, args[0])
     elif verb == "import":
-        print(svc.import_jsonl(open(args[0], "rb"), batch_size=int(args[1])).summary(), flush=True)
+        print(svc.operator.import_jsonl(open(args[0], "rb"), batch_size=int(args[1])).summary(), flush=True)
     svc.close()
     """
 )
@@ -86,13 +86,13 @@ def digest(text: str) -> str:
 
 
 def id_of(svc: Esfis, text: str) -> str | None:
-    row = svc.catalog.one("SELECT id FROM memories WHERE digest = ?", (digest(text),))
+    row = svc._parts.catalog.one("SELECT id FROM memories WHERE digest = ?", (digest(text),))
     return None if row is None else row["id"]
 
 
 def assert_whole(svc: Esfis, home: Path, *, gone: tuple[str, ...] = ()) -> None:
     """The invariants every test here ends with (see the module's docstring)."""
-    catalog, store = svc.catalog, svc.store
+    catalog, store = svc._parts.catalog, svc._parts.store
     keys = {r["partition"] for r in catalog.all("SELECT DISTINCT partition FROM memories")}
     tables = {p.name for p in (home / "vectors").glob("*.lance")}
     assert tables <= {f"{table_name(k)}.lance" for k in keys}, "a table no catalog entry names"
@@ -138,10 +138,10 @@ def dead_journals(home: Path) -> list[Path]:
 def acme(fake_service: Esfis, home: Path) -> str:
     """A store with acme's filler and the secret in one fragment (a plain delete would leave the
     secret in its data file), closed: the id of the secret."""
-    fake_service.create_space("acme")
-    fake_service.create_space("globex")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("globex")
     lines = [json.dumps({"text": t, "space": "acme"}) for t in [*FILLER[:20], SECRET, *FILLER[20:]]]
-    assert import_stream(fake_service, lines).imported == len(lines)
+    assert import_stream(fake_service._parts, lines).imported == len(lines)
     secret = id_of(fake_service, SECRET)
     assert secret is not None and files_containing(home, SECRET)
     fake_service.close()
@@ -158,7 +158,7 @@ def test_forget_killed_at_any_step_is_finished_on_the_next_open(home, acme, fail
     killed(home, failpoint, "forget", "acme", acme)
     svc = reopen(home)
     try:
-        row = svc.catalog.one("SELECT forgotten_at, digest, labels, key FROM memories WHERE id = ?", (acme,))
+        row = svc._parts.catalog.one("SELECT forgotten_at, digest, labels, key FROM memories WHERE id = ?", (acme,))
         assert row["forgotten_at"] is not None and row["digest"] is None and row["key"] is None
         with pytest.raises(MemoryNotFound):
             svc.get(svc.caller("cli", space="acme"), acme)
@@ -182,7 +182,7 @@ def test_a_memory_being_forgotten_is_never_read_before_its_forget_is_finished(ho
     killed(home, "forget:after-intent", "forget", "acme", acme)
     svc = unrecovered(home)
     try:
-        assert svc.store.text(partition_key("acme"), acme) == SECRET and files_containing(home, SECRET)
+        assert svc._parts.store.text(partition_key("acme"), acme) == SECRET and files_containing(home, SECRET)
         caller = svc.caller("cli", space="acme")
         with pytest.raises(MemoryNotFound):
             svc.get(caller, acme)
@@ -204,7 +204,7 @@ def test_a_stale_forget_is_finished_by_the_next_forget_of_a_running_service(home
         other = svc.remember(caller, "a note to forget")
         svc.forget(caller, other.id)
         assert files_containing(home, SECRET), "an intent a minute young may be a live forget's"
-        with svc.catalog.transaction() as tx:
+        with svc._parts.catalog.transaction() as tx:
             tx.execute("UPDATE forgetting SET since = since - 120000000")  # two minutes old
         another = svc.remember(caller, "another note to forget")
         svc.forget(caller, another.id)
@@ -269,7 +269,7 @@ def test_import_killed_mid_way_reruns_to_each_row_once(home, acme, tmp_path, fai
     svc = reopen(home)
     try:
         assert_whole(svc, home)
-        partial = svc.catalog.one("SELECT count(*) AS n FROM memories WHERE space = 'globex'")["n"]
+        partial = svc._parts.catalog.one("SELECT count(*) AS n FROM memories WHERE space = 'globex'")["n"]
         assert partial == (20 if failpoint.startswith("write:after-vectors") else 30)
     finally:
         svc.close()
@@ -278,14 +278,14 @@ def test_import_killed_mid_way_reruns_to_each_row_once(home, acme, tmp_path, fai
     svc = reopen(home)
     try:
         assert_whole(svc, home)
-        keys = svc.catalog.all("SELECT key, count(*) AS n FROM memories WHERE space = 'globex' GROUP BY key")
+        keys = svc._parts.catalog.all("SELECT key, count(*) AS n FROM memories WHERE space = 'globex' GROUP BY key")
         assert len(keys) == 50 and {k["n"] for k in keys} == {1}
     finally:
         svc.close()
 
 
 def test_a_services_write_journal_is_empty_between_writes_and_gone_once_closed(fake_service, home):
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     caller = fake_service.caller("cli", space="acme")
     for i in range(3):
         fake_service.remember(caller, f"note {i}")

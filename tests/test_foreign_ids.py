@@ -11,8 +11,8 @@ import pytest
 
 from indexing.testing import HashingEmbedder
 from server.errors import MemoryNotFound
+from server.facade import open_service
 from server.memories.input import new_id
-from server.service import open_service
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 
@@ -25,13 +25,13 @@ VERBS = {
 
 @pytest.fixture
 def globex_id(fake_service, home):
-    fake_service.create_space("acme")
-    fake_service.create_space("globex")
+    fake_service.operator.create_space("acme")
+    fake_service.operator.create_space("globex")
     globex = fake_service.caller("cli", space="globex")
     for i in range(20):
         fake_service.remember(globex, f"globex standing fact {i}")
     memory = fake_service.remember(globex, "Globex authentication uses Clerk")
-    fake_service.deny("cursor", "globex")
+    fake_service.operator.deny("cursor", "globex")
     fake_service.close()
     return memory.id
 
@@ -48,13 +48,13 @@ def test_foreign_id_opens_no_partition_and_answers_like_a_random_id(home, globex
     svc = open_service(settings_for(home), embedder=HashingEmbedder())
     try:
         caller = svc.caller(ai, space=space)
-        svc.store.stats.reset()
+        svc._parts.store.stats.reset()
         foreign = _refusal(verb, svc, caller, globex_id)
-        touched = (dict(svc.store.stats.opened), dict(svc.store.stats.loaded))
+        touched = (dict(svc._parts.store.stats.opened), dict(svc._parts.store.stats.loaded))
         missing = _refusal(verb, svc, caller, new_id())
         assert foreign == missing
         assert touched == ({}, {}), f"{verb} of a foreign id opened {touched}"
-        assert partition_key("globex") not in svc.store.stats.opened
+        assert partition_key("globex") not in svc._parts.store.stats.opened
     finally:
         svc.close()
     # And the memory is untouched where it lives.

@@ -28,7 +28,7 @@ _WORKER = textwrap.dedent(
     from pathlib import Path
     from indexing.store import VectorStore
     from indexing.testing import HashingEmbedder
-    from server.service import open_service
+    from server.facade import open_service
     from server.settings import Settings
     from server.spaces import partition_key
 
@@ -89,12 +89,12 @@ def _start(role: str, home: Path) -> subprocess.Popen[str]:
 
 
 def test_recall_in_one_process_survives_forget_in_another(fake_service, home, folders):
-    fake_service.add_space(folders["acme"], "acme")
+    fake_service.operator.add_space(folders["acme"], "acme")
     filler = " ".join(f"word{j}" for j in range(5))
     lines = [
         json.dumps({"text": f"acme standing fact {i} about the build {filler}", "space": "acme"}) for i in range(50)
     ]
-    assert import_stream(fake_service, lines, ai="seed").imported == 50
+    assert import_stream(fake_service._parts, lines, ai="seed").imported == 50
 
     workers = [_start(role, home) for role in ("writer", "reader")]
     for process in workers:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from indexing.testing import HashingEmbedder
-from server.service import open_service
+from server.facade import open_service
 from server.settings import Settings
 from tests.helpers import files_containing
 
@@ -14,7 +14,7 @@ SECRET = "the staging root password is hunter2-zebra-97"
 
 
 def test_forgotten_text_is_in_no_file(service, folders, home):
-    service.add_space(folders["acme"])
+    service.operator.add_space(folders["acme"])
     acme = service.caller("cli", cwd=folders["acme"])
     # Neighbours in the same fragment, so a plain delete would leave the row in its data file.
     for i in range(30):
@@ -31,7 +31,7 @@ def test_forgotten_text_is_in_no_file(service, folders, home):
 
 def test_forget_after_replace_purges_every_copy(service, folders, home):
     """A replace rewrites the old row to close its validity: both copies must go."""
-    service.add_space(folders["acme"])
+    service.operator.add_space(folders["acme"])
     acme = service.caller("cli", cwd=folders["acme"])
     old = service.remember(acme, SECRET)
     service.replace(acme, old.id, "the staging password was rotated")
@@ -40,11 +40,11 @@ def test_forget_after_replace_purges_every_copy(service, folders, home):
 
 
 def test_forgotten_id_is_kept_without_text(service, folders):
-    service.add_space(folders["acme"])
+    service.operator.add_space(folders["acme"])
     acme = service.caller("cli", cwd=folders["acme"])
     memory = service.remember(acme, SECRET)
     service.forget(acme, memory.id)
-    row = service.catalog.one("SELECT forgotten_at, digest FROM memories WHERE id = ?", (memory.id,))
+    row = service._parts.catalog.one("SELECT forgotten_at, digest FROM memories WHERE id = ?", (memory.id,))
     assert row["forgotten_at"] is not None and row["digest"] is None
 
 
@@ -64,18 +64,18 @@ def test_forget_leaves_no_digest_or_labels_in_the_catalog_its_wal_or_free_pages(
 
 
 def _forget_ten(fake_service, home) -> None:
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     acme = fake_service.caller("cli", space="acme")
     memories = [
         fake_service.remember(acme, f"acme fact number {i} about the build", labels=["source:slack"]) for i in range(60)
     ]
-    fake_service.catalog.checkpoint()  # the digests in the database file too, not only in the WAL
+    fake_service._parts.catalog.checkpoint()  # the digests in the database file too, not only in the WAL
     forgotten = memories[3::6]
     hexed = [m.digest.removeprefix("sha256:") for m in forgotten]
     assert all(len(h) == 64 for h in hexed) and files_containing(home, hexed[0])
     for memory in forgotten:
         fake_service.forget(acme, memory.id)
-        row = fake_service.catalog.one("SELECT * FROM memories WHERE id = ?", (memory.id,))
+        row = fake_service._parts.catalog.one("SELECT * FROM memories WHERE id = ?", (memory.id,))
         assert (row["digest"], row["labels"], row["from_spaces"], row["key"]) == (None, "[]", "[]", None)
     left = {h: files_containing(home, h) + files_containing(home, h[:16]) for h in hexed}
     assert {h: [p.name for p in files] for h, files in left.items() if files} == {}
@@ -89,10 +89,10 @@ def test_forget_on_postgresql_leaves_no_row_version_holding_the_digest(fake_serv
     or dead, in the memories table or its digest index, holds the digest, its 16-digit prefix or
     the labels (pageinspect reads every item of every page). What it cannot promise: the bytes
     of a pruned row may stay in a page's free space, and in the WAL, until reused (README)."""
-    catalog = fake_service.catalog
+    catalog = fake_service._parts.catalog
     with catalog.transaction() as tx:
         tx.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     acme = fake_service.caller("cli", space="acme")
     memories = [
         fake_service.remember(acme, f"acme fact number {i} about the build", labels=[f"source:slack-{i}"])

@@ -24,7 +24,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.importer import import_stream
 from server.cli import main
 from server.errors import StoreUnavailable
-from server.service import open_service
+from server.facade import open_service
 from server.spaces import partition_key
 from tests.catalogs import catalog_rows as _catalog
 from tests.catalogs import settings_for
@@ -55,7 +55,7 @@ class CountingEmbedder(HashingEmbedder):
 
 def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_path: Path, real_embedder):
     svc = open_service(settings_for(home), embedder=real_embedder)
-    svc.create_space("acme")
+    svc.operator.create_space("acme")
     svc.close()
     source = _jsonl(
         tmp_path / "memories.jsonl",
@@ -90,7 +90,7 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
 
     svc = open_service(settings_for(home), embedder=real_embedder)
     try:
-        assert [s.name for s in svc.spaces()] == ["acme"]  # an import never creates spaces
+        assert [s.name for s in svc.operator.spaces()] == ["acme"]  # an import never creates spaces
         recalled = svc.recall(svc.caller("claude-code", space="acme"), "when does acme deploy to kubernetes?").memories
         assert recalled[0].text == "Acme deploys with Kubernetes on Fridays"
         assert {m.text for m in recalled} == {
@@ -112,7 +112,7 @@ def test_cli_reports_bad_lines_by_number_and_imports_the_rest(home: Path, tmp_pa
 
 def test_cli_exits_zero_when_every_row_is_imported_or_skipped(home: Path, tmp_path: Path, real_embedder, capsys):
     svc = open_service(settings_for(home), embedder=real_embedder)
-    svc.create_space("acme")
+    svc.operator.create_space("acme")
     svc.close()
     rng = np.random.default_rng(3)
     rows = [{"text": f"fact {i}", "space": "acme", "vector": rng.standard_normal(DIM).tolist()} for i in range(5)]
@@ -126,7 +126,7 @@ def test_cli_exits_zero_when_every_row_is_imported_or_skipped(home: Path, tmp_pa
 
 
 def test_a_rerun_adds_nothing_twice_by_key_or_by_text(fake_service):
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     rows = [
         {"text": "Acme bills monthly", "space": "acme", "key": "billing"},
         {"text": "Acme uses Auth0", "space": "acme", "key": "auth"},
@@ -135,9 +135,9 @@ def test_a_rerun_adds_nothing_twice_by_key_or_by_text(fake_service):
         {"text": "Acme's CI is GitHub Actions"},  # the same text in another space is another memory
     ]
     lines = [json.dumps(r) for r in rows]
-    first = import_stream(fake_service, lines, batch_size=2)
+    first = import_stream(fake_service._parts, lines, batch_size=2)
     assert (first.imported, first.skipped, first.failed) == (4, 1, 0)
-    second = import_stream(fake_service, lines)
+    second = import_stream(fake_service._parts, lines)
     assert (second.imported, second.skipped, second.failed) == (0, 5, 0)
 
     changed = [
@@ -145,18 +145,18 @@ def test_a_rerun_adds_nothing_twice_by_key_or_by_text(fake_service):
         {"text": "Acme uses Auth0", "space": "acme"},  # a known text (first imported under a key)
         {"text": "Acme uses Auth0", "space": "acme", "key": "auth-v2"},  # a new key: a new memory
     ]
-    third = import_stream(fake_service, [json.dumps(r) for r in changed])
+    third = import_stream(fake_service._parts, [json.dumps(r) for r in changed])
     assert (third.imported, third.skipped) == (1, 2)
     assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 5
 
 
 def test_a_forgotten_memory_is_not_present_and_can_be_imported_again(fake_service):
     lines = [json.dumps({"text": "the wifi password is in the vault", "key": "wifi"})]
-    assert import_stream(fake_service, lines).imported == 1
+    assert import_stream(fake_service._parts, lines).imported == 1
     caller = fake_service.caller("cli")
     [memory] = fake_service.recall(caller, "wifi password").memories
     fake_service.forget(caller, memory.id)
-    assert import_stream(fake_service, lines).imported == 1
+    assert import_stream(fake_service._parts, lines).imported == 1
 
 
 # -- per-row errors -------------------------------------------------------------------------
@@ -205,35 +205,35 @@ BAD_ROWS = [
 
 @pytest.mark.parametrize("bad, reason", BAD_ROWS)
 def test_a_bad_row_is_that_lines_error_and_the_rest_go_in(fake_service, bad, reason):
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     lines = [
         json.dumps({"text": "before", "space": "acme"}),
         bad if isinstance(bad, str) else json.dumps(bad),
         json.dumps({"text": "after"}),
     ]
-    report = import_stream(fake_service, lines)
+    report = import_stream(fake_service._parts, lines)
     assert (report.imported, report.skipped, report.failed) == (2, 0, 1)
     assert report.errors[0][0] == 2 and reason in report.errors[0][1], report.errors
-    assert [s.name for s in fake_service.spaces()] == ["acme"]
+    assert [s.name for s in fake_service.operator.spaces()] == ["acme"]
 
 
 def test_lines_are_numbered_as_an_editor_numbers_them(fake_service):
     lines = [b"", json.dumps({"text": "a"}).encode(), b"  ", b"\xff\xfe", b"{}"]
-    report = import_stream(fake_service, lines)
+    report = import_stream(fake_service._parts, lines)
     assert report.imported == 1
     assert report.errors == [(4, "not UTF-8 (byte 0)"), (5, "text is missing")]
 
 
 def test_errors_kept_are_capped_but_all_are_counted(fake_service):
-    report = import_stream(fake_service, ["nope"] * 1500)
+    report = import_stream(fake_service._parts, ["nope"] * 1500)
     assert report.failed == 1500 and len(report.errors) == 1000
 
 
 def test_an_import_is_an_operators_act_that_ai_policies_do_not_limit(fake_service):
-    fake_service.create_space("globex")
-    fake_service.deny("cursor", "globex")
+    fake_service.operator.create_space("globex")
+    fake_service.operator.deny("cursor", "globex")
     line = json.dumps({"text": "globex note", "space": "globex"})
-    assert import_stream(fake_service, [line], ai="cursor").imported == 1
+    assert import_stream(fake_service._parts, [line], ai="cursor").imported == 1
 
 
 # -- embedding ------------------------------------------------------------------------------
@@ -247,11 +247,11 @@ def test_precomputed_vectors_skip_embedding_and_a_text_is_embedded_once(home: Pa
         with_vectors = [
             json.dumps({"text": f"migrated {i}", "vector": rng.standard_normal(64).tolist()}) for i in range(20)
         ]
-        assert import_stream(svc, with_vectors, batch_size=7).imported == 20
+        assert import_stream(svc._parts, with_vectors, batch_size=7).imported == 20
         assert embedder.texts == []
 
         same_text = [json.dumps({"text": "the same words", "key": f"k{i}"}) for i in range(20)]
-        assert import_stream(svc, same_text, batch_size=7).imported == 20  # distinct keys: 20 memories
+        assert import_stream(svc._parts, same_text, batch_size=7).imported == 20  # distinct keys: 20 memories
         assert embedder.texts == ["the same words"]  # one embedding, reused within and across batches
     finally:
         svc.close()
@@ -259,9 +259,9 @@ def test_precomputed_vectors_skip_embedding_and_a_text_is_embedded_once(home: Pa
 
 def test_a_precomputed_vector_is_stored_at_unit_length(fake_service):
     vector = [3.0] + [0.0] * 63
-    import_stream(fake_service, [json.dumps({"text": "east", "vector": vector})])
+    import_stream(fake_service._parts, [json.dumps({"text": "east", "vector": vector})])
     [hit] = fake_service.recall(fake_service.caller("cli"), "east").memories
-    stored = fake_service.store.vector(partition_key(None), hit.id)
+    stored = fake_service._parts.store.vector(partition_key(None), hit.id)
     assert np.allclose(stored, [1.0] + [0.0] * 63)
 
 
@@ -270,7 +270,7 @@ def test_a_precomputed_vector_is_stored_at_unit_length(fake_service):
 
 def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_embedder, capsys):
     svc = open_service(settings_for(home), embedder=real_embedder)
-    svc.create_space("acme")
+    svc.operator.create_space("acme")
     invoice = "Acme pays invoices on the 5th of each month"
     invoice_vector = real_embedder.embed_documents([invoice])[0]
     table = pa.table(
@@ -305,7 +305,7 @@ def test_parquet_rows_import_like_json_lines(home: Path, tmp_path: Path, real_em
         memory = svc.get(caller, recalled[0].id)
         assert memory.key == "invoices" and memory.origin == ("source:erp",)
         assert memory.valid_until.isoformat() == "2030-01-01T00:00:00+00:00"
-        assert np.allclose(svc.store.vector(partition_key("acme"), memory.id), invoice_vector, atol=1e-6)
+        assert np.allclose(svc._parts.store.vector(partition_key("acme"), memory.id), invoice_vector, atol=1e-6)
         assert "I like green tea" in {m.text for m in svc.recall(caller, "favourite drink").memories}
     finally:
         svc.close()
@@ -332,7 +332,7 @@ BASES = [
 
 def test_a_killed_import_reruns_to_completion_with_each_row_once(home: Path, tmp_path: Path, real_embedder):
     svc = open_service(settings_for(home), embedder=real_embedder)
-    svc.create_space("acme")
+    svc.operator.create_space("acme")
     svc.close()
     vectors = real_embedder.embed_documents(BASES)
     rng = np.random.default_rng(11)
@@ -394,7 +394,7 @@ from pathlib import Path
 from indexing.testing import HashingEmbedder
 from server.bulk.journal import Journal
 from server.memories.input import NewMemory, new_id
-from server.service import open_service
+from server.facade import open_service
 from server.settings import Settings
 
 home = Path(sys.argv[1])
@@ -402,9 +402,9 @@ svc = open_service(Settings(home=home, model=None, catalog=os.environ.get("ESFIS
 now = svc.clock()
 memories = [NewMemory(id=new_id(), space=None, text=f"half-written {i}", vector=np.eye(64, dtype=np.float32)[i],
                       ai="import", created_at=now, valid_from=now, valid_until=None) for i in range(3)]
-journal = Journal.open(home, svc.catalog, svc.store)
+journal = Journal.open(home, svc._parts.catalog, svc._parts.store)
 journal.pending({"personal": [m.id for m in memories]})
-svc.store.add("personal", [m.row() for m in memories])  # the vectors, and then the kill: no catalog
+svc._parts.store.add("personal", [m.row() for m in memories])  # the vectors, and then the kill: no catalog
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -425,7 +425,7 @@ def test_vectors_of_an_import_killed_before_its_commit_are_purged_by_the_next(ho
     svc = open_service(settings_for(home), embedder=HashingEmbedder())
     try:
         assert svc.recall(svc.caller("cli"), "half-written 1").memories == []  # recall ignores them
-        report = import_stream(svc, [json.dumps({"text": "half-written 1"})])
+        report = import_stream(svc._parts, [json.dumps({"text": "half-written 1"})])
         assert report.imported == 1
         fresh = VectorStore(home / "vectors", model="hashing-test", dimension=64)
         assert [fresh.text("personal", i) for i in fresh.row_ids("personal")] == ["half-written 1"]
@@ -441,7 +441,7 @@ def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
     lines = [json.dumps({k: v for k, v in json.loads(line).items() if v is not None}) for line in lines]
     reports = []
     threads = [
-        threading.Thread(target=lambda: reports.append(import_stream(fake_service, lines, batch_size=37)))
+        threading.Thread(target=lambda: reports.append(import_stream(fake_service._parts, lines, batch_size=37)))
         for _ in range(2)
     ]
     for thread in threads:
@@ -456,7 +456,7 @@ def test_two_imports_of_the_same_rows_at_once_add_each_row_once(fake_service):
 def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_service):
     # Batch n+1 is checked while batch n is still being written: its repeats of batch n's rows
     # are caught by the last check, under the lock, against the rows written since.
-    fake_service.create_space("acme")
+    fake_service.operator.create_space("acme")
     rows = []
     for i in range(400):
         rows.append({"text": f"fact {i}", "space": "acme"})
@@ -464,7 +464,7 @@ def test_repeats_in_neighbouring_batches_go_in_once_while_batches_overlap(fake_s
         if i >= 3:  # the same text and the same key again, a batch or two later
             rows.append({"text": f"fact {i - 3}", "space": "acme"})
             rows.append({"text": f"another text, known key {i - 3}", "space": "acme", "key": f"key-{i - 3}"})
-    report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
+    report = import_stream(fake_service._parts, [json.dumps(r) for r in rows], batch_size=3)
     assert (report.imported, report.failed) == (800, 0)
     assert report.skipped == len(rows) - 800
     assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 800
@@ -475,10 +475,10 @@ def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
     # A keyed row that is already present writes nothing: a keyless row with its text, in the
     # same batch, is then new unless some memory has that text. Either order, the same answer.
     for space in ("acme", "globex"):
-        fake_service.create_space(space)
+        fake_service.operator.create_space(space)
         assert (
             import_stream(
-                fake_service, [json.dumps({"text": "bills monthly", "space": space, "key": "billing"})]
+                fake_service._parts, [json.dumps({"text": "bills monthly", "space": space, "key": "billing"})]
             ).imported
             == 1
         )
@@ -489,9 +489,9 @@ def test_a_text_counts_as_present_only_when_a_memory_holds_it(fake_service):
         {"text": "CI is GitHub Actions"},  # its text goes in beside it: skipped
     ]
     for space, order in (("acme", rows), ("globex", rows[::-1])):
-        report = import_stream(fake_service, [json.dumps({**r, "space": space}) for r in order])
+        report = import_stream(fake_service._parts, [json.dumps({**r, "space": space}) for r in order])
         assert (report.imported, report.skipped) == (2, 2), space
-        again = import_stream(fake_service, [json.dumps({**r, "space": space}) for r in order])
+        again = import_stream(fake_service._parts, [json.dumps({**r, "space": space}) for r in order])
         assert (again.imported, again.skipped) == (0, 4), space
     assert _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0] == 6
 
@@ -500,7 +500,7 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     # The third batch's vectors reach disk, then the write fails, and so does its own clean-up:
     # no later batch may be written (it would also wipe the journal that names those vectors),
     # and closing the import purges them.
-    store = fake_service.store
+    store = fake_service._parts.store
     real_add, real_purge = store.add, store.purge
     calls = {"add": 0, "purge": 0}
 
@@ -520,7 +520,7 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     monkeypatch.setattr(store, "purge", purge)
     lines = [json.dumps({"text": f"note {i}"}) for i in range(200)]
     with pytest.raises(OSError, match="disk full"):
-        import_stream(fake_service, lines, batch_size=10)
+        import_stream(fake_service._parts, lines, batch_size=10)
     written = _catalog(fake_service.home, "SELECT count(*) FROM memories")[0][0]
     assert written == 20 and calls["add"] == 3  # batches 1 and 2; nothing after the failed one
     assert sorted(store.row_ids("personal")) == sorted(
@@ -540,7 +540,7 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     ],
 )
 def test_values_past_what_python_holds_are_that_rows_error(fake_service, bad, reason):
-    report = import_stream(fake_service, [json.dumps({"text": "fine"}), json.dumps(bad)])
+    report = import_stream(fake_service._parts, [json.dumps({"text": "fine"}), json.dumps(bad)])
     assert (report.imported, report.failed) == (1, 1)
     assert reason in report.errors[0][1]
 
@@ -549,7 +549,7 @@ def test_the_same_rows_in_two_spaces_go_into_each_while_batches_overlap(fake_ser
     # The checks for what is present look inside one space only: a text or key in acme never
     # makes a globex row look present, however the batches fall.
     for space in ("acme", "globex"):
-        fake_service.create_space(space)
+        fake_service.operator.create_space(space)
     rows = []
     for i in range(300):
         rows.append({"text": f"fact {i}", "space": "acme"})
@@ -557,7 +557,7 @@ def test_the_same_rows_in_two_spaces_go_into_each_while_batches_overlap(fake_ser
         if i >= 2:  # the same text and key in the other space, a batch or two later
             rows.append({"text": f"fact {i - 2}", "space": "globex"})
             rows.append({"text": f"keyed {i - 2}", "space": "globex", "key": f"key-{i - 2}"})
-    report = import_stream(fake_service, [json.dumps(r) for r in rows], batch_size=3)
+    report = import_stream(fake_service._parts, [json.dumps(r) for r in rows], batch_size=3)
     assert (report.imported, report.skipped, report.failed) == (len(rows), 0, 0)
     per_space = dict(_catalog(fake_service.home, "SELECT space, count(*) FROM memories GROUP BY space"))
     assert per_space == {"acme": 600, "globex": 596}

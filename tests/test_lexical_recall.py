@@ -12,7 +12,7 @@ CODEWORD = "quuxzebra"  # a term no other memory holds, so only BM25 can single 
 
 def seed(service, folders):
     for name in ("acme", "globex"):
-        service.add_space(folders[name])
+        service.operator.add_space(folders[name])
     acme = service.caller("claude-code", cwd=folders["acme"])
     globex = service.caller("claude-code", cwd=folders["globex"])
     service.remember(acme, "Acme authentication uses Auth0")
@@ -24,11 +24,11 @@ def seed(service, folders):
 
 def test_recall_from_acme_reads_no_posting_of_globex(service, folders):
     acme, _ = seed(service, folders)
-    service.store.stats.reset()
+    service._parts.store.stats.reset()
     result = service.recall(acme, f"authentication login {CODEWORD} Clerk")
     assert [m.text for m in result.memories][0] == "Acme authentication uses Auth0"
     assert all("Globex" not in m.text for m in result.memories)
-    stats = service.store.stats
+    stats = service._parts.store.stats
     assert stats.postings["space:acme"] > 0  # the lexical signal ran, in Acme
     assert stats.postings["space:globex"] == 0
     assert stats.loaded["space:globex"] == 0 and stats.scored["space:globex"] == 0
@@ -44,15 +44,15 @@ def test_a_rare_term_finds_its_memory_in_its_own_space(service, folders):
 def test_forgotten_memory_terms_no_longer_score_and_are_in_no_file(service, folders, home):
     _, globex = seed(service, folders)
     secret = next(m for m in service.recall(globex, CODEWORD).memories if CODEWORD in m.text)
-    index = service.store.snapshot("space:globex").lexicon()
+    index = service._parts.store.snapshot("space:globex").lexicon()
     assert CODEWORD in index.term_id
     service.forget(globex, secret.id)
-    index = service.store.snapshot("space:globex").lexicon()
+    index = service._parts.store.snapshot("space:globex").lexicon()
     assert CODEWORD not in index.term_id and CODEWORD not in index.terms
-    service.store.stats.reset()
+    service._parts.store.stats.reset()
     result = service.recall(globex, CODEWORD)
     assert all(CODEWORD not in m.text for m in result.memories)
-    assert service.store.stats.postings["space:globex"] == 0  # no posting left to read
+    assert service._parts.store.stats.postings["space:globex"] == 0  # no posting left to read
     assert files_containing(home, secret.text) == []  # (queries, logged by design, hold the term)
 
 
@@ -62,7 +62,7 @@ def test_superseded_memory_gets_no_lexical_score(service, folders):
     service.replace(globex, old.id, "Globex login has no codeword any more")
     result = service.recall(globex, CODEWORD, limit=10)
     assert old.id not in [m.id for m in result.memories]
-    snap = service.store.snapshot("space:globex")
+    snap = service._parts.store.snapshot("space:globex")
     row = snap.row_of[old.id]
     valid = snap.valid_until[: snap.rows] > snap.valid_from[: snap.rows].max()  # open rows only
     assert not valid[row]

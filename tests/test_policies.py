@@ -45,9 +45,9 @@ def test_policy_order(rules, ai, space, allowed):
 
 def test_seed_syntax_only_claude_code_may_use_acme(fake_service, folders):
     svc = fake_service
-    svc.add_space(folders["acme"])
-    svc.deny("*", "acme")
-    svc.allow("claude-code", "acme")
+    svc.operator.add_space(folders["acme"])
+    svc.operator.deny("*", "acme")
+    svc.operator.allow("claude-code", "acme")
     claude = svc.caller("claude-code", cwd=folders["acme"])
     cursor = svc.caller("cursor", cwd=folders["acme"])
     svc.remember(claude, "acme uses postgres")
@@ -62,11 +62,11 @@ VERBS = ["recall", "remember", "replace", "forget", "get"]
 @pytest.mark.parametrize("rule_space", ["acme", "acme/platform"], ids=["on-ancestor", "on-space"])
 def test_deny_blocks_every_verb(fake_service, folders, verb, rule_space):
     svc = fake_service
-    svc.add_space(folders["acme"])
-    svc.add_space(folders["acme/platform"])
+    svc.operator.add_space(folders["acme"])
+    svc.operator.add_space(folders["acme/platform"])
     writer = svc.caller("claude-code", cwd=folders["acme/platform"])
     memory = svc.remember(writer, "platform runs on kubernetes")
-    svc.deny("cursor", rule_space)
+    svc.operator.deny("cursor", rule_space)
     cursor = svc.caller("cursor", cwd=folders["acme/platform"])
     if verb == "recall":
         assert svc.recall(cursor, "kubernetes").memories == []
@@ -87,7 +87,7 @@ def test_deny_blocks_every_verb(fake_service, folders, verb, rule_space):
 
 
 def test_deny_on_personal_blocks_personal_writes(fake_service):
-    fake_service.deny("cursor")
+    fake_service.operator.deny("cursor")
     with pytest.raises(PolicyDenied):
         fake_service.remember(fake_service.caller("cursor"), "my editor theme is dark", personal=True)
 
@@ -105,27 +105,27 @@ REMOVAL_RULES = [
 @pytest.mark.parametrize("rules", REMOVAL_RULES)
 def test_removing_a_parent_space_changes_no_decision_below_it(fake_service, folders, rules):
     svc = fake_service
-    svc.add_space(folders["acme"])
-    svc.add_space(folders["acme/platform"])
-    svc.add_space(folders["acme/platform/api"])
+    svc.operator.add_space(folders["acme"])
+    svc.operator.add_space(folders["acme/platform"])
+    svc.operator.add_space(folders["acme/platform/api"])
     for ai, space, effect in rules:
-        svc.set_policy(ai, space, effect)
+        svc.operator.set_policy(ai, space, effect)
     below = ["acme/platform", "acme/platform/api"]
     ais = ["agent1", "claude-code", "cursor"]
     before = {(ai, s): svc.scope(svc.caller(ai, space=s)).sees(s) for ai in ais for s in below}
-    svc.remove_space("acme")  # empty: no --purge needed
+    svc.operator.remove_space("acme")  # empty: no --purge needed
     after = {(ai, s): svc.scope(svc.caller(ai, space=s)).sees(s) for ai in ais for s in below}
     assert after == before
 
 
 def test_a_deny_on_a_removed_parent_still_keeps_its_children_out(fake_service, folders):
     svc = fake_service
-    svc.add_space(folders["acme"])
-    svc.add_space(folders["acme/platform"])
+    svc.operator.add_space(folders["acme"])
+    svc.operator.add_space(folders["acme/platform"])
     writer = svc.caller("claude-code", cwd=folders["acme/platform"])
     svc.remember(writer, "the platform deploy key lives in vault")
-    svc.deny("agent1", "acme")
-    svc.remove_space("acme")
+    svc.operator.deny("agent1", "acme")
+    svc.operator.remove_space("acme")
     agent1 = svc.caller("agent1", cwd=folders["acme/platform"])
     assert svc.recall(agent1, "platform deploy key vault").memories == []
     with pytest.raises(PolicyDenied):
@@ -134,29 +134,29 @@ def test_a_deny_on_a_removed_parent_still_keeps_its_children_out(fake_service, f
 
 def test_rules_of_a_removed_space_go_with_the_last_space_below_it(fake_service, folders):
     svc = fake_service
-    svc.add_space(folders["acme"])
-    svc.add_space(folders["acme/platform"])
-    svc.add_space(folders["globex"])
-    svc.deny("agent1", "acme")
-    svc.deny("agent1", "acme/platform")
-    svc.deny("agent1", "globex")
-    svc.remove_space("acme")
-    assert {r.space for r in svc.policies()} == {"acme", "acme/platform", "globex"}
-    svc.remove_space("acme/platform")
-    assert {r.space for r in svc.policies()} == {"globex"}
+    svc.operator.add_space(folders["acme"])
+    svc.operator.add_space(folders["acme/platform"])
+    svc.operator.add_space(folders["globex"])
+    svc.operator.deny("agent1", "acme")
+    svc.operator.deny("agent1", "acme/platform")
+    svc.operator.deny("agent1", "globex")
+    svc.operator.remove_space("acme")
+    assert {r.space for r in svc.operator.policies()} == {"acme", "acme/platform", "globex"}
+    svc.operator.remove_space("acme/platform")
+    assert {r.space for r in svc.operator.policies()} == {"globex"}
 
 
 def test_a_denied_partition_is_never_scored_not_only_absent(fake_service):
     """Permissions come before relevance: a partition a policy denies is not read at all."""
     svc = fake_service
     for name in ("acme", "acme/finance"):
-        svc.create_space(name)
+        svc.operator.create_space(name)
     svc.remember(svc.caller("cli", space="acme"), "acme payroll runs monthly")
     svc.remember(svc.caller("cli", space="acme/finance"), "acme payroll runs on the 25th")
-    svc.deny("cursor", "acme/finance")
-    svc.store.stats.reset()
+    svc.operator.deny("cursor", "acme/finance")
+    svc._parts.store.stats.reset()
     answer = svc.recall(svc.caller("cursor", space="acme"), "payroll")
     assert [m.space for m in answer.memories] == ["acme"]
-    assert svc.store.stats.scored["space:acme/finance"] == 0
-    assert svc.store.stats.opened["space:acme/finance"] == 0
-    assert svc.store.stats.scored["space:acme"] == 1
+    assert svc._parts.store.stats.scored["space:acme/finance"] == 0
+    assert svc._parts.store.stats.opened["space:acme/finance"] == 0
+    assert svc._parts.store.stats.scored["space:acme"] == 1

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.testing import HashingEmbedder
-from server.service import open_service
+from server.facade import open_service
 from server.spaces import contains
 from tests.catalogs import settings_for
 
@@ -37,9 +37,9 @@ def test_recall_stays_in_reach_at_most_limit_best_first(memories, where, query, 
     with tempfile.TemporaryDirectory() as tmp:
         svc = open_service(settings_for(Path(tmp)), embedder=HashingEmbedder())
         for name in SPACES:
-            svc.create_space(name)
+            svc.operator.create_space(name)
         for space in denied:
-            svc.deny("agent", space)
+            svc.operator.deny("agent", space)
         for space, words in memories:
             svc.remember(svc.caller("writer", space=space), " ".join(words), personal=space is None)
         result = svc.recall(svc.caller("agent", space=where), " ".join(query), limit=limit)

@@ -15,7 +15,7 @@ import pytest
 from indexing.testing import HashingEmbedder
 from server.bulk.reindex import NEXT, REPLACED
 from server.errors import StoreUnavailable
-from server.service import open_service, reindex_store
+from server.facade import open_service, reindex_store
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 from tests.conftest import cli_env
@@ -28,7 +28,7 @@ NEW = HashingEmbedder(32, "hashing-new")
 def seeded(home: Path, clock, count: int = 30) -> dict[str, str]:
     svc = open_service(settings_for(home), embedder=OLD, clock=clock)
     try:
-        svc.registry.add_named("acme")
+        svc._parts.registry.add_named("acme")
         acme = svc.caller("cli", space="acme")
         ids = {f"acme note n{i:03d}": svc.remember(acme, f"acme note n{i:03d}").id for i in range(count)}
         ids["Acme authentication uses Auth0"] = svc.remember(acme, "Acme authentication uses Auth0").id
@@ -54,7 +54,7 @@ def test_reindex_embeds_every_memory_again_and_keeps_ids_and_validity(home, cloc
         for text, id_ in ids.items():
             caller = svc.caller("cli") if text == "a personal preference" else acme
             assert svc.get(caller, id_).text == text
-        assert svc.store.vector(partition_key("acme"), ids["acme note n001"]).shape == (32,)
+        assert svc._parts.store.vector(partition_key("acme"), ids["acme note n001"]).shape == (32,)
         deploys = [m.text for m in svc.recall(acme, "Acme deploys on", limit=50).memories]
         assert "Acme deploys on Mondays" in deploys and "Acme deploys on Fridays" not in deploys
     finally:
@@ -83,8 +83,9 @@ def test_a_store_open_in_another_process_is_never_reindexed_under_it(home, clock
 
 REINDEX_WITH_FAILPOINT = """
 from indexing.testing import HashingEmbedder
-from server.service import reindex_store
-reindex_store(embedder=HashingEmbedder(32, "hashing-new"), batch=4)
+from server.facade import reindex_store
+from server.settings import Settings
+reindex_store(Settings.from_env(), embedder=HashingEmbedder(32, "hashing-new"), batch=4)
 """
 
 
@@ -111,7 +112,7 @@ def test_a_killed_reindex_runs_again_to_completion_with_each_memory_once(home, c
     reindex_store(settings_for(home), embedder=NEW, batch=4)
     svc = open_service(settings_for(home), embedder=NEW, clock=clock)
     try:
-        stored = svc.store.row_ids(partition_key("acme"))
+        stored = svc._parts.store.row_ids(partition_key("acme"))
         assert len(stored) == len(set(stored))
         acme = svc.caller("cli", space="acme")
         for text, id_ in ids.items():
@@ -125,8 +126,8 @@ def test_a_killed_reindex_runs_again_to_completion_with_each_memory_once(home, c
 def test_the_cli_reindexes_into_the_packaged_model_which_then_answers(home, clock, folders, real_embedder):
     svc = open_service(settings_for(home), embedder=OLD, clock=clock)
     try:
-        svc.add_space(folders["acme"])
-        svc.add_space(folders["globex"])
+        svc.operator.add_space(folders["acme"])
+        svc.operator.add_space(folders["globex"])
         svc.remember(svc.caller("cli", space="acme"), "Acme authentication uses Auth0")
         svc.remember(svc.caller("cli", space="globex"), "Globex authentication uses Clerk")
         svc.remember(svc.caller("cli", space="acme"), "Acme invoices are paid monthly")

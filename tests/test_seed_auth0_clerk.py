@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from server.service import open_service
+from server.facade import open_service
 from tests.catalogs import settings_for
 from tests.helpers import run_cli
 
@@ -51,7 +51,7 @@ def test_recall_from_acme_never_opens_or_scores_the_globex_partition(home, folde
     caller = service.caller("claude-code", cwd=folders["acme"])
     result = service.recall(caller, QUESTION)
     assert [m.text for m in result.memories] == ["Acme authentication uses Auth0"]
-    stats = service.store.stats
+    stats = service._parts.store.stats
     assert stats.scored["space:acme"] == 1
     assert stats.opened["space:globex"] == 0
     assert stats.loaded["space:globex"] == 0

@@ -64,14 +64,14 @@ def test_containment_is_by_whole_segments(outer, inner, inside):
 
 
 def test_default_name_is_base_name_under_enclosing_space(fake_service, folders):
-    assert fake_service.add_space(folders["acme"]).name == "acme"
-    assert fake_service.add_space(folders["acme/platform"]).name == "acme/platform"
-    assert fake_service.add_space(folders["acme/platform/api"]).name == "acme/platform/api"
+    assert fake_service.operator.add_space(folders["acme"]).name == "acme"
+    assert fake_service.operator.add_space(folders["acme/platform"]).name == "acme/platform"
+    assert fake_service.operator.add_space(folders["acme/platform/api"]).name == "acme/platform/api"
 
 
 def test_longest_registered_folder_wins_by_whole_components(fake_service, folders):
-    fake_service.add_space(folders["acme"])
-    fake_service.add_space(folders["acme/platform"])
+    fake_service.operator.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme/platform"])
     assert fake_service.caller("cli", cwd=folders["acme/platform/api"]).space == "acme/platform"
     assert fake_service.caller("cli", cwd=folders["acme/finance"]).space == "acme"
     # the folder acme2 starts with the string acme but is not inside it
@@ -79,40 +79,40 @@ def test_longest_registered_folder_wins_by_whole_components(fake_service, folder
 
 
 def test_symlinks_are_resolved(fake_service, folders, tmp_path):
-    fake_service.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme"])
     link = tmp_path / "shortcut"
     link.symlink_to(folders["acme/platform"])
     assert fake_service.caller("cli", cwd=link).space == "acme"
     link2 = tmp_path / "acme-link"
     link2.symlink_to(folders["globex"])
-    fake_service.add_space(link2, name="globex")  # registered through a link: stored resolved
+    fake_service.operator.add_space(link2, name="globex")  # registered through a link: stored resolved
     assert fake_service.caller("cli", cwd=folders["globex"]).space == "globex"
 
 
 def test_a_folder_belongs_to_one_space(fake_service, folders):
-    fake_service.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme"])
     with pytest.raises(SpaceExists):
-        fake_service.add_space(folders["acme"], name="other")
+        fake_service.operator.add_space(folders["acme"], name="other")
 
 
 def test_a_space_may_have_several_folders(fake_service, folders):
-    fake_service.add_space(folders["acme"])
-    fake_service.add_space(folders["acme-corp"], name="acme")
+    fake_service.operator.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme-corp"], name="acme")
     assert fake_service.caller("cli", cwd=folders["acme-corp"]).space == "acme"
-    [space] = fake_service.spaces()
+    [space] = fake_service.operator.spaces()
     assert len(space.folders) == 2
 
 
 def test_remove_refuses_while_memories_then_purges(fake_service, folders, home):
-    fake_service.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme"])
     acme = fake_service.caller("cli", cwd=folders["acme"])
     memory = fake_service.remember(acme, "acme secret: blue-falcon-42")
     with pytest.raises(SpaceNotEmpty):
-        fake_service.remove_space("acme")
-    assert fake_service.remove_space("acme", purge=True) == 1
-    assert fake_service.spaces() == []
+        fake_service.operator.remove_space("acme")
+    assert fake_service.operator.remove_space("acme", purge=True) == 1
+    assert fake_service.operator.spaces() == []
     assert not [p for p in home.rglob("*") if p.is_file() and b"blue-falcon-42" in p.read_bytes()]
-    row = fake_service.catalog.one("SELECT forgotten_at FROM memories WHERE id = ?", (memory.id,))
+    row = fake_service._parts.catalog.one("SELECT forgotten_at FROM memories WHERE id = ?", (memory.id,))
     assert row["forgotten_at"] is not None
 
 
@@ -138,21 +138,21 @@ def test_cli_space_add_list_remove_and_env_space(capsys, home, folders, real_emb
 def test_a_new_space_inherits_no_token_left_from_an_old_one(fake_service, folders, clock):
     """A catalog from before removals revoked tokens may hold an active token confined to a
     name no space has; creating a space of that name revokes it instead of reviving it."""
-    tokens = TokenBook(fake_service.catalog, clock)
-    fake_service.create_space("initech")
+    tokens = TokenBook(fake_service._parts.catalog, clock)
+    fake_service.operator.create_space("initech")
     stale, secret = tokens.create(ai="old-tenant", space="initech")
-    with fake_service.catalog.transaction() as tx:  # removed the old way
+    with fake_service._parts.catalog.transaction() as tx:  # removed the old way
         tx.execute("DELETE FROM spaces WHERE name = 'initech'")
-    fake_service.add_space(folders["acme"], "initech")
+    fake_service.operator.add_space(folders["acme"], "initech")
     assert [t.active for t in tokens.list() if t.id == stale.id] == [False]
     with pytest.raises(Unauthorized):
         tokens.authenticate(f"Bearer {secret}")
 
 
 def test_a_token_for_a_space_removed_meanwhile_is_refused(fake_service, clock, monkeypatch):
-    tokens = TokenBook(fake_service.catalog, clock)
-    fake_service.create_space("initech")
-    fake_service.remove_space("initech")
+    tokens = TokenBook(fake_service._parts.catalog, clock)
+    fake_service.operator.create_space("initech")
+    fake_service.operator.remove_space("initech")
     # As if the early check had run just before the removal: the transaction checks again.
     monkeypatch.setattr(Registry, "require", lambda self, name: name)
     with pytest.raises(SpaceNotFound):
@@ -168,15 +168,15 @@ def stale_checks(monkeypatch):
 
 
 def test_a_create_racing_another_for_one_name_is_a_conflict(fake_service, folders, stale_checks):
-    fake_service.create_space("racer")
+    fake_service.operator.create_space("racer")
     with pytest.raises(SpaceExists):
-        fake_service.create_space("racer")
+        fake_service.operator.create_space("racer")
 
 
 def test_a_create_racing_another_for_one_folder_is_a_conflict(fake_service, folders, stale_checks):
-    fake_service.create_space("claim1", [str(folders["acme"])])
+    fake_service.operator.create_space("claim1", [str(folders["acme"])])
     with pytest.raises(SpaceExists):
-        fake_service.create_space("claim2", [str(folders["acme"])])
+        fake_service.operator.create_space("claim2", [str(folders["acme"])])
     with pytest.raises(SpaceExists):
-        fake_service.add_space(folders["acme"], "claim3")
-    assert [(s.name, len(s.folders)) for s in fake_service.spaces()] == [("claim1", 1)]
+        fake_service.operator.add_space(folders["acme"], "claim3")
+    assert [(s.name, len(s.folders)) for s in fake_service.operator.spaces()] == [("claim1", 1)]

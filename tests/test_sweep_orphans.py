@@ -12,7 +12,7 @@ import numpy as np
 from indexing.snapshot import Row
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
-from server.service import open_service
+from server.facade import open_service
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 from tests.helpers import files_containing, run_cli
@@ -20,13 +20,13 @@ from tests.helpers import files_containing, run_cli
 
 def orphan(svc, space: str | None, id_: str, text: str, written) -> None:
     """A row put down as a killed write leaves it: in the partition, not in the catalog."""
-    vector = svc.embedder.embed_documents([text])[0]
+    vector = svc._parts.embedder.embed_documents([text])[0]
     at = to_micros(written)
-    svc.store.add(partition_key(space), [Row(id_, text, np.asarray(vector, dtype=np.float32), at, at, None)])
+    svc._parts.store.add(partition_key(space), [Row(id_, text, np.asarray(vector, dtype=np.float32), at, at, None)])
 
 
 def seeded(svc, clock) -> list[str]:
-    svc.registry.add_named("acme")
+    svc._parts.registry.add_named("acme")
     caller = svc.caller("cli", space="acme")
     kept = [svc.remember(caller, f"acme keeps memory {i}").id for i in range(3)]
     orphan(svc, "acme", "orphan_old", "a half-written acme secret", clock() - timedelta(hours=1))
@@ -39,15 +39,15 @@ def test_sweep_purges_old_orphans_only_and_keeps_every_memory(fake_service, cloc
     kept = seeded(fake_service, clock)
     assert files_containing(home, "a half-written acme secret")
 
-    purged, partitions = fake_service.sweep_orphans(timedelta(minutes=10))
+    purged, partitions = fake_service.operator.sweep_orphans(timedelta(minutes=10))
 
     assert (purged, partitions) == (2, 2)
     assert files_containing(home, "a half-written acme secret") == []
     assert files_containing(home, "a half-written personal secret") == []
-    assert "orphan_young" in fake_service.store.row_ids(partition_key("acme"))
+    assert "orphan_young" in fake_service._parts.store.row_ids(partition_key("acme"))
     caller = fake_service.caller("cli", space="acme")
     assert [fake_service.get(caller, id_).id for id_ in kept] == kept
-    assert fake_service.sweep_orphans(timedelta(minutes=10)) == (0, 2)
+    assert fake_service.operator.sweep_orphans(timedelta(minutes=10)) == (0, 2)
 
 
 def test_sweep_on_s3_leaves_no_object_holding_an_orphan(home, clock, s3, s3_env):
@@ -56,7 +56,7 @@ def test_sweep_on_s3_leaves_no_object_holding_an_orphan(home, clock, s3, s3_env)
     try:
         kept = seeded(svc, clock)
         assert any(b"a half-written acme secret" in body for body in s3.objects(bucket).values())
-        assert svc.sweep_orphans(timedelta(minutes=10)) == (2, 2)
+        assert svc.operator.sweep_orphans(timedelta(minutes=10)) == (2, 2)
         bodies = s3.objects(bucket).values()
         assert not any(b"half-written" in body for body in bodies)
         assert any(b"acme keeps memory 1" in body for body in bodies)

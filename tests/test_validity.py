@@ -10,8 +10,8 @@ from server.errors import AlreadySuperseded
 
 @pytest.fixture
 def acme(service, folders):
-    service.add_space(folders["acme"])
-    service.add_space(folders["acme/platform"])
+    service.operator.add_space(folders["acme"])
+    service.operator.add_space(folders["acme/platform"])
     return service.caller("claude-code", cwd=folders["acme"])
 
 

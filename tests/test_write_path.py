@@ -96,12 +96,12 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
     from indexing.store import COMPACT_EVERY
     from indexing.testing import HashingEmbedder
     from server.bulk.importer import import_stream
-    from server.service import open_service
+    from server.facade import open_service
 
     service = open_service(settings_for(tmp_path / "home"), embedder=HashingEmbedder(64))
     try:
         rows = 2 * COMPACT_EVERY + 5
-        report = import_stream(service, [json.dumps({"text": f"note {i}"}) for i in range(rows)], batch_size=1)
+        report = import_stream(service._parts, [json.dumps({"text": f"note {i}"}) for i in range(rows)], batch_size=1)
         assert report.imported == rows
         dataset = lance.dataset(str(next((tmp_path / "home" / "vectors").glob("*.lance"))))
         assert dataset.count_rows() == rows

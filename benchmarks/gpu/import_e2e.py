@@ -61,7 +61,7 @@ def main(out: Path, rows: int) -> dict:
 
     from indexing.embedder import load_embedder
     from server.bulk.importer import import_stream
-    from server.service import open_service
+    from server.facade import open_service
     from server.settings import Settings
 
     data = lines(rows)
@@ -79,7 +79,7 @@ def main(out: Path, rows: int) -> dict:
         home = Path(tempfile.mkdtemp(prefix="esfis-e2e-", dir="/tmp"))
         service = open_service(Settings(home=home, model=str(MODEL)), embedder=embedder)
         started = time.perf_counter()
-        report = import_stream(service, data, batch_size=batch_size)
+        report = import_stream(service._parts, data, batch_size=batch_size)
         seconds = time.perf_counter() - started
         service.close()
         assert (report.imported, report.failed) == (rows, 0), report

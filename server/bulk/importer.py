@@ -100,13 +100,18 @@ class ImportReport:
 
 
 class Stores(Protocol):
-    """What an import writes into: the façade (``Esfis``) is one."""
+    """What an import writes into: the façade's parts (``server.facade.parts.Parts``) are one."""
 
-    home: Path
-    catalog: Catalog
-    store: VectorStore
-    embedder: Embedder
-    clock: Clock
+    @property
+    def home(self) -> Path: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def store(self) -> VectorStore: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def clock(self) -> Clock: ...
 
 
 def import_stream(

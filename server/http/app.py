@@ -19,13 +19,13 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from starlette.routing import Route
 
+from server.facade import Esfis
 from server.http.access_log import AccessLog
 from server.http.auth import MCP_PATH, Gate
 from server.http.errors import install_error_handlers
 from server.http.mcp import McpEndpoint, Protection
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
-from server.service import Esfis
 from server.web import mount_web
 
 log = logging.getLogger("esfis.http")

@@ -28,9 +28,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge
+from server.facade import Esfis
 from server.http.errors import from_esfis
 from server.models import Token
-from server.service import Esfis
 
 BODY_LIMIT = 64 * 1024
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024

@@ -48,7 +48,7 @@ from server.models import Caller, Token
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context, MCPServer
 
-    from server.service import Esfis
+    from server.facade import Esfis
 
 PATH = "/mcp"
 SERVE_HOST = "ESFIS_SERVE_HOST"  # set by esfis serve for its workers: the address it listens on

@@ -18,6 +18,7 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from server import render
+from server.facade import Esfis
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
     CWD_DOC,
@@ -33,7 +34,6 @@ from server.http.schemas import (
     Text,
 )
 from server.models import Caller, Token
-from server.service import Esfis
 from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)

@@ -49,13 +49,13 @@ DeliveryId = Annotated[int, Path(ge=1, le=2**62, description="a delivery number"
 
 @router.get("/spaces", response_model=SpacesOut)
 def list_spaces(request: Request, _: OperatorToken) -> dict:
-    return {"spaces": [render.space_json(s) for s in service_of(request).spaces()]}
+    return {"spaces": [render.space_json(s) for s in service_of(request).operator.spaces()]}
 
 
 @router.post("/spaces", status_code=201, response_model=SpaceOut)
 def create_space(body: SpaceIn, request: Request, _: OperatorToken) -> dict:
     """Create a space by name, with optional folders (on the server's machine)."""
-    return render.space_json(service_of(request).create_space(body.name, body.folders))
+    return render.space_json(service_of(request).operator.create_space(body.name, body.folders))
 
 
 @router.delete("/spaces/{name:path}", response_model=SpaceRemovedOut)
@@ -66,7 +66,7 @@ def remove_space(
     purge: Annotated[bool, Query(description="forget the space's memories with it")] = False,
 ) -> dict:
     """Remove a space; refused (409) while it holds memories, unless ``purge``."""
-    purged = service_of(request).remove_space(name, purge=purge)
+    purged = service_of(request).operator.remove_space(name, purge=purge)
     return {"removed": name, "purged": purged}
 
 
@@ -75,13 +75,13 @@ def remove_space(
 
 @router.get("/policies", response_model=PoliciesOut)
 def list_policies(request: Request, _: OperatorToken) -> dict:
-    return {"policies": [render.rule_json(r) for r in service_of(request).policies()]}
+    return {"policies": [render.rule_json(r) for r in service_of(request).operator.policies()]}
 
 
 @router.put("/policies", response_model=RuleOut)
 def set_policy(body: PolicyIn, request: Request, _: OperatorToken) -> dict:
     """Set the rule for an AI (or '*') in a space (or everywhere); it applies to the next request."""
-    return render.rule_json(service_of(request).set_policy(body.ai, body.space, body.effect))
+    return render.rule_json(service_of(request).operator.set_policy(body.ai, body.space, body.effect))
 
 
 @router.delete("/policies", status_code=204)
@@ -91,7 +91,7 @@ def clear_policy(
     ai: Annotated[Text, Query(description="an AI name, or '*'")],
     space: Annotated[Text | None, Query(description="a space; absent: the rule for everywhere")] = None,
 ) -> Response:
-    service_of(request).clear_policy(ai, space)
+    service_of(request).operator.clear_policy(ai, space)
     return Response(status_code=204)
 
 
@@ -106,20 +106,20 @@ def list_deliveries(
     space: Annotated[Text | None, Query(description="only from this space")] = None,
     last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
 ) -> dict:
-    deliveries = service_of(request).deliveries(ai=ai, space=space, last=last)
+    deliveries = service_of(request).operator.deliveries(ai=ai, space=space, last=last)
     return {"deliveries": [render.delivery_json(d) for d in deliveries]}
 
 
 @router.get("/deliveries/{delivery_id}", response_model=DeliveryOut)
 def get_delivery(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
-    return render.delivery_json(service_of(request).delivery(delivery_id))
+    return render.delivery_json(service_of(request).operator.delivery(delivery_id))
 
 
 @router.get("/deliveries/{delivery_id}/why", response_model=WhyOut)
 def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
     """Explain a delivery now: what went in, what was cut and why, and (for the operator only)
     what other spaces would have answered."""
-    return render.why_json(service_of(request).why(delivery_id))
+    return render.why_json(service_of(request).operator.why(delivery_id))
 
 
 # -- grants, trusted sources, runs ---------------------------------------------------------
@@ -127,37 +127,37 @@ def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
 
 @router.get("/grants", response_model=GrantsOut)
 def list_grants(request: Request, _: OperatorToken) -> dict:
-    return {"grants": [render.grant_json(g) for g in service_of(request).grants()]}
+    return {"grants": [render.grant_json(g) for g in service_of(request).operator.grants()]}
 
 
 @router.post("/grants", status_code=201, response_model=GrantOut)
 def add_grant(body: GrantIn, request: Request, _: OperatorToken) -> dict:
     """Let data of ``from``'s subtree be written into exactly ``to`` (null: personal), one way."""
-    grant = service_of(request).add_grant(body.from_, body.to, ai=body.ai, until=body.until)
+    grant = service_of(request).operator.add_grant(body.from_, body.to, ai=body.ai, until=body.until)
     return render.grant_json(grant)
 
 
 @router.delete("/grants/{grant_id}", response_model=GrantOut)
 def revoke_grant(grant_id: str, request: Request, _: OperatorToken) -> dict:
-    return render.grant_json(service_of(request).revoke_grant(grant_id))
+    return render.grant_json(service_of(request).operator.revoke_grant(grant_id))
 
 
 @router.get("/trusted-sources", response_model=TrustedListOut)
 def list_trusted(request: Request, _: OperatorToken) -> dict:
-    return {"trusted_sources": [render.trusted_json(t) for t in service_of(request).trusted_sources()]}
+    return {"trusted_sources": [render.trusted_json(t) for t in service_of(request).operator.trusted_sources()]}
 
 
 @router.put("/trusted-sources", response_model=TrustedOut)
 def trust(body: TrustIn, request: Request, _: OperatorToken) -> dict:
     """Trust an origin mark: runs carrying only trusted marks may forget without a person."""
-    return render.trusted_json(service_of(request).trust(body.source))
+    return render.trusted_json(service_of(request).operator.trust(body.source))
 
 
 @router.delete("/trusted-sources", status_code=204)
 def distrust(
     request: Request, _: OperatorToken, source: Annotated[Text, Query(description="an origin mark, e.g. source:github")]
 ) -> Response:
-    service_of(request).distrust(source)
+    service_of(request).operator.distrust(source)
     return Response(status_code=204)
 
 
@@ -167,20 +167,20 @@ def list_runs(
     _: OperatorToken,
     last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
 ) -> dict:
-    return {"runs": [render.run_json(r) for r in service_of(request).run_list(last=last)]}
+    return {"runs": [render.run_json(r) for r in service_of(request).operator.run_list(last=last)]}
 
 
 @router.delete("/runs/{run_id}", response_model=RunOut)
 def end_run(run_id: str, request: Request, token: OperatorToken) -> dict:
     """End a run: its run token stops working at the next request; a standing run starts afresh
     at its token's next request. The trail records who ended it."""
-    return render.run_json(service_of(request).end_run(run_id, by=f"operator {token.id}"))
+    return render.run_json(service_of(request).operator.end_run(run_id, by=f"operator {token.id}"))
 
 
 @router.get("/runs/{run_id}", response_model=TrailOut)
 def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
     """A run's trail: what it carries and every step, with ids, labels and rules, never texts."""
-    run, steps = service_of(request).trail(run_id)
+    run, steps = service_of(request).operator.trail(run_id)
     return render.run_json(run, steps)
 
 
@@ -191,7 +191,7 @@ def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
 def backup(body: BackupIn, request: Request, _: OperatorToken) -> dict:
     """A consistent backup of this server's home into ``path``, a folder on the server's
     machine (absolute; absent or empty). Answers when the backup is complete."""
-    report = service_of(request).backup(body.path)
+    report = service_of(request).operator.backup(body.path)
     return BackupOut(
         path=str(report.path),
         taken_at=report.taken_at.isoformat(),
@@ -235,7 +235,7 @@ async def import_lines(
 
     def run() -> Any:
         body = io.BufferedReader(_BodyReader(lambda: anyio.from_thread.run(next_chunk)), 64 * 1024)
-        return service.import_jsonl(body, ai=ai)
+        return service.operator.import_jsonl(body, ai=ai)
 
     report = await anyio.to_thread.run_sync(run)
     return {

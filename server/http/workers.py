@@ -28,10 +28,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from server.errors import InvalidInput
+from server.facade import Esfis, open_service
 from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
 from server.http.mcp import SERVE_HOST, SERVE_WORKERS, Redacting
-from server.service import Esfis, open_service
+from server.settings import Settings
 from server.web import announcing
 
 WORKER_APP = "server.http.workers:worker_app"
@@ -49,7 +50,7 @@ def default_workers() -> int:
 def serving_service() -> Esfis:
     """A worker's service, opened at its start-up (logging configured by then)."""
     write_logs_off_the_loop()
-    return open_service(batching=True)
+    return open_service(Settings.from_env(), batching=True)
 
 
 def worker_app() -> FastAPI:
@@ -84,7 +85,7 @@ def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None)
         # announcing: prints the settings page's URL once the service is open
         uvicorn.run(create_app(announcing(serving_service, host, port)), **common)
         return
-    announcing(open_service, host, port)().close()
+    announcing(lambda: open_service(Settings.from_env()), host, port)().close()
     # Workers are spawned: glibc reads the arena cap from the environment at their start.
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     uvicorn.run(WORKER_APP, factory=True, workers=workers, **common)

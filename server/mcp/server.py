@@ -47,7 +47,7 @@ from server.settings import Settings
 from server.shapes import ContextOut, ForgottenOut, MemoryOut, RecallOut, ReferenceOut, ReplacedOut
 
 if TYPE_CHECKING:
-    from server.service import Esfis
+    from server.facade import Esfis
 
 log = logging.getLogger("esfis.mcp")
 T = TypeVar("T")
@@ -421,7 +421,7 @@ def run_stdio() -> None:
     log.info("space %s, run %s", standing.space or "(none: personal only)", standing.run_id)
 
     def open_() -> "Esfis":
-        from server.service import open_service  # the vector stack: after the handshake
+        from server.facade import open_service  # the vector stack: after the handshake
 
         service = open_service(settings)
         service.start_upkeep()  # as `esfis serve`: checkpoints and the trail's pruning

@@ -28,7 +28,7 @@ from server.settings import Settings
 from server.spaces.locate import locate
 
 if TYPE_CHECKING:
-    from server.service import Esfis
+    from server.facade import Esfis
 
 UNKNOWN_AI = "unknown"
 MAX_AI_NAME = 64

@@ -2,7 +2,7 @@
 
 ``esfis mcp`` must answer its handshake before the vector stack (numpy, pyarrow, LanceDB) has
 loaded, yet it needs to know its space to describe its tools. This is the one thing an
-interface may ask without the façade (``server.service``), and it goes through the same rule
+interface may ask without the façade (``server.facade``), and it goes through the same rule
 (docs/design.md §2): a named space must exist; else the longest registered folder containing ``cwd``.
 """
 

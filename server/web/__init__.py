@@ -20,7 +20,8 @@ from typing import TextIO
 
 from fastapi import FastAPI
 
-from server.service import Esfis
+from server.facade import Esfis
+from server.web.operators import first_operator_token
 
 SETTINGS_PATH = "/settings/"
 
@@ -49,9 +50,9 @@ def announcing(factory: Callable[[], Esfis], host: str, port: int, stream: TextI
         service = factory()
         out = stream or sys.stderr
         print(f"esfis: settings page: {settings_url(host, port)}", file=out)
-        if not any(t.operator and t.active for t in service.tokens()):
+        if not any(t.operator and t.active for t in service.operator.tokens()):
             if out.isatty():
-                secret = service.first_operator_token()
+                secret = first_operator_token(service.operator)
                 print(f"esfis: sign in with this operator token (shown once, keep it safe): {secret}", file=out)
             else:
                 print("esfis: no operator token yet: make one with `esfis token create --operator`", file=out)

@@ -28,7 +28,8 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException
 
 from server.errors import EsfisError
-from server.service import Esfis
+from server.facade import Esfis, Operator
+from server.web.operators import active_operator_token, private_key
 from server.web.session import (
     COOKIE_PATH,
     FLASH_COOKIE,
@@ -123,9 +124,14 @@ def service_of(request: Request) -> Esfis:
     return request.app.state.service
 
 
+def operator_of(request: Request) -> Operator:
+    """The settings pages act as the operator: every call is on the façade's operator."""
+    return service_of(request).operator
+
+
 def signer_of(request: Request) -> Signer:
     """Read per request (a stat and a read): deleting the key file ends every session at once."""
-    return Signer(service_of(request).private_key(KEY_NAME))
+    return Signer(private_key(service_of(request).home, KEY_NAME))
 
 
 def now_of(request: Request) -> float:
@@ -136,9 +142,9 @@ def current_session(request: Request) -> Session | None:
     """The operator session of this request, or None: a forged, expired or signed-out cookie, or
     one whose token is no longer an active operator token."""
     session = signer_of(request).session(request.cookies.get(SESSION_COOKIE), now_of(request))
-    if session is None or service_of(request).web_session_ended(session.nonce):
+    if session is None or operator_of(request).web_session_ended(session.nonce):
         return None
-    if service_of(request).active_operator_token(session.token_id) is None:
+    if active_operator_token(operator_of(request), session.token_id) is None:
         return None
     return session
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from server.errors import Forbidden, Unauthorized
+from server.web.operators import operator_sign_in
 from server.web.pages import (
     HEADERS,
     STATIC,
@@ -21,6 +22,7 @@ from server.web.pages import (
     error_page,
     form_of,
     now_of,
+    operator_of,
     page,
     posted,
     redirect,
@@ -76,7 +78,7 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
         )
     secret = form.get("token", "").strip()
     try:
-        token = service_of(request).operator_sign_in(secret)
+        token = operator_sign_in(service_of(request), secret)
     except Unauthorized:
         return _sign_in_form(request, status=401, error=BAD_TOKEN, next_=next_)
     except Forbidden as exc:
@@ -90,7 +92,7 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
 
 @router.post("/sign-out")
 def sign_out(request: Request, done: Posted = Depends(posted)) -> Response:
-    service_of(request).end_web_session(done.session.nonce, done.session.expires)
+    operator_of(request).end_web_session(done.session.nonce, done.session.expires)
     response = redirect(request, "/settings/sign-in", "signed out")
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response

@@ -20,6 +20,7 @@ from server.web.pages import (
     WebRoute,
     int_param,
     operator,
+    operator_of,
     page,
     posted,
     redirect,
@@ -57,7 +58,7 @@ def deliveries(request: Request, _=Depends(operator)) -> Response:
     filters = {k: text_param(request, k) for k in ("ai", "space", "run")}
     number = int_param(request, "page", 1)
     try:
-        found, total = service.delivery_page(**filters, page=number, per_page=PER_PAGE)
+        found, total = service.operator.delivery_page(**filters, page=number, per_page=PER_PAGE)
         error, status = None, 200
     except EsfisError as exc:  # a bad filter: say so on the page, with the filter form
         found, total, error, status = [], 0, exc.message, exc.status
@@ -72,8 +73,8 @@ def deliveries(request: Request, _=Depends(operator)) -> Response:
         filters=filters,
         query=query,
         pages=_pages(total, number),
-        ais=service.known_ais(),
-        spaces=[s.name for s in service.spaces()],
+        ais=service.operator.known_ais(),
+        spaces=[s.name for s in service.operator.spaces()],
     )
 
 
@@ -81,7 +82,7 @@ def deliveries(request: Request, _=Depends(operator)) -> Response:
 def why(number: str, request: Request, _=Depends(operator)) -> Response:
     if not number.isdigit() or len(number) > 18 or int(number) < 1:
         raise WebError(404, f"there is no delivery {number[:40]}")
-    explained = service_of(request).why(int(number))
+    explained = operator_of(request).why(int(number))
     went = [i for i in explained.items if i.item.outcome == "delivered"]
     cut = [i for i in explained.items if i.item.outcome == "limit"]
     counts = [
@@ -107,7 +108,7 @@ def runs(request: Request, _=Depends(operator)) -> Response:
     ai = text_param(request, "ai")
     number = int_param(request, "page", 1)
     try:
-        found, total = service.run_page(ai=ai, page=number, per_page=PER_PAGE)
+        found, total = service.operator.run_page(ai=ai, page=number, per_page=PER_PAGE)
         error, status = None, 200
     except EsfisError as exc:
         found, total, error, status = [], 0, exc.message, exc.status
@@ -119,7 +120,7 @@ def runs(request: Request, _=Depends(operator)) -> Response:
         section="runs",
         runs=found,
         ai=ai or "",
-        ais=service.known_ais(),
+        ais=service.operator.known_ais(),
         query=urlencode({"ai": ai}) if ai else "",
         pages=_pages(total, number),
     )
@@ -127,7 +128,7 @@ def runs(request: Request, _=Depends(operator)) -> Response:
 
 @router.get("/runs/{run_id}")
 def trail(run_id: str, request: Request, _=Depends(operator)) -> Response:
-    run, steps = service_of(request).trail(run_id)
+    run, steps = operator_of(request).trail(run_id)
     return page(request, "trail.html", section="runs", run=run, steps=steps)
 
 
@@ -142,10 +143,10 @@ def _grants_page(request: Request, *, status: int = 200, error: str | None = Non
         status=status,
         error=error,
         section="grants",
-        grants=service.grants(),
-        trusted=service.trusted_sources(),
-        spaces=[s.name for s in service.spaces()],
-        ais=service.known_ais(),
+        grants=service.operator.grants(),
+        trusted=service.operator.trusted_sources(),
+        spaces=[s.name for s in service.operator.spaces()],
+        ais=service.operator.known_ais(),
         form=form or {},
     )
 
@@ -159,7 +160,7 @@ def grants(request: Request, _=Depends(operator)) -> Response:
 def add_grant(request: Request, done: Posted = Depends(posted)) -> Response:
     to = done.field("to")
     try:
-        grant = service_of(request).add_grant(
+        grant = operator_of(request).add_grant(
             done.field("from"), None if to == "(personal)" else to, ai=done.optional("ai"), until=done.optional("until")
         )
     except EsfisError as exc:
@@ -171,7 +172,7 @@ def add_grant(request: Request, done: Posted = Depends(posted)) -> Response:
 @router.post("/grants/revoke")
 def revoke_grant(request: Request, done: Posted = Depends(posted)) -> Response:
     try:
-        grant = service_of(request).revoke_grant(done.field("id"))
+        grant = operator_of(request).revoke_grant(done.field("id"))
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message)
     return redirect(request, "/settings/grants", f"grant {grant.id} revoked")
@@ -182,10 +183,10 @@ def trust(request: Request, done: Posted = Depends(posted)) -> Response:
     service = service_of(request)
     try:
         if done.field("action") == "remove":
-            service.distrust(done.field("source"))
+            service.operator.distrust(done.field("source"))
             said = f"{done.field('source')} is no longer trusted"
         else:
-            said = f"{service.trust(done.field('source')).source} is trusted"
+            said = f"{service.operator.trust(done.field('source')).source} is trusted"
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message, form=done.form)
     return redirect(request, "/settings/grants", said)

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError, SpaceNotEmpty
-from server.web.pages import Posted, WebError, WebRoute, operator, page, posted, redirect, service_of
+from server.web.pages import Posted, WebError, WebRoute, operator, operator_of, page, posted, redirect, service_of
 
 router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
 
@@ -48,14 +48,14 @@ def space_tree(spaces: list) -> list[Node]:
 
 def _rules_by_space(service) -> dict[str | None, list]:
     out: dict[str | None, list] = {}
-    for rule in service.policies():
+    for rule in service.operator.policies():
         out.setdefault(rule.space, []).append(rule)
     return out
 
 
 def _spaces_page(request: Request, *, status: int = 200, error: str | None = None, form: dict | None = None):
     service = service_of(request)
-    spaces = service.spaces()
+    spaces = service.operator.spaces()
     return page(
         request,
         "spaces.html",
@@ -79,10 +79,10 @@ def _space_page(
     form: dict | None = None,
 ):
     service = service_of(request)
-    spaces = service.spaces()
+    spaces = service.operator.spaces()
     space = next((s for s in spaces if s.name == name), None)
     if space is None:
-        service.access(name)  # raises the core's own error: invalid name, or no such space
+        service.operator.access(name)  # raises the core's own error: invalid name, or no such space
     below = [s for s in spaces if s.name.startswith(name + "/")]
     parts = name.split("/")
     crumbs = ["/".join(parts[: i + 1]) for i in range(len(parts) - 1)]
@@ -95,7 +95,7 @@ def _space_page(
         space=space,
         below=below,
         crumbs=crumbs,
-        rows=service.access(name),
+        rows=service.operator.access(name),
         confirm_purge=confirm_purge,
         form=form or {},
     )
@@ -113,7 +113,7 @@ def add_folder(request: Request, done: Posted = Depends(posted)) -> Response:
     try:
         if not folder:
             raise WebError(422, "give the path of a folder on this machine")
-        space = service_of(request).add_space(folder, name)
+        space = operator_of(request).add_space(folder, name)
     except (EsfisError, WebError) as exc:
         if back and name:
             return _space_page(request, name, status=exc.status, error=exc.message, form=done.form)
@@ -125,7 +125,7 @@ def add_folder(request: Request, done: Posted = Depends(posted)) -> Response:
 def add_named(request: Request, done: Posted = Depends(posted)) -> Response:
     name = done.field("name")
     try:
-        space = service_of(request).create_space(name)
+        space = operator_of(request).create_space(name)
     except EsfisError as exc:
         return _spaces_page(request, status=exc.status, error=exc.message, form=done.form)
     return redirect(request, f"/settings/spaces/{space.name}", f"space {space.name} created")
@@ -140,7 +140,7 @@ def remove(request: Request, done: Posted = Depends(posted)) -> Response:
             return _space_page(
                 request, name, status=422, confirm_purge=True, error="to purge, type the space's name exactly as shown"
             )
-        purged = service.remove_space(name, purge=purge)
+        purged = service.operator.remove_space(name, purge=purge)
     except SpaceNotEmpty as exc:
         return _space_page(request, name, status=exc.status, error=exc.message, confirm_purge=True)
     except EsfisError as exc:
@@ -162,8 +162,8 @@ def _everywhere_page(request: Request, *, status: int = 200, error: str | None =
         status=status,
         error=error,
         section="everywhere",
-        rows=service.access(None),
-        rules=service.policies(),
+        rows=service.operator.access(None),
+        rules=service.operator.policies(),
     )
 
 
@@ -173,7 +173,7 @@ def set_access(request: Request, done: Posted = Depends(posted)) -> Response:
     ai, space, effect = done.field("ai"), done.optional("space"), done.field("effect")
     back = done.field("back")
     try:
-        service_of(request).set_access(ai, space, effect)
+        operator_of(request).set_access(ai, space, effect)
     except EsfisError as exc:
         if back == "everywhere" or space is None:
             return _everywhere_page(request, status=exc.status, error=exc.message)

@@ -9,7 +9,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError
-from server.web.pages import Posted, WebRoute, current_session, operator, page, posted, redirect, service_of
+from server.web.pages import (
+    Posted,
+    WebRoute,
+    current_session,
+    operator,
+    operator_of,
+    page,
+    posted,
+    redirect,
+    service_of,
+)
 
 router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
 
@@ -24,7 +34,7 @@ def _tokens_page(
     secret: str | None = None,
 ):
     service = service_of(request)
-    tokens = sorted(service.tokens(), key=lambda t: (not t.active, -t.created_at.timestamp()))
+    tokens = sorted(service.operator.tokens(), key=lambda t: (not t.active, -t.created_at.timestamp()))
     return page(
         request,
         "tokens.html",
@@ -32,8 +42,8 @@ def _tokens_page(
         error=error,
         section="tokens",
         tokens=tokens,
-        spaces=[s.name for s in service.spaces()],
-        ais=service.known_ais(),
+        spaces=[s.name for s in service.operator.spaces()],
+        ais=service.operator.known_ais(),
         form=form or {},
         created=created,
         secret=secret,
@@ -50,7 +60,7 @@ def tokens(request: Request, _=Depends(operator)) -> Response:
 def create(request: Request, done: Posted = Depends(posted)) -> Response:
     operator_token = done.field("kind") == "operator"
     try:
-        token, secret = service_of(request).create_token(
+        token, secret = operator_of(request).create_token(
             ai=None if operator_token else done.field("ai"),
             space=None if operator_token else done.optional("space"),
             operator=operator_token,
@@ -64,7 +74,7 @@ def create(request: Request, done: Posted = Depends(posted)) -> Response:
 @router.post("/tokens/revoke")
 def revoke(request: Request, done: Posted = Depends(posted)) -> Response:
     try:
-        token = service_of(request).revoke_token(done.field("id"))
+        token = operator_of(request).revoke_token(done.field("id"))
     except EsfisError as exc:
         return _tokens_page(request, status=exc.status, error=exc.message)
     if current_session(request) is None:  # the operator revoked the token of this very session

@@ -55,7 +55,7 @@ def server_for(fake_service, home, cwd, **env: str):
 
 @pytest.fixture
 def acme(fake_service, folders):
-    fake_service.add_space(folders["acme"])
+    fake_service.operator.add_space(folders["acme"])
     return folders["acme"]
 
 
@@ -70,7 +70,7 @@ async def test_the_handshake_free_protocol_carries_the_client_name_too(fake_serv
     server, standing = server_for(fake_service, home, acme)
     async with Client(server, client_info=Implementation(name="Claude Code", version="2")) as client:  # mode auto
         await client.call_tool("recall", {"query": "anything"})
-    [delivery] = fake_service.deliveries()
+    [delivery] = fake_service.operator.deliveries()
     assert (delivery.ai, delivery.transport, delivery.run_id) == (
         "claude-code",
         "mcp",

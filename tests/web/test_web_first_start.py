@@ -11,8 +11,9 @@ import re
 from pathlib import Path
 
 from indexing.testing import HashingEmbedder
-from server.service import open_service
+from server.facade import open_service
 from server.web import announcing, settings_url
+from server.web.operators import operator_sign_in
 from tests.catalogs import settings_for
 
 WEB = Path(__file__).resolve().parents[2] / "server" / "web"
@@ -34,7 +35,7 @@ def test_a_fresh_home_at_a_terminal_shows_a_first_operator_token_once(home):
     service = _start(home, first)
     assert "esfis: settings page: http://127.0.0.1:8765/settings/" in first.getvalue()
     secret = TOKEN.search(first.getvalue()).group(0)
-    assert service.operator_sign_in(secret).operator
+    assert operator_sign_in(service, secret).operator
     service.close()
     again = Terminal()
     _start(home, again).close()
@@ -45,7 +46,7 @@ def test_a_log_never_gets_a_token_and_none_is_made(home):
     log = io.StringIO()
     service = _start(home, log)
     assert "settings page" in log.getvalue() and "esfis token create --operator" in log.getvalue()
-    assert not TOKEN.search(log.getvalue()) and service.tokens() == []
+    assert not TOKEN.search(log.getvalue()) and service.operator.tokens() == []
     service.close()
 
 
@@ -56,9 +57,9 @@ def test_the_settings_url_names_a_host_a_browser_can_open():
 
 
 def test_the_web_layer_calls_the_facade_only():
-    """server.web may import the façade (server.service), the error tree and itself: never the
+    """server.web may import the façade (server.facade), the error tree and itself: never the
     catalog, the registry, the token book or any other book."""
-    allowed = {"server.service", "server.errors"}
+    allowed = {"server.facade", "server.errors"}
     for path in WEB.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (

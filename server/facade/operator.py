@@ -1,8 +1,9 @@
 """The operator's half of the façade: spaces, policies, deliveries and their why, grants,
-trusted sources, runs and their trail, tokens, and bulk import.
+trusted sources, runs and their trail, tokens, backup and bulk import.
 
-``Esfis`` (``server.service``) inherits these verbs, so an interface holds one object and calls
-one door. They act as the operator: no caller, no scope, and nothing here is an agent's answer.
+``Esfis.operator`` is one ``Operator``, over the service's own ``Parts``. Its verbs act as the
+operator: no caller, no scope, and nothing here is an agent's answer. Only the operator's
+interfaces call them: the CLI, the HTTP routes an operator token opens, the settings pages.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ from server.barrier import Grant
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time, to_micros
-from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, StoreUnavailable
+from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
 from server.memories.deliveries import explain
 from server.models import Delivery, Space, Token, TrustedSource, Why
 from server.spaces import validate_space_name
@@ -29,88 +28,57 @@ from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from indexing.embedder import Embedder
-    from indexing.store import VectorStore
-    from server.barrier.grants import GrantBook
-    from server.barrier.runs import RunBook
     from server.bulk.backup import BackupReport
     from server.bulk.export import RestoreImportReport
     from server.bulk.importer import ImportReport
-    from server.catalog import Catalog
-    from server.clock import Clock
-    from server.memories import MemoryBook
-    from server.memories.deliveries import DeliveryLog
-    from server.spaces.registry import Registry
-    from server.spaces.tokens import TokenBook
+    from server.facade.parts import Parts
 
 
 _log = logging.getLogger("esfis")
-UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
-UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
 MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transaction, and clock skew
 
 
-class OperatorVerbs:
-    """Mixed into ``Esfis``; uses its books, declared here as ``Esfis`` builds them."""
+class Operator:
+    """The operator's verbs over one service's parts."""
 
-    home: Path
-    trail_days: int
-    _closing: threading.Event
-    catalog: Catalog
-    store: VectorStore
-    clock: Clock
-    registry: Registry
-    book: MemoryBook
-    log: DeliveryLog
-    runs: RunBook
-    grant_book: GrantBook
-    token_book: TokenBook
-
-    embedder: Embedder
-
-    def _embed_query(self, text: str) -> np.ndarray:
-        raise NotImplementedError  # Esfis's
-
-    def _embed_documents(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError  # Esfis's
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
 
     # -- spaces and policies (operator) -----------------------------------------------------
 
     def add_space(self, folder: str | os.PathLike[str], name: str | None = None) -> Space:
-        return self.registry.add_folder(folder, name)
+        return self._parts.registry.add_folder(folder, name)
 
     def create_space(self, name: str, folders: list[str] | None = None) -> Space:
-        return self.registry.add_named(name, folders)
+        return self._parts.registry.add_named(name, folders)
 
     def spaces(self) -> list[Space]:
-        return self.registry.list()
+        return self._parts.registry.list()
 
     def remove_space(self, name: str, *, purge: bool = False) -> int:
         """Remove a space; refuses while it holds memories unless ``purge``. Returns purged count."""
-        space = self.registry.get(self.registry.require(name))
+        space = self._parts.registry.get(self._parts.registry.require(name))
         if space.memories and not purge:
             raise SpaceNotEmpty(f"space {name!r} holds {space.memories} memories; pass --purge to forget them with it")
         # Spaces below it stay: each is a space of its own, reached from its own folders.
-        removed = self.book.drop_space(name, self.clock())
-        self.registry.delete(name)
+        removed = self._parts.memories.drop_space(name, self._parts.clock())
+        self._parts.registry.delete(name)
         return removed
 
     def allow(self, ai: str, space: str | None = None) -> Rule:
-        return self.registry.set_rule(ai, space, "allow")
+        return self._parts.registry.set_rule(ai, space, "allow")
 
     def deny(self, ai: str, space: str | None = None) -> Rule:
-        return self.registry.set_rule(ai, space, "deny")
+        return self._parts.registry.set_rule(ai, space, "deny")
 
     def set_policy(self, ai: str, space: str | None, effect: Effect) -> Rule:
-        return self.registry.set_rule(ai, space, effect)
+        return self._parts.registry.set_rule(ai, space, effect)
 
     def policies(self) -> list[Rule]:
-        return self.registry.policies().rules()
+        return self._parts.registry.policies().rules()
 
     def clear_policy(self, ai: str, space: str | None = None) -> None:
-        if not self.registry.clear_rule(ai, space):
+        if not self._parts.registry.clear_rule(ai, space):
             raise RuleNotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
 
     # -- deliveries (operator) --------------------------------------------------------------
@@ -121,15 +89,17 @@ class OperatorVerbs:
         for field, value in (("ai", ai), ("space", space)):
             if value is not None and "\x00" in value:  # no name holds one, on either catalog
                 raise InvalidInput(f"{field} holds a NUL character", field=field)
-        return self.log.list(ai=ai, space=space, last=last)
+        return self._parts.deliveries.list(ai=ai, space=space, last=last)
 
     def delivery(self, delivery_id: int) -> Delivery:
-        return self.log.get(delivery_id)
+        return self._parts.deliveries.get(delivery_id)
 
     def why(self, delivery_id: int) -> Why:
-        delivery = self.log.get(delivery_id)
-        vector = self._embed_query(delivery.query)
-        return explain(delivery, self.book, self.store, self.registry.names(), vector, self.clock())
+        delivery = self._parts.deliveries.get(delivery_id)
+        vector = self._parts.embed_query(delivery.query)
+        return explain(
+            delivery, self._parts.memories, self._parts.store, self._parts.registry.names(), vector, self._parts.clock()
+        )
 
     # -- grants, trusted sources, runs (operator) -------------------------------------------
 
@@ -137,54 +107,56 @@ class OperatorVerbs:
         self, from_space: str, to_space: str | None, *, ai: str | None = None, until: str | datetime | None = None
     ) -> Grant:
         """Data of ``from_space``'s subtree may be written into ``to_space`` (None: personal)."""
-        self.registry.require(validate_space_name(from_space, field="from"))
+        self._parts.registry.require(validate_space_name(from_space, field="from"))
         if to_space is not None:
-            self.registry.require(validate_space_name(to_space, field="to"))
+            self._parts.registry.require(validate_space_name(to_space, field="to"))
         if ai is not None:
             validate_ai(ai)
-        moment = None if until is None else parse_time(until, now=self.clock(), field="until")
-        return self.grant_book.add(from_space, to_space, ai, moment)
+        moment = None if until is None else parse_time(until, now=self._parts.clock(), field="until")
+        return self._parts.grants.add(from_space, to_space, ai, moment)
 
     def grants(self) -> list[Grant]:
-        return self.grant_book.list()
+        return self._parts.grants.list()
 
     def revoke_grant(self, grant_id: str) -> Grant:
-        return self.grant_book.revoke(grant_id)
+        return self._parts.grants.revoke(grant_id)
 
     def trust(self, source: str) -> TrustedSource:
-        return self.grant_book.trust(source)
+        return self._parts.grants.trust(source)
 
     def trusted_sources(self) -> list[TrustedSource]:
-        return self.grant_book.trusted()
+        return self._parts.grants.trusted()
 
     def distrust(self, source: str) -> None:
-        self.grant_book.distrust(source)
+        self._parts.grants.distrust(source)
 
     def run_list(self, *, last: int = 20) -> list[Run]:
-        return self.runs.list(last=last)
+        return self._parts.runs.list(last=last)
 
     def end_run(self, run_id: str, *, by: str) -> Run:
         """End a run (``server.barrier.runs.RunBook.end``); ``by`` names who, for its trail."""
-        return self.runs.end(run_id, by=by)
+        return self._parts.runs.end(run_id, by=by)
 
     def prune_trail(self, *, days: int | None = None) -> Pruned:
         """Prune the runs that are over, older than ``days`` (default ``ESFIS_TRAIL_DAYS``)."""
-        return prune_trail(self.catalog, self.clock(), days=self.trail_days if days is None else days)
+        return prune_trail(
+            self._parts.catalog, self._parts.clock(), days=self._parts.trail_days if days is None else days
+        )
 
     # -- web sessions -----------------------------------------------------------------------
 
     def end_web_session(self, nonce: str, expires: int) -> None:
         """Record a signed-out web session (until it would have expired), for every server."""
-        with self.catalog.transaction() as tx:
+        with self._parts.catalog.transaction() as tx:
             tx.execute(
                 "INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires)
             )
 
     def web_session_ended(self, nonce: str) -> bool:
-        return self.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
+        return self._parts.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
 
     def trail(self, run_id: str) -> tuple[Run, list[TrailStep]]:
-        return self.runs.trail(run_id)
+        return self._parts.runs.trail(run_id)
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -192,34 +164,15 @@ class OperatorVerbs:
         self, *, ai: str | None = None, space: str | None = None, operator: bool = False, runs_only: bool = False
     ) -> tuple[Token, str]:
         """A new HTTP token and its secret: the only time the secret exists outside its holder."""
-        return self.token_book.create(ai=ai, space=space, operator=operator, runs_only=runs_only)
+        return self._parts.tokens.create(ai=ai, space=space, operator=operator, runs_only=runs_only)
 
     def tokens(self) -> list[Token]:
-        return self.token_book.list()
+        return self._parts.tokens.list()
 
     def revoke_token(self, token_id: str) -> Token:
-        return self.token_book.revoke(token_id)
-
-    def authenticate(self, authorization: str | None) -> Token:
-        """The active token an ``Authorization`` header names; one ``Unauthorized`` for anything else."""
-        return self.token_book.authenticate(authorization)
+        return self._parts.tokens.revoke(token_id)
 
     # -- upkeep ---------------------------------------------------------------------------
-
-    def start_upkeep(self) -> None:
-        """A long-lived server's upkeep, in the background: the catalog's checkpoints (no
-        request's commit waits for the WAL's copy-back) and the trail's pruning."""
-        self.catalog.checkpoint_in_background()
-        threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
-
-    def _prune_now_and_then(self) -> None:
-        wait = UPKEEP_FIRST_S  # soon after start, then every few hours
-        while not self._closing.wait(wait):
-            wait = UPKEEP_EVERY_S
-            try:
-                self.prune_trail()
-            except Exception:  # the next round tries again; a request never sees it
-                _log.warning("pruning the trail did not finish", exc_info=True)
 
     def sweep_orphans(self, older_than: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
         """Purge every partition's rows older than ``older_than`` that no catalog entry names
@@ -233,7 +186,9 @@ class OperatorVerbs:
                 "still in flight (on any machine, by its own clock)",
                 field="older_than",
             )
-        return sweep_every_partition(self.catalog, self.store, to_micros(self.clock() - older_than))
+        return sweep_every_partition(
+            self._parts.catalog, self._parts.store, to_micros(self._parts.clock() - older_than)
+        )
 
     # -- backup ---------------------------------------------------------------------------
 
@@ -244,7 +199,7 @@ class OperatorVerbs:
 
         if not Path(path).is_absolute():
             raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
-        return backup(self.catalog, self.store, Path(path), clock=self.clock)
+        return backup(self._parts.catalog, self._parts.store, Path(path), clock=self._parts.clock)
 
     # -- bulk import ----------------------------------------------------------------------
 
@@ -261,7 +216,9 @@ class OperatorVerbs:
         from server.bulk.importer import DEFAULT_BATCH, import_stream
         from server.bulk.rows import read_lines
 
-        return import_stream(self, read_lines(stream), ai=ai, batch_size=batch_size or DEFAULT_BATCH, progress=progress)
+        return import_stream(
+            self._parts, read_lines(stream), ai=ai, batch_size=batch_size or DEFAULT_BATCH, progress=progress
+        )
 
     def import_parquet(
         self,
@@ -280,7 +237,7 @@ class OperatorVerbs:
         total, records = parquet_rows(Path(path), batch_size=batch)
         if sized is not None:
             sized(total)
-        return import_records(self, records, ai=ai, batch_size=batch, progress=progress)
+        return import_records(self._parts, records, ai=ai, batch_size=batch, progress=progress)
 
     def import_restore(self, stream: BinaryIO, *, progress: Callable[[int], None] | None = None) -> RestoreImportReport:
         """Restore the rows of an ``esfis export`` (``server.bulk.export``): ids, writers, times and
@@ -288,13 +245,13 @@ class OperatorVerbs:
         from server.bulk.export import import_restore
 
         return import_restore(
-            self.catalog,
-            self.store,
-            self.book,
-            self._embed_documents,
+            self._parts.catalog,
+            self._parts.store,
+            self._parts.memories,
+            self._parts.embed_documents,
             stream,
-            now=self.clock(),
-            journals=self.home / "imports",
+            now=self._parts.clock(),
+            journals=self._parts.home / "imports",
             progress=progress,
         )
 
@@ -304,7 +261,7 @@ class OperatorVerbs:
     def known_ais(self) -> list[str]:
         """The AIs that have used esfis (every recall, write, get, share and open is a step of a
         run), hold an active AI token, or have a rule."""
-        ais = set(self.runs.ais())
+        ais = set(self._parts.runs.ais())
         ais |= {t.ai for t in self.tokens() if t.ai is not None and t.active}
         ais |= {r.ai for r in self.policies() if r.ai != "*"}
         return sorted(ais)
@@ -313,17 +270,17 @@ class OperatorVerbs:
         """For a space (None: everywhere, i.e. personal memories), each known AI and everyone:
         its rule there and the effective decision with the rule that makes it (DESIGN §3)."""
         if space is not None:
-            self.registry.require(space)
-        return access_rows(self.registry.policies(), self.known_ais(), space)
+            self._parts.registry.require(space)
+        return access_rows(self._parts.registry.policies(), self.known_ais(), space)
 
     def set_access(self, ai: str, space: str | None, effect: str) -> None:
         """``allow`` or ``deny`` sets the rule for the AI (or '*') at this place; ``inherit``
         removes it, if there is one, so the order of DESIGN §3 decides from further up."""
         if effect == "inherit":
             validate_ai(ai, wildcard=True)
-            self.registry.clear_rule(ai, space)
+            self._parts.registry.clear_rule(ai, space)
         elif effect in ("allow", "deny"):
-            self.registry.set_rule(ai, space, effect)  # type: ignore[arg-type]
+            self._parts.registry.set_rule(ai, space, effect)  # type: ignore[arg-type]
         else:
             raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
 
@@ -345,61 +302,13 @@ class OperatorVerbs:
         if run is not None and not _RUN_ID.fullmatch(run):
             raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits", field="run")
         offset = _page_offset(page, per_page)
-        return self.log.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
+        return self._parts.deliveries.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
 
     def run_page(self, *, ai: str | None = None, page: int = 1, per_page: int = 25) -> tuple[list[Run], int]:
         """Runs newest first, optionally one AI's; one page, and the number that match in all."""
         if ai is not None:
             validate_ai(ai)
-        return self.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
-
-    def operator_sign_in(self, secret: str) -> Token:
-        """The active operator token with this secret; ``Unauthorized`` for any bad token (one
-        answer for all), ``Forbidden`` for an AI token."""
-        from server.errors import Forbidden
-
-        token = self.authenticate("Bearer " + secret)
-        if not token.operator:
-            raise Forbidden("this is an AI token: only an operator token signs in (esfis token create --operator)")
-        return token
-
-    def active_operator_token(self, token_id: str) -> Token | None:
-        """The operator token with this id while it is active; None once revoked (or never)."""
-        found = [t for t in self.tokens() if t.id == token_id]
-        return found[0] if found and found[0].operator and found[0].active else None
-
-    def first_operator_token(self) -> str | None:
-        """A first operator token's secret when this home has no active one (a fresh install),
-        else None: how a person who never used the CLI signs in to the web page."""
-        if any(t.operator and t.active for t in self.tokens()):
-            return None
-        return self.create_token(operator=True)[1]
-
-    def private_key(self, name: str) -> bytes:
-        """A random 32-byte key kept in ``ESFIS_HOME/NAME.key`` (0600), made on first use; the
-        web sessions are signed with one. Deleting the file ends every session signed with it."""
-        if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", name):
-            raise InvalidInput(f"invalid key name {name[:40]!r}", field="name")
-        path = self.home / f"{name}.key"
-        if not path.exists():
-            # Written whole under a temporary name, then linked: a process racing this one
-            # either wins the link or reads the winner's complete key.
-            temporary = path.with_name(f".{name}.{secrets.token_hex(6)}.tmp")
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_hex(32) + "\n")
-            try:
-                os.link(temporary, path)
-            except FileExistsError:
-                pass
-            finally:
-                temporary.unlink()
-        if path.stat().st_mode & 0o077:
-            os.chmod(path, 0o600)
-        key = bytes.fromhex(path.read_text().strip())
-        if len(key) != 32:
-            raise StoreUnavailable(f"{path} does not hold a 32-byte key in hex: delete it to make a new one")
-        return key
+        return self._parts.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
 
 
 _RUN_ID = re.compile(r"run_[0-9a-f]{24}")

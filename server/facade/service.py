@@ -1,4 +1,4 @@
-"""The service façade: the one core that the CLI, HTTP and MCP interfaces all call.
+"""The service façade: the one object that the CLI, HTTP, MCP and web interfaces all call.
 
 Every verb takes a ``Caller`` (who, from where, over what, in which run) and runs the same
 checks: the scope (space → permissions) decides what a caller can see and touch, and an id
@@ -10,33 +10,29 @@ in the run's trail in the same transaction as what it did.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
 import secrets
 import threading
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from indexing import failpoints
 from indexing.batching import BatchingEmbedder
-from indexing.embedder import Embedder, load_embedder
-from indexing.errors import BadVector, IndexingError
+from indexing.embedder import Embedder
+from indexing.errors import IndexingError
 from indexing.store import VectorStore
-from server.barrier.contexts import MAX_SHARED, ContextBook
-from server.barrier.gates import Ask, Gates
-from server.barrier.grants import GrantBook
+from server.barrier.contexts import MAX_SHARED
+from server.barrier.gates import Ask
 from server.barrier.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
-from server.barrier.runs import Run, RunBook, Step, run_id_for, standing_run
+from server.barrier.runs import Run, Step, run_id_for, standing_run
 from server.barrier.trail_upkeep import TRAIL_DAYS
 from server.bulk.journal import sweep
-from server.catalog import Catalog, Tx, open_catalog, open_coordination
-from server.clock import Clock, parse_time, system_clock
+from server.catalog import Catalog, Tx
+from server.clock import Clock, parse_time
 from server.errors import (
     AlreadySuperseded,
     Forbidden,
@@ -46,12 +42,10 @@ from server.errors import (
     PolicyDenied,
     StoreUnavailable,
 )
-from server.home import make_private
-from server.memories import MemoryBook
-from server.memories.deliveries import DeliveryLog
-from server.memories.group_commit import GroupCommit
+from server.facade.operator import Operator
+from server.facade.parts import Parts
 from server.memories.input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
-from server.memories.journal import JOURNALS, WriteJournal
+from server.memories.journal import JOURNALS
 from server.memories.recall import run_recall
 from server.models import (
     DEFAULT_LIMIT,
@@ -64,26 +58,21 @@ from server.models import (
     Reference,
     Token,
 )
-from server.operating import OperatorVerbs
-from server.settings import Settings
 from server.spaces import contains, validate_space_name
 from server.spaces.policies import validate_ai
-from server.spaces.registry import Registry
 from server.spaces.scope import Scope, scope_for
-from server.spaces.tokens import TokenBook
-
-if TYPE_CHECKING:
-    from server.bulk.backup import BackupReport
-    from server.bulk.export import ExportReport
-    from server.bulk.reindex import ReindexReport
-    from server.bulk.restore import RestoreReport
 
 _log = logging.getLogger("esfis")
+UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
+UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
 RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 
 
-class Esfis(OperatorVerbs):
-    """The one door: agents' verbs here, the operator's in ``OperatorVerbs``."""
+class Esfis:
+    """The one door. Agents' verbs are its methods, each taking a ``Caller``; the operator's are
+    on ``operator`` (``server.facade.operator``). Both hold the same ``Parts``, privately."""
+
+    operator: Operator
 
     def __init__(
         self,
@@ -95,23 +84,19 @@ class Esfis(OperatorVerbs):
         home: Path,
         trail_days: int = TRAIL_DAYS,
     ) -> None:
-        self.home = home  # ESFIS_HOME: the vectors, the write journals, the keys (the catalog may lie elsewhere)
-        self.trail_days = trail_days  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this
+        self._parts = Parts.over(catalog, store, embedder, clock, home=home, trail_days=trail_days)
         self._closing = threading.Event()
-        self.catalog = catalog
-        self.store = store
-        self.embedder = embedder
-        self.clock = clock
-        self.registry = Registry(catalog, clock)
-        self.journal = WriteJournal(home / JOURNALS)
-        self.book = MemoryBook(catalog, store, self.journal)
-        self.log = DeliveryLog(catalog)
-        self.commits = GroupCommit(catalog)
-        self.runs = RunBook(catalog, clock)
-        self.grant_book = GrantBook(catalog, clock)
-        self.contexts = ContextBook(catalog, clock)
-        self.gates = Gates(self.runs, self.grant_book, clock)
-        self.token_book = TokenBook(catalog, clock)
+        self.operator = Operator(self._parts)
+
+    @property
+    def home(self) -> Path:
+        """ESFIS_HOME: the vectors, the write journals, the keys (the catalog may lie elsewhere)."""
+        return self._parts.home
+
+    @property
+    def clock(self) -> Clock:
+        """The service's clock (every time it records is read from it)."""
+        return self._parts.clock
 
     # -- callers and scope ------------------------------------------------------------------
 
@@ -151,14 +136,14 @@ class Esfis(OperatorVerbs):
         if space is not None:
             where: str | None = validate_space_name(space)
         elif cwd is not None:
-            where = self.registry.space_at(cwd)
+            where = self._parts.registry.space_at(cwd)
         else:
             where = None
         if scope is not None and (where is None or not contains(scope, where)):
             # Before a named space is looked up: a scoped caller learns nothing of other spaces.
             raise OutOfReach(f"this token acts only inside space {scope!r}")
         if space is not None:
-            self.registry.require(space)
+            self._parts.registry.require(space)
         common: dict[str, Any] = dict(ai=ai, space=where, transport=transport, scope=scope)
         if token is not None and token.run_id is not None:
             return Caller(
@@ -188,17 +173,17 @@ class Esfis(OperatorVerbs):
         )
 
     def scope(self, caller: Caller) -> Scope:
-        subtree = self.registry.subtree(caller.space) if caller.space is not None else []
-        return scope_for(caller, subtree, self.registry.policies())
+        subtree = self._parts.registry.subtree(caller.space) if caller.space is not None else []
+        return scope_for(caller, subtree, self._parts.registry.policies())
 
     def _visible(self, caller: Caller, id_: str, field: str = "id", scope: Scope | None = None) -> Memory:
         """The memory, if the caller may see it; else the same answer as for a random id. The
         scope is checked on the catalog's row: no partition outside it is opened."""
         check_id(id_, field=field)
-        memory = self.book.meta(id_)
+        memory = self._parts.memories.meta(id_)
         if memory is None or memory.forgotten or not (scope or self.scope(caller)).sees(memory.space):
             raise MemoryNotFound(f"no memory {id_}")
-        memory = self.book.with_text(memory)
+        memory = self._parts.memories.with_text(memory)
         if memory.forgotten:
             raise MemoryNotFound(f"no memory {id_}")
         return memory
@@ -234,7 +219,7 @@ class Esfis(OperatorVerbs):
         ``ask`` asks a person when the barrier needs one (None: nobody can be asked)."""
         text = check_text(text)
         origins = check_origins(labels)
-        now = self.clock()
+        now = self._parts.clock()
         until = None if valid_until is None else parse_time(valid_until, now=now, field="valid_until")
         if until is not None and until <= now:
             raise InvalidInput("valid_until must lie in the future", field="valid_until")
@@ -246,10 +231,12 @@ class Esfis(OperatorVerbs):
             )
         target = None if personal else caller.space
         scope = self._writable(caller, target)
-        run = self.gates.enter(caller)
-        steps = self.gates.write(caller, run, run.carried, target, "remember", text, ask, policies=scope.policies)
+        run = self._parts.gates.enter(caller)
+        steps = self._parts.gates.write(
+            caller, run, run.carried, target, "remember", text, ask, policies=scope.policies
+        )
         memory = self._new(caller, run, run.carried, target, text, origins, now, until)
-        self.book.write([memory], also=self._trail(run, caller, steps, memory))
+        self._parts.memories.write([memory], also=self._trail(run, caller, steps, memory))
         return self._shown(scope, self._loaded(memory.id))
 
     def recall(
@@ -261,30 +248,30 @@ class Esfis(OperatorVerbs):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
         scope = self.scope(caller)
-        run = self.gates.enter(caller)
-        now = self.clock()
+        run = self._parts.gates.enter(caller)
+        now = self._parts.clock()
         vector = None
         if scope.allowed:
-            vector = self._embed_query(query) if query_vector is None else self._given_vector(query_vector)
-        outcome = run_recall(scope, vector, limit, now, self.store, self.book, query)
+            vector = self._parts.embed_query(query) if query_vector is None else self._parts.given_vector(query_vector)
+        outcome = run_recall(scope, vector, limit, now, self._parts.store, self._parts.memories, query)
         marks = _marks(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
 
         def bookkeeping(tx: Tx) -> int:
-            delivery_id = self.log.record(
+            delivery_id = self._parts.deliveries.record(
                 caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx
             )
-            self.runs.record(tx, run, caller, [step], marks)
+            self._parts.runs.record(tx, run, caller, [step], marks)
             return delivery_id
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
-        delivery_id = self.commits.run(bookkeeping)
+        delivery_id = self._parts.commits.run(bookkeeping)
         return Recall([self._shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
         scope = self.scope(caller)
         memory = self._visible(caller, id_, scope=scope)
-        run = self.gates.enter(caller)
+        run = self._parts.gates.enter(caller)
         if memory.superseded_by is not None:
             try:
                 self._visible(caller, memory.superseded_by, scope=scope)
@@ -292,7 +279,7 @@ class Esfis(OperatorVerbs):
                 # The successor lives where this caller cannot see: do not name it.
                 memory = dataclasses.replace(memory, superseded_by=None)
         marks = memory.labels.marks()
-        self.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], marks)
+        self._parts.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], marks)
         return self._shown(scope, memory)
 
     def replace(
@@ -304,25 +291,25 @@ class Esfis(OperatorVerbs):
         text = check_text(text)
         if space is not None:
             validate_space_name(space)
-            if not self.registry.exists(space):
+            if not self._parts.registry.exists(space):
                 raise OutOfReach(f"space {space!r} is not reachable from here")
         target = old.space if space is None else space
         scope = self._writable(caller, target)
         if old.superseded_by is not None:
             raise self._superseded(caller, old)
-        run = self.gates.enter(caller)
+        run = self._parts.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
-        steps = self.gates.write(caller, run, carried, target, "replace", text, ask, policies=scope.policies)
-        now = self.clock()
+        steps = self._parts.gates.write(caller, run, carried, target, "replace", text, ask, policies=scope.policies)
+        now = self._parts.clock()
         memory = self._new(caller, run, carried, target, text, (), now, None)
         try:
-            self.book.write(
+            self._parts.memories.write(
                 [memory],
                 supersedes=(old.id, now),
                 also=self._trail(run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
             )
         except AlreadySuperseded:
-            raise self._superseded(caller, self.book.load(old.id) or old) from None
+            raise self._superseded(caller, self._parts.memories.load(old.id) or old) from None
         return self._shown(scope, self._loaded(memory.id))
 
     def _superseded(self, caller: Caller, old: Memory) -> AlreadySuperseded:
@@ -338,16 +325,16 @@ class Esfis(OperatorVerbs):
     def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None) -> None:
         """Forget for good. A run carrying untrusted content needs a person's approval."""
         memory = self._visible(caller, id_)
-        run = self.gates.enter(caller)
-        trusted = [t.source for t in self.grant_book.trusted()]
-        steps = self.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
+        run = self._parts.gates.enter(caller)
+        trusted = [t.source for t in self._parts.grants.trusted()]
+        steps = self._parts.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
 
         def trail(tx) -> None:
-            self.runs.record(tx, run, caller, [*steps, step])
-            self.contexts.scrub(tx, memory.id)
+            self._parts.runs.record(tx, run, caller, [*steps, step])
+            self._parts.contexts.scrub(tx, memory.id)
 
-        self.book.forget(memory, self.clock(), also=trail)
+        self._parts.memories.forget(memory, self._parts.clock(), also=trail)
 
     def _new(
         self,
@@ -366,7 +353,7 @@ class Esfis(OperatorVerbs):
             id=new_id(),
             space=target,
             text=text,
-            vector=self._embed_documents([text])[0],
+            vector=self._parts.embed_documents([text])[0],
             ai=caller.ai,
             created_at=now,
             valid_from=now,
@@ -393,10 +380,10 @@ class Esfis(OperatorVerbs):
             target=space_mark(memory.space),
             memory_ids=(memory.id,) if old is None else (memory.id, old),
         )
-        return lambda tx: self.runs.record(tx, run, caller, [*steps, write], carry)
+        return lambda tx: self._parts.runs.record(tx, run, caller, [*steps, write], carry)
 
     def _loaded(self, id_: str) -> Memory:
-        memory = self.book.load(id_)
+        memory = self._parts.memories.load(id_)
         assert memory is not None
         return memory
 
@@ -421,9 +408,9 @@ class Esfis(OperatorVerbs):
             raise InvalidInput(f"memory_ids must be a list of 1 to {MAX_SHARED} ids", field="memory_ids")
         scope = self.scope(caller)
         memories = [self._visible(caller, i, "memory_ids", scope=scope) for i in dict.fromkeys(ids)]
-        run = self.gates.enter(caller)
-        reference = self.contexts.create(run.id, [(m.id, m.labels) for m in memories])
-        self.runs.record_now(
+        run = self._parts.gates.enter(caller)
+        reference = self._parts.contexts.create(run.id, [(m.id, m.labels) for m in memories])
+        self._parts.runs.record_now(
             run, caller, [Step("share", _marks(m.labels for m in memories), memory_ids=tuple(m.id for m in memories))]
         )
         return self._shown_reference(scope, reference)
@@ -431,21 +418,21 @@ class Esfis(OperatorVerbs):
     def open_context(self, caller: Caller, ref: str) -> tuple[Reference, list[OpenedMemory]]:
         """The memories of a reference, when this run reaches every label in it (or a grant
         covers the crossing); opening adds the labels to the run."""
-        reference = self.contexts.get(ref)
+        reference = self._parts.contexts.get(ref)
         scope = self.scope(caller)
-        run = self.gates.enter(caller)
+        run = self._parts.gates.enter(caller)
         labels = [labels for _, labels in reference.items]
         marks = _marks(labels)
         spaces = [s for l in labels for s in l.spaces()]
-        steps = self.gates.open(caller, run, spaces, scope.reaches, marks, policies=scope.policies)
+        steps = self._parts.gates.open(caller, run, spaces, scope.reaches, marks, policies=scope.policies)
         opened = []
         for memory_id, shared in reference.items:
-            memory = self.book.load(memory_id)
+            memory = self._parts.memories.load(memory_id)
             text = None if memory is None or memory.forgotten else memory.text
             opened.append(OpenedMemory(memory_id, text, shared))
         carry = _marks(o.labels for o in opened if o.text is not None)
         step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
-        self.runs.record_now(run, caller, [*steps, step], carry)
+        self._parts.runs.record_now(run, caller, [*steps, step], carry)
         return self._shown_reference(scope, reference), [
             dataclasses.replace(o, labels=_redact_labels(scope, o.labels)) for o in opened
         ]
@@ -454,45 +441,30 @@ class Esfis(OperatorVerbs):
         items = tuple((i, _redact_labels(scope, l)) for i, l in reference.items)
         return dataclasses.replace(reference, items=items)
 
+    def authenticate(self, authorization: str | None) -> Token:
+        """The active token an ``Authorization`` header names; one ``Unauthorized`` for anything else."""
+        return self._parts.tokens.authenticate(authorization)
+
     # -- runs ---------------------------------------------------------------------------------
 
     def open_run(self, token: Token, *, space: str | None = None, ttl: str | int | None = None) -> tuple[Token, str]:
         """A run token for an agent session (``POST /v1/runs``): the harness gives the model
         only this token. Refused for a run token and an operator token."""
-        return self.token_book.open_run(token, space=space, ttl=ttl)
+        return self._parts.tokens.open_run(token, space=space, ttl=ttl)
 
     def warm_up(self) -> None:
         """Load the model and the vector engine now, so the first request does not pay for them."""
         try:
-            self.embedder.load()
-            _ = self.store.session  # imports the vector engine
-        except IndexingError as exc:
-            raise StoreUnavailable(str(exc)) from exc
-
-    # -- embedding --------------------------------------------------------------------------
-
-    def _embed_documents(self, texts: list[str]):
-        try:
-            return self.embedder.embed_documents(texts)
-        except IndexingError as exc:
-            raise StoreUnavailable(str(exc)) from exc
-
-    def _given_vector(self, vector: np.ndarray) -> np.ndarray:
-        try:
-            return self.store.check_vectors(np.asarray(vector, dtype=np.float32)[None])[0]
-        except BadVector as exc:
-            raise InvalidInput(str(exc), field="query_vector") from None
-
-    def _embed_query(self, text: str):
-        try:
-            return self.embedder.embed_query(text)
+            self._parts.embedder.load()
+            _ = self._parts.store.session  # imports the vector engine
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
     def recover(self) -> None:
         """Finish what killed processes left: orphan rows of their writes purged, their forgets
         finished. A step that fails is logged and left for the next open."""
-        for step in (lambda: sweep(self.home / JOURNALS, self.catalog, self.store), self.book.finish_forgets):
+        parts = self._parts
+        for step in (lambda: sweep(parts.home / JOURNALS, parts.catalog, parts.store), parts.memories.finish_forgets):
             try:
                 step()
             except Exception:
@@ -506,174 +478,30 @@ class Esfis(OperatorVerbs):
 
     def close(self) -> None:
         self._closing.set()
-        if isinstance(self.embedder, BatchingEmbedder):
-            _log.info("embedding batches: %s", self.embedder.summary())
-        self.journal.close()
-        _close_all(self.catalog, self.store.coordination, self.store)
+        if isinstance(self._parts.embedder, BatchingEmbedder):
+            _log.info("embedding batches: %s", self._parts.embedder.summary())
+        self._parts.journal.close()
+        close_all(self._parts.catalog, self._parts.store.coordination, self._parts.store)
+
+    # -- a long-lived server's upkeep -----------------------------------------------------
+
+    def start_upkeep(self) -> None:
+        """In the background, until ``close``: the catalog's checkpoints (no request's commit waits
+        for the WAL's copy-back) and the trail's pruning."""
+        self._parts.catalog.checkpoint_in_background()
+        threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
+
+    def _prune_now_and_then(self) -> None:
+        wait = UPKEEP_FIRST_S  # soon after start, then every few hours
+        while not self._closing.wait(wait):
+            wait = UPKEEP_EVERY_S
+            try:
+                self.operator.prune_trail()
+            except Exception:  # the next round tries again; a request never sees it
+                _log.warning("pruning the trail did not finish", exc_info=True)
 
 
-def reindex_store(
-    settings: Settings | None = None,
-    *,
-    embedder: Embedder | None = None,
-    batch: int | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> ReindexReport:
-    """Embed every memory again with the configured model (``server.bulk.reindex``): the one door
-    that opens the store without the model it was built with."""
-    from server.bulk.reindex import BATCH, reindex
-
-    settings = settings or Settings.from_env()
-    if settings.vectors is not None:
-        raise InvalidInput(
-            "esfis reindex works on a store in ESFIS_HOME; a store on S3 (ESFIS_VECTORS) "
-            "has servers on other machines this command cannot see",
-            field="ESFIS_VECTORS",
-        )
-    failpoints.arm(settings.failpoints)
-    make_private(settings.home)
-    try:
-        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
-        return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
-    except IndexingError as exc:  # the model, or a store the reindex cannot open
-        raise StoreUnavailable(str(exc)) from exc
-
-
-def backup_home(
-    target: str | os.PathLike[str], settings: Settings | None = None, *, progress: Callable[[int], None] | None = None
-) -> BackupReport:
-    """``esfis backup``: a consistent copy of the home (``server.bulk.backup``), opened without the
-    model (the store says which one its vectors were made with)."""
-    from server.bulk.backup import backup
-
-    settings = settings or Settings.from_env()
-    failpoints.arm(settings.failpoints)
-    catalog, store = _open_without_model(settings)
-    try:
-        return backup(catalog, store, Path(target).absolute(), clock=system_clock, progress=progress)
-    finally:
-        _close_all(catalog, store.coordination, store)
-
-
-def restore_home(
-    source: str | os.PathLike[str],
-    settings: Settings | None = None,
-    *,
-    forgets_from: str | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> RestoreReport:
-    """``esfis restore``: a backup into this (empty) home. ``forgets_from`` names the live home
-    (a folder, or its catalog's postgresql:// URL) whose forgets are applied after."""
-    from server.bulk.restore import restore
-
-    settings = settings or Settings.from_env()
-    failpoints.arm(settings.failpoints)
-    make_private(settings.home)  # the umask too: every file restored is its owner's only
-    live = None
-    if forgets_from is not None:
-        where = Path(forgets_from).expanduser()
-        if not re.match(r"postgres(ql)?://", forgets_from) and not (where / "esfis.db").is_file():
-            raise InvalidInput(
-                f"--forgets-from {forgets_from}: no catalog there (a home folder or a postgresql:// URL)",
-                field="forgets_from",
-            )
-        live = open_catalog(
-            Settings(home=where, model=None)
-            if not re.match(r"postgres(ql)?://", forgets_from)
-            else Settings(home=settings.home, model=None, catalog=forgets_from)
-        )
-    try:
-        return restore(
-            Path(source).absolute(),
-            settings.home.absolute(),
-            forgets_from=live,
-            catalog_url=settings.catalog,
-            vectors_uri=settings.vectors,
-            progress=progress,
-        )
-    finally:
-        _close_all(live)
-
-
-def export_home(
-    out,
-    settings: Settings | None = None,
-    *,
-    spaces: list[str] | None = None,
-    vectors: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> ExportReport:
-    """``esfis export``: every current memory as JSON Lines into ``out`` (``server.bulk.export``)."""
-    from server.bulk.export import export
-
-    settings = settings or Settings.from_env()
-    catalog, store = _open_without_model(settings)
-    try:
-        return export(catalog, store, out, now=system_clock(), spaces=spaces, vectors=vectors, progress=progress)
-    finally:
-        _close_all(catalog, store.coordination, store)
-
-
-def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
-    """The catalog and the store for a command that reads vectors but never embeds."""
-    from indexing.location import Location, read_manifest
-
-    make_private(settings.home)
-    catalog = open_catalog(settings)
-    try:
-        if settings.vectors is not None:
-            recorded = read_manifest(Location.of(settings.vectors, settings.vectors_path))
-        else:
-            path = settings.vectors_path / "store.json"
-            recorded = json.loads(path.read_text()) if path.is_file() else None
-        if recorded is None:
-            raise InvalidInput(f"there is no vector store in {settings.vectors or settings.vectors_path}", field="home")
-        store = VectorStore(
-            settings.vectors or settings.vectors_path,
-            local=settings.vectors_path,
-            model=recorded["model"],
-            dimension=int(recorded["dimension"]),
-            coordination=open_coordination(settings),
-        )
-    except IndexingError as exc:  # a reindex under way, say
-        catalog.close()
-        raise StoreUnavailable(str(exc)) from exc
-    except BaseException:
-        catalog.close()
-        raise
-    return catalog, store
-
-
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?$")
-
-
-def _open_store(settings: Settings, embedder: Embedder, coordination) -> VectorStore:
-    if settings.vectors is not None and not _S3_URI.match(settings.vectors):
-        raise StoreUnavailable(
-            f"ESFIS_VECTORS must be s3://bucket/prefix (unset: the partitions in ESFIS_HOME), "
-            f"not {settings.vectors[:200]!r}"
-        )
-    where = settings.vectors or settings.vectors_path
-    if settings.vectors is None:
-        from server.bulk.reindex import finish_swap
-
-        finish_swap(settings.home)  # a reindex killed while swapping stores: finished, never opened half-way
-    try:
-        return VectorStore(
-            where,
-            local=settings.vectors_path,
-            model=embedder.name,
-            dimension=embedder.dimension,
-            prompts=embedder.prompts,
-            coordination=coordination,
-        )
-    except (OSError, RuntimeError, ValueError) as exc:  # an object store that cannot be reached (Lance's IO errors)
-        if settings.vectors is None:
-            raise
-        raise StoreUnavailable(f"cannot open the vector store at {settings.vectors} (ESFIS_VECTORS): {exc}") from exc
-
-
-def _close_all(*handles) -> None:
+def close_all(*handles: object) -> None:
     for handle in handles:
         close = getattr(handle, "close", None)
         if close is not None:
@@ -696,34 +524,3 @@ def _redact_labels(scope: Scope, labels: Labels) -> Labels:
     """Labels of a memory that crossed under a grant: its own space is not named either."""
     space = labels.space if labels.space is None or scope.reaches(labels.space) else ELSEWHERE
     return dataclasses.replace(labels, space=space, from_=_redact(scope, labels.from_))
-
-
-def open_service(
-    settings: Settings | None = None,
-    *,
-    embedder: Embedder | None = None,
-    clock: Clock = system_clock,
-    batching: bool = False,
-) -> Esfis:
-    """The one place a service is built: catalog, vector store, embedder, clock. ``batching``
-    (a server's): concurrent requests' texts are embedded together (``settings.batch_window_ms``)."""
-    settings = settings or Settings.from_env()
-    failpoints.arm(settings.failpoints)
-    make_private(settings.home)  # before the store writes a file there
-    catalog = open_catalog(settings)  # first: an unreachable catalog is said before a model loads
-    coordination = None
-    try:
-        coordination = open_coordination(settings)
-        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
-        if batching and settings.batch_window_ms > 0:
-            embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)
-        store = _open_store(settings, embedder, coordination)
-    except IndexingError as exc:
-        _close_all(catalog, coordination)
-        raise StoreUnavailable(str(exc)) from exc
-    except BaseException:
-        _close_all(catalog, coordination)
-        raise
-    service = Esfis(catalog, store, embedder, clock, home=settings.home, trail_days=settings.trail_days)
-    service.recover()
-    return service

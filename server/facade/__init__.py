@@ -1,0 +1,20 @@
+"""The façade: the one object every interface holds (``Esfis``), its operator (``Operator``),
+the parts both are made of (``Parts``), and the edge that builds them from settings."""
+
+from server.facade.opening import backup_home, export_home, open_service, reindex_store, restore_home
+from server.facade.operator import Operator
+from server.facade.parts import Parts
+from server.facade.service import Esfis
+from server.models import Token  # what the operator's token verbs answer, for the interfaces' annotations
+
+__all__ = [
+    "Esfis",
+    "Operator",
+    "Parts",
+    "Token",
+    "backup_home",
+    "export_home",
+    "open_service",
+    "reindex_store",
+    "restore_home",
+]

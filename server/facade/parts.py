@@ -1,0 +1,107 @@
+"""What the façade is made of: the catalog, the vector store, the model, the clock, and the books
+that keep their rows. ``Esfis`` and its ``Operator`` hold one ``Parts`` each, privately; no
+interface reaches a book but through them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from indexing.embedder import Embedder
+from indexing.errors import BadVector, IndexingError
+from indexing.store import VectorStore
+from server.barrier.contexts import ContextBook
+from server.barrier.gates import Gates
+from server.barrier.grants import GrantBook
+from server.barrier.runs import RunBook
+from server.barrier.trail_upkeep import TRAIL_DAYS
+from server.catalog import Catalog
+from server.clock import Clock
+from server.errors import InvalidInput, StoreUnavailable
+from server.memories import MemoryBook
+from server.memories.deliveries import DeliveryLog
+from server.memories.group_commit import GroupCommit
+from server.memories.journal import JOURNALS, WriteJournal
+from server.spaces.registry import Registry
+from server.spaces.tokens import TokenBook
+
+
+@dataclass(frozen=True)
+class Parts:
+    """One service's parts. ``home`` is ESFIS_HOME (the vectors, the write journals, the keys; the
+    catalog may lie elsewhere); runs that are over are pruned after ``trail_days``."""
+
+    home: Path
+    trail_days: int
+    catalog: Catalog
+    store: VectorStore
+    embedder: Embedder
+    clock: Clock
+    registry: Registry
+    journal: WriteJournal
+    memories: MemoryBook
+    deliveries: DeliveryLog
+    commits: GroupCommit
+    runs: RunBook
+    grants: GrantBook
+    contexts: ContextBook
+    gates: Gates
+    tokens: TokenBook
+
+    @classmethod
+    def over(
+        cls,
+        catalog: Catalog,
+        store: VectorStore,
+        embedder: Embedder,
+        clock: Clock,
+        *,
+        home: Path,
+        trail_days: int = TRAIL_DAYS,
+    ) -> Parts:
+        """The books over one catalog and one store."""
+        journal = WriteJournal(home / JOURNALS)
+        runs = RunBook(catalog, clock)
+        grants = GrantBook(catalog, clock)
+        return cls(
+            home=home,
+            trail_days=trail_days,
+            catalog=catalog,
+            store=store,
+            embedder=embedder,
+            clock=clock,
+            registry=Registry(catalog, clock),
+            journal=journal,
+            memories=MemoryBook(catalog, store, journal),
+            deliveries=DeliveryLog(catalog),
+            commits=GroupCommit(catalog),
+            runs=runs,
+            grants=grants,
+            contexts=ContextBook(catalog, clock),
+            gates=Gates(runs, grants, clock),
+            tokens=TokenBook(catalog, clock),
+        )
+
+    # The model's failures are the store's unavailability to a caller, whichever verb embeds.
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        try:
+            return self.embedder.embed_documents(texts)
+        except IndexingError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def embed_query(self, text: str) -> np.ndarray:
+        try:
+            return self.embedder.embed_query(text)
+        except IndexingError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def given_vector(self, vector: np.ndarray) -> np.ndarray:
+        """A query's embedding computed beforehand, checked as the store checks its own."""
+        try:
+            return self.store.check_vectors(np.asarray(vector, dtype=np.float32)[None])[0]
+        except BadVector as exc:
+            raise InvalidInput(str(exc), field="query_vector") from None
