@@ -25,6 +25,12 @@ def _service():
     return open_service(Settings.from_env())
 
 
+def _places():
+    import server.facade  # with the service: never at start-up
+
+    return server.facade
+
+
 def _caller(service, args: argparse.Namespace):
     ai = args.ai or os.environ.get("ESFIS_AI") or "cli"
     space = getattr(args, "space", None) or os.environ.get("ESFIS_SPACE") or None
@@ -75,7 +81,7 @@ def cmd_policy_list(args) -> None:
 
 
 def cmd_policy_clear(args) -> None:
-    _service().operator.clear_policy(args.ai_name, args.target)
+    _service().operator.clear_policy(args.ai_name, args.target or _places().EVERYWHERE)
 
 
 def cmd_remember(args) -> None:
@@ -163,7 +169,9 @@ def cmd_grant(args) -> None:
     if args.grant_command == "add":
         if (args.to is None) == (not args.personal):
             raise InvalidInput("grant add takes TO or --personal (exactly one)", field="to")
-        grant = service.operator.add_grant(args.source, args.to, ai=args.grant_ai, until=args.until)
+        grant = service.operator.add_grant(
+            args.source, _places().PERSONAL if args.personal else args.to, ai=args.grant_ai, until=args.until
+        )
         print(grant.id)
     elif args.grant_command == "list":
         grants = service.operator.grants()
@@ -204,7 +212,7 @@ def cmd_deliveries(args) -> None:
 def cmd_allow_deny(effect: str, values: list[str]) -> None:
     if not 1 <= len(values) <= 2:
         raise InvalidInput(f"usage: esfis --{effect} AI [SPACE]", field=effect)
-    rule = _service().operator.set_policy(values[0], values[1] if len(values) == 2 else None, effect)
+    rule = _service().operator.set_policy(values[0], values[1] if len(values) == 2 else _places().EVERYWHERE, effect)
     print(rule.describe())
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from server.barrier.labels import ELSEWHERE
 from server.errors import DataBarrier, MemoryNotFound, OutOfReach, RunNotFound, UntrustedSource
+from server.facade import PERSONAL
 
 SPACES = ["acme", "acme/platform", "acme/finance", "globex", "globex/platform"]
 SECRET = "the staging database password is in vault path secret/acme-stg"
@@ -84,7 +85,7 @@ def test_a_declined_or_unaskable_approval_refuses_the_write(svc, answer, decline
 
 def test_a_grant_into_personal_lets_the_write_through_and_the_trail_names_it(svc):
     seed(svc)
-    grant = svc.operator.add_grant("acme/platform", None)
+    grant = svc.operator.add_grant("acme/platform", PERSONAL)
     run = at(svc, "acme/platform", "r")
     svc.recall(run, "staging database password")
     memory = svc.remember(run, "staging password: see vault", personal=True)
@@ -98,7 +99,7 @@ def test_a_grant_into_personal_lets_the_write_through_and_the_trail_names_it(svc
 
 def test_a_grant_is_one_way_for_its_ai_and_until_its_time(svc, clock):
     seed(svc)
-    svc.operator.add_grant("acme/platform", None, ai="cursor", until="1h")
+    svc.operator.add_grant("acme/platform", PERSONAL, ai="cursor", until="1h")
     claude = at(svc, "acme/platform", "r1")
     svc.recall(claude, "staging database password")
     with pytest.raises(DataBarrier):

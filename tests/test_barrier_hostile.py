@@ -12,6 +12,7 @@ import pytest
 
 from server.barrier import visible
 from server.errors import DataBarrier, Forbidden, RunEnded, RunNotFound
+from server.facade import PERSONAL
 from server.models import ApprovalRequest
 
 SPACES = ["acme", "acme/platform", "globex", "tmpx"]
@@ -79,7 +80,7 @@ def test_nobody_is_asked_to_approve_past_a_policy(svc):
 
 
 def test_a_grant_dies_with_its_space_and_a_space_remade_inherits_nothing(svc):
-    grant = svc.operator.add_grant("tmpx", None)
+    grant = svc.operator.add_grant("tmpx", PERSONAL)
     other = svc.operator.add_grant("acme", "tmpx")
     svc.operator.remove_space("tmpx")
     assert [g.id for g in svc.operator.grants()] == []
@@ -97,7 +98,7 @@ def test_a_grant_for_a_space_that_does_not_exist_is_refused(svc):
     from server.errors import SpaceNotFound
 
     with pytest.raises(SpaceNotFound):
-        svc.operator.add_grant("nowhere", None)
+        svc.operator.add_grant("nowhere", PERSONAL)
     with pytest.raises(SpaceNotFound):
         svc.operator.add_grant("acme", "nowhere")
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from indexing.testing import HashingEmbedder
 from server.errors import EsfisError
-from server.facade import open_service
+from server.facade import PERSONAL, open_service
 from server.spaces import contains
 from tests.catalogs import settings_for
 
@@ -127,7 +127,7 @@ def run_world(svc, standings, actions):
             elif kind == "grant":
                 source, target = args
                 if source != target:
-                    svc.operator.add_grant(source, target)
+                    svc.operator.add_grant(source, PERSONAL if target is None else target)
                     grants.append((source, target))
             elif kind == "wander":
                 r, space = args

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from server.errors import MemoryNotFound, PolicyDenied
+from server.facade import EVERYWHERE
 from server.spaces.policies import PolicySet, Rule
 
 A, S = "claude-code", "acme/platform"
@@ -109,7 +110,7 @@ def test_removing_a_parent_space_changes_no_decision_below_it(fake_service, fold
     svc.operator.add_space(folders["acme/platform"])
     svc.operator.add_space(folders["acme/platform/api"])
     for ai, space, effect in rules:
-        svc.operator.set_policy(ai, space, effect)
+        svc.operator.set_policy(ai, EVERYWHERE if space is None else space, effect)
     below = ["acme/platform", "acme/platform/api"]
     ais = ["agent1", "claude-code", "cursor"]
     before = {(ai, s): svc.scope(svc.caller(ai, space=s)).sees(s) for ai in ais for s in below}
@@ -160,3 +161,19 @@ def test_a_denied_partition_is_never_scored_not_only_absent(fake_service):
     assert svc._parts.store.stats.scored["space:acme/finance"] == 0
     assert svc._parts.store.stats.opened["space:acme/finance"] == 0
     assert svc._parts.store.stats.scored["space:acme"] == 1
+
+
+def test_everywhere_and_personal_are_named_never_implied_by_none(fake_service):
+    """A rule's place and a grant's target are a space or a named place; None is refused, so no
+    call means "everywhere" or "personal" by leaving a value out of a variable."""
+    from server.errors import InvalidInput, InvalidSpaceName
+    from server.facade import PERSONAL
+
+    svc = fake_service
+    svc.operator.create_space("acme")
+    with pytest.raises(InvalidInput):
+        svc.operator.allow("cursor", None)
+    with pytest.raises(InvalidSpaceName):
+        svc.operator.add_grant("acme", None)
+    assert svc.operator.deny("cursor").space is None  # the default: everywhere
+    assert svc.operator.add_grant("acme", PERSONAL).to_space is None

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.testing import HashingEmbedder
-from server.facade import open_service
+from server.facade import EVERYWHERE, open_service
 from server.spaces import contains
 from tests.catalogs import settings_for
 
@@ -39,7 +39,7 @@ def test_recall_stays_in_reach_at_most_limit_best_first(memories, where, query, 
         for name in SPACES:
             svc.operator.create_space(name)
         for space in denied:
-            svc.operator.deny("agent", space)
+            svc.operator.deny("agent", EVERYWHERE if space is None else space)
         for space, words in memories:
             svc.remember(svc.caller("writer", space=space), " ".join(words), personal=space is None)
         result = svc.recall(svc.caller("agent", space=where), " ".join(query), limit=limit)

@@ -6,8 +6,11 @@ from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.service import Esfis
 from server.models import Token  # what the operator's token verbs answer, for the interfaces' annotations
+from server.spaces import EVERYWHERE, PERSONAL  # the places that are not a space
 
 __all__ = [
+    "EVERYWHERE",
+    "PERSONAL",
     "Esfis",
     "Operator",
     "Parts",

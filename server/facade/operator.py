@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from server.barrier import Grant
 from server.barrier.runs import Run, TrailStep
@@ -23,7 +23,7 @@ from server.clock import parse_time, to_micros
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
 from server.memories.deliveries import explain
 from server.models import Delivery, Space, Token, TrustedSource, Why
-from server.spaces import validate_space_name
+from server.spaces import EVERYWHERE, PERSONAL, Place, validate_space_name
 from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
 
@@ -65,21 +65,22 @@ class Operator:
         self._parts.registry.delete(name)
         return removed
 
-    def allow(self, ai: str, space: str | None = None) -> Rule:
-        return self._parts.registry.set_rule(ai, space, "allow")
+    def allow(self, ai: str, space: str | Everywhere = EVERYWHERE) -> Rule:
+        return self._parts.registry.set_rule(ai, _rule_place(space), "allow")
 
-    def deny(self, ai: str, space: str | None = None) -> Rule:
-        return self._parts.registry.set_rule(ai, space, "deny")
+    def deny(self, ai: str, space: str | Everywhere = EVERYWHERE) -> Rule:
+        return self._parts.registry.set_rule(ai, _rule_place(space), "deny")
 
-    def set_policy(self, ai: str, space: str | None, effect: Effect) -> Rule:
-        return self._parts.registry.set_rule(ai, space, effect)
+    def set_policy(self, ai: str, space: str | Everywhere, effect: Effect) -> Rule:
+        return self._parts.registry.set_rule(ai, _rule_place(space), effect)
 
     def policies(self) -> list[Rule]:
         return self._parts.registry.policies().rules()
 
-    def clear_policy(self, ai: str, space: str | None = None) -> None:
-        if not self._parts.registry.clear_rule(ai, space):
-            raise RuleNotFound(f"no rule for {ai} {'in ' + space if space else 'everywhere'}")
+    def clear_policy(self, ai: str, space: str | Everywhere = EVERYWHERE) -> None:
+        place = _rule_place(space)
+        if not self._parts.registry.clear_rule(ai, place):
+            raise RuleNotFound(f"no rule for {ai} {'everywhere' if place is None else 'in ' + place}")
 
     # -- deliveries (operator) --------------------------------------------------------------
 
@@ -104,16 +105,24 @@ class Operator:
     # -- grants, trusted sources, runs (operator) -------------------------------------------
 
     def add_grant(
-        self, from_space: str, to_space: str | None, *, ai: str | None = None, until: str | datetime | None = None
+        self,
+        from_space: str,
+        to_space: str | Personal,
+        *,
+        ai: str | None = None,
+        until: str | datetime | None = None,
     ) -> Grant:
-        """Data of ``from_space``'s subtree may be written into ``to_space`` (None: personal)."""
+        """Data of ``from_space``'s subtree may be written into ``to_space`` (or ``PERSONAL``).
+        The grant answered names personal as a ``to_space`` of None."""
         self._parts.registry.require(validate_space_name(from_space, field="from"))
-        if to_space is not None:
-            self._parts.registry.require(validate_space_name(to_space, field="to"))
+        if to_space is PERSONAL:
+            target = None
+        else:
+            target = self._parts.registry.require(validate_space_name(to_space, field="to"))
         if ai is not None:
             validate_ai(ai)
         moment = None if until is None else parse_time(until, now=self._parts.clock(), field="until")
-        return self._parts.grants.add(from_space, to_space, ai, moment)
+        return self._parts.grants.add(from_space, target, ai, moment)
 
     def grants(self) -> list[Grant]:
         return self._parts.grants.list()
@@ -266,21 +275,23 @@ class Operator:
         ais |= {r.ai for r in self.policies() if r.ai != "*"}
         return sorted(ais)
 
-    def access(self, space: str | None) -> list[Access]:
-        """For a space (None: everywhere, i.e. personal memories), each known AI and everyone:
+    def access(self, space: str | Everywhere) -> list[Access]:
+        """For a space (or everywhere, where personal memories are), each known AI and everyone:
         its rule there and the effective decision with the rule that makes it (DESIGN §3)."""
-        if space is not None:
-            self._parts.registry.require(space)
-        return access_rows(self._parts.registry.policies(), self.known_ais(), space)
+        place = _rule_place(space)
+        if place is not None:
+            self._parts.registry.require(place)
+        return access_rows(self._parts.registry.policies(), self.known_ais(), place)
 
-    def set_access(self, ai: str, space: str | None, effect: str) -> None:
+    def set_access(self, ai: str, space: str | Everywhere, effect: str) -> None:
         """``allow`` or ``deny`` sets the rule for the AI (or '*') at this place; ``inherit``
         removes it, if there is one, so the order of DESIGN §3 decides from further up."""
+        place = _rule_place(space)
         if effect == "inherit":
             validate_ai(ai, wildcard=True)
-            self._parts.registry.clear_rule(ai, space)
+            self._parts.registry.clear_rule(ai, place)
         elif effect in ("allow", "deny"):
-            self._parts.registry.set_rule(ai, space, effect)  # type: ignore[arg-type]
+            self._parts.registry.set_rule(ai, place, effect)  # type: ignore[arg-type]
         else:
             raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
 
@@ -309,6 +320,19 @@ class Operator:
         if ai is not None:
             validate_ai(ai)
         return self._parts.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
+
+
+Personal = Literal[Place.PERSONAL]
+Everywhere = Literal[Place.EVERYWHERE]
+
+
+def _rule_place(space: str | Everywhere) -> str | None:
+    """A rule's place as the registry keeps it: None for everywhere."""
+    if space is EVERYWHERE:
+        return None
+    if not isinstance(space, str):  # None, say: everywhere is named, never implied
+        raise InvalidInput("a rule's place is a space's name or EVERYWHERE", field="space")
+    return space
 
 
 _RUN_ID = re.compile(r"run_[0-9a-f]{24}")

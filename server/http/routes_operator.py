@@ -16,6 +16,7 @@ import anyio.from_thread
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import render
+from server.facade import EVERYWHERE, PERSONAL
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
 from server.http.schemas import ERRORS, BackupIn, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
 from server.shapes import (
@@ -81,7 +82,9 @@ def list_policies(request: Request, _: OperatorToken) -> dict:
 @router.put("/policies", response_model=RuleOut)
 def set_policy(body: PolicyIn, request: Request, _: OperatorToken) -> dict:
     """Set the rule for an AI (or '*') in a space (or everywhere); it applies to the next request."""
-    return render.rule_json(service_of(request).operator.set_policy(body.ai, body.space, body.effect))
+    return render.rule_json(
+        service_of(request).operator.set_policy(body.ai, EVERYWHERE if body.space is None else body.space, body.effect)
+    )
 
 
 @router.delete("/policies", status_code=204)
@@ -91,7 +94,7 @@ def clear_policy(
     ai: Annotated[Text, Query(description="an AI name, or '*'")],
     space: Annotated[Text | None, Query(description="a space; absent: the rule for everywhere")] = None,
 ) -> Response:
-    service_of(request).operator.clear_policy(ai, space)
+    service_of(request).operator.clear_policy(ai, EVERYWHERE if space is None else space)
     return Response(status_code=204)
 
 
@@ -133,7 +136,9 @@ def list_grants(request: Request, _: OperatorToken) -> dict:
 @router.post("/grants", status_code=201, response_model=GrantOut)
 def add_grant(body: GrantIn, request: Request, _: OperatorToken) -> dict:
     """Let data of ``from``'s subtree be written into exactly ``to`` (null: personal), one way."""
-    grant = service_of(request).operator.add_grant(body.from_, body.to, ai=body.ai, until=body.until)
+    grant = service_of(request).operator.add_grant(
+        body.from_, PERSONAL if body.to is None else body.to, ai=body.ai, until=body.until
+    )
     return render.grant_json(grant)
 
 

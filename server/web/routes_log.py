@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError
+from server.facade import PERSONAL
 from server.web.pages import (
     Posted,
     WebError,
@@ -161,7 +162,10 @@ def add_grant(request: Request, done: Posted = Depends(posted)) -> Response:
     to = done.field("to")
     try:
         grant = operator_of(request).add_grant(
-            done.field("from"), None if to == "(personal)" else to, ai=done.optional("ai"), until=done.optional("until")
+            done.field("from"),
+            PERSONAL if to == "(personal)" else to,
+            ai=done.optional("ai"),
+            until=done.optional("until"),
         )
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message, form=done.form)

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError, SpaceNotEmpty
+from server.facade import EVERYWHERE
 from server.web.pages import Posted, WebError, WebRoute, operator, operator_of, page, posted, redirect, service_of
 
 router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
@@ -162,7 +163,7 @@ def _everywhere_page(request: Request, *, status: int = 200, error: str | None =
         status=status,
         error=error,
         section="everywhere",
-        rows=service.operator.access(None),
+        rows=service.operator.access(EVERYWHERE),
         rules=service.operator.policies(),
     )
 
@@ -173,7 +174,7 @@ def set_access(request: Request, done: Posted = Depends(posted)) -> Response:
     ai, space, effect = done.field("ai"), done.optional("space"), done.field("effect")
     back = done.field("back")
     try:
-        operator_of(request).set_access(ai, space, effect)
+        operator_of(request).set_access(ai, EVERYWHERE if space is None else space, effect)
     except EsfisError as exc:
         if back == "everywhere" or space is None:
             return _everywhere_page(request, status=exc.status, error=exc.message)
