@@ -55,10 +55,12 @@ def before(service, caller, query):
     scope = service.scope(caller)
     now = service.clock()
     outcome = run_recall(
-        scope, query, 10, now, service._parts.store, service._parts.memories, "q"
+        scope, query, limit=10, now=now, store=service._parts.store, book=service._parts.memories, query_text="q"
     )  # the same relevance as recall
     with service._parts.catalog.transaction() as tx:
-        service._parts.deliveries.record(caller, "q", 10, now, list(scope.allowed), outcome.items, outcome.cut, tx)
+        service._parts.deliveries.record(
+            tx, caller, query="q", limit=10, at=now, searched=list(scope.allowed), items=outcome.items, cut=outcome.cut
+        )
     return [m.id for m in outcome.memories]
 
 

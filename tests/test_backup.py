@@ -250,12 +250,14 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
     source = reopen(home)
     try:
         taken = assert_backup_whole(tmp_path / "backup")["taken_at_micros"]
-        before = {r["id"] for r in source.catalog.all("SELECT id FROM memories WHERE forgotten_at < ?", (taken,))}
+        before = {
+            r["id"] for r in source._parts.catalog.all("SELECT id FROM memories WHERE forgotten_at < ?", (taken,))
+        }
         gone_before = [t for log in logs for i, t in log["forgotten"] if i in before]
         assert_backup_whole(tmp_path / "backup", gone=tuple(gone_before))
         forgotten_ids = {
             r["id"]: r["forgotten_at"]
-            for r in source.catalog.all("SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")
+            for r in source._parts.catalog.all("SELECT id, forgotten_at FROM memories WHERE forgotten_at IS NOT NULL")
         }
     finally:
         source.close()
@@ -271,18 +273,18 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
     ref = open_service(settings_for(reference), embedder=HashingEmbedder(), clock=at)
     svc = open_service(settings_for(restored), embedder=HashingEmbedder(), clock=at)
     try:
-        forget_in(ref.catalog, ref.store, forgotten_ids)
-        sweep_every_partition(ref.catalog, ref.store, written_before=2**62)
+        forget_in(ref._parts.catalog, ref._parts.store, forgotten_ids)
+        sweep_every_partition(ref._parts.catalog, ref._parts.store, written_before=2**62)
         assert_whole(svc, restored, gone=tuple(forgotten))
         # The hashing embedder gives many texts one vector ("note 5" and "note 6" may share a
         # bucket), and equal scores go by the partition's row order, which a replace changes
         # (Lance rewrites the row at the end): the reference's rows are put in the backup's order.
         # Their validity is the catalog copy's (the catalog has the last word on validity): a
         # replace that began before the copy and committed after it closed the row since.
-        until = {r["id"]: r["valid_until"] for r in ref.catalog.all("SELECT id, valid_until FROM memories")}
-        for key in ref.store.partitions():
+        until = {r["id"]: r["valid_until"] for r in ref._parts.catalog.all("SELECT id, valid_until FROM memories")}
+        for key in ref._parts.store.partitions():
             order = {i: n for n, i in enumerate(svc._parts.store.row_ids(key))}
-            batches = list(ref.store.stream(key))
+            batches = list(ref._parts.store.stream(key))
             if not batches:
                 continue
             rows = pa.Table.from_batches(batches)
@@ -292,8 +294,8 @@ def test_backup_while_four_processes_write_is_whole_and_restores_the_source_at_i
                 "valid_until",
                 pa.array([until[i] for i in rows.column("id").to_pylist()], type=pa.int64()),
             )
-            ref.store.drop(key)
-            ref.store.create_from(key, iter(rows.to_batches()))
+            ref._parts.store.drop(key)
+            ref._parts.store.create_from(key, iter(rows.to_batches()))
         queries = {s: [f"notes about the {s} build", f"worker 1 note about the {s} build"] for s in ("acme", "globex")}
         queries[None] = ["notes about the build"]
         assert_same_answers(recalls(svc, queries, limit=20), recalls(ref, queries, limit=20))

@@ -50,7 +50,7 @@ def test_nested_folder_of_platform_stands_in_platform(stocked, folders):
 
 
 def test_acme_never_scores_acme2_or_acme_corp(stocked, folders):
-    stocked.store.stats.reset()
+    stocked._parts.store.stats.reset()
     stocked.recall(stocked.caller("cli", cwd=folders["acme"]), "how do we deploy?")
-    scored = set(stocked.store.stats.scored)
+    scored = set(stocked._parts.store.stats.scored)
     assert scored == {"personal", "space:acme", "space:acme/platform", "space:acme/finance"}

@@ -175,7 +175,7 @@ def unrecovered(home: Path) -> Esfis:
     settings = settings_for(home)
     embedder = HashingEmbedder()
     store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
-    return Esfis(open_catalog(settings), store, embedder, MovableClock(), home=home)
+    return Esfis(catalog=open_catalog(settings), store=store, embedder=embedder, clock=MovableClock(), home=home)
 
 
 def test_a_memory_being_forgotten_is_never_read_before_its_forget_is_finished(home, acme):

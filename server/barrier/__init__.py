@@ -38,7 +38,7 @@ class Grant:
     created_at: datetime
     revoked_at: datetime | None = None
 
-    def covers(self, space: str, target: str | None, ai: str, now: datetime) -> bool:
+    def covers(self, space: str, target: str | None, *, ai: str, now: datetime) -> bool:
         return (
             self.revoked_at is None
             and contains(self.from_space, space)
@@ -69,11 +69,11 @@ def may_hold(target: str | None) -> Callable[[str], bool]:
 def judge(
     spaces: Iterable[str],
     holds: Callable[[str], bool],
+    *,
     target: str | None,
     grants: Iterable[Grant],
     ai: str,
     now: datetime,
-    *,
     denied: Callable[[str], bool] = lambda space: False,
 ) -> Crossing:
     """Each carried space is held by the target, or crosses under a grant into ``target``, or
@@ -90,7 +90,7 @@ def judge(
             blocked.append(space)
             refused.append(space)
             continue
-        grant = next((g for g in live if g.covers(space, target, ai, now)), None)
+        grant = next((g for g in live if g.covers(space, target, ai=ai, now=now)), None)
         if grant is None:
             blocked.append(space)
         elif grant.id not in used:

@@ -53,22 +53,22 @@ class Gates:
         self,
         caller: Caller,
         run: Run,
+        *,
         carried: Carried,
         target: str | None,
         action: Action,
         text: str,
         ask: Ask | None,
-        *,
         policies: PolicySet,
     ) -> list[Step]:
         """Whether ``target`` may hold what the write carries; the steps to record with the write."""
         crossing = judge(
             carried.spaces,
             may_hold(target),
-            target,
-            self.grants.list(),
-            caller.ai,
-            self.clock(),
+            target=target,
+            grants=self.grants.list(),
+            ai=caller.ai,
+            now=self.clock(),
             denied=_denied(policies, caller.ai),
         )
         marks = tuple(carried.marks())
@@ -100,7 +100,7 @@ class Gates:
         raise DataBarrier(self._refusal(run, crossing, target, asked=bool(steps[:-1])))
 
     def forget(
-        self, caller: Caller, run: Run, trusted: Iterable[str], target: str | None, text: str, ask: Ask | None
+        self, caller: Caller, run: Run, *, trusted: Iterable[str], target: str | None, text: str, ask: Ask | None
     ) -> list[Step]:
         """A run that carries untrusted content forgets only with a person's approval."""
         untrusted = tuple(sorted(run.carried.origins - set(trusted)))
@@ -131,10 +131,10 @@ class Gates:
         self,
         caller: Caller,
         run: Run,
+        *,
         spaces: Iterable[str | None],
         reaches: Callable[[str | None], bool],
         marks: tuple[str, ...],
-        *,
         policies: PolicySet,
     ) -> list[Step]:
         """Whether the run may open a reference holding data of ``spaces``: each is reached, or
@@ -146,10 +146,10 @@ class Gates:
         crossing = judge(
             named,
             lambda s: reaches(s) and not denied(s),
-            target,
-            self.grants.list(),
-            caller.ai,
-            self.clock(),
+            target=target,
+            grants=self.grants.list(),
+            ai=caller.ai,
+            now=self.clock(),
             denied=denied,
         )
         if None in set(spaces) and not personal_ok:

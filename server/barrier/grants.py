@@ -37,7 +37,7 @@ class GrantBook:
         self.catalog = catalog
         self.clock = clock
 
-    def add(self, from_space: str, to_space: str | None, ai: str | None, until: datetime | None) -> Grant:
+    def add(self, from_space: str, to_space: str | None, *, ai: str | None, until: datetime | None) -> Grant:
         now = self.clock()
         if until is not None and until <= now:
             raise InvalidInput("until must lie in the future", field="until")

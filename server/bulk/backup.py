@@ -111,7 +111,7 @@ def backup(
             r["partition"]
             for r in copy.all("SELECT DISTINCT partition FROM memories WHERE forgotten_at IS NULL ORDER BY partition")
         ]:
-            rows, digest, missing, held = _copy_partition(copy, store, vectors, key, progress)
+            rows, digest, missing, held = _copy_partition(copy, store, vectors=vectors, key=key, progress=progress)
             reread += [key] if held else []
             forgotten.update(_forgotten_since(catalog, missing))
             if rows:
@@ -189,7 +189,7 @@ def _copy_catalog(source: Path, destination: Path) -> None:
 
 
 def _copy_partition(
-    copy: Catalog, store: VectorStore, vectors: VectorStore, key: str, progress: Progress | None
+    copy: Catalog, store: VectorStore, *, vectors: VectorStore, key: str, progress: Progress | None
 ) -> tuple[int, str, list[str], bool]:
     """The partition's rows that the copy names as not forgotten, into the backup's table.
     Returns (rows, their digest, the ids the copy names that the table no longer holds, whether
@@ -200,7 +200,10 @@ def _copy_partition(
         try:
             with store.held_still(key) if held else nullcontext():
                 rows = vectors.create_from(
-                    key, _named_rows(copy, store.stream(key, batch_size=BATCH), key, seen, digest, progress)
+                    key,
+                    _named_rows(
+                        copy, store.stream(key, batch_size=BATCH), key=key, seen=seen, digest=digest, progress=progress
+                    ),
                 )
             break
         except (OSError, RuntimeError, ValueError):
@@ -214,7 +217,7 @@ def _copy_partition(
 
 
 def _named_rows(
-    copy: Catalog, batches: Iterator[pa.RecordBatch], key: str, seen: set[str], digest, progress: Progress | None
+    copy: Catalog, batches: Iterator[pa.RecordBatch], *, key: str, seen: set[str], digest, progress: Progress | None
 ) -> Iterator[pa.RecordBatch]:
     """Each batch filtered to the rows the copy names (once each), with the copy's times."""
     for batch in batches:

@@ -82,6 +82,7 @@ class Preparer:
 
     def __init__(
         self,
+        *,
         book: MemoryBook,
         registry: Registry,
         embed: Callable[[list[str]], np.ndarray],
@@ -189,7 +190,7 @@ IMPORT_TURN = "~imports"  # no partition key starts with "~": the imports' own t
 class Writer:
     """Step two: under the import lock, check again what is present, then write the rest."""
 
-    def __init__(self, book: MemoryBook, journal: Journal, vectors_in: Executor, stop: threading.Event) -> None:
+    def __init__(self, book: MemoryBook, *, journal: Journal, vectors_in: Executor, stop: threading.Event) -> None:
         self.stop = stop
         self.book = book
         self.journal = journal

@@ -220,12 +220,12 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
 
 
 def import_restore(
+    lines: BinaryIO,
+    *,
     catalog: Catalog,
     store: VectorStore,
     book: MemoryBook,
     embed: Callable[[list[str]], np.ndarray],
-    lines: BinaryIO,
-    *,
     now: datetime,
     journals,
     progress: Progress | None = None,

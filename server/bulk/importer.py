@@ -131,7 +131,7 @@ def import_stream(
                 now = service.clock()  # "now" for rows without valid_from; read every 256 rows
             yield parse_line(number, raw, now=now, dimension=dimension)
 
-    return _Importer(service, ai, batch_size, progress).run(parsed())
+    return _Importer(service, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
 
 
 def import_records(
@@ -151,7 +151,7 @@ def import_records(
                 now = service.clock()
             yield check_row(number, fields, now=now, dimension=dimension)
 
-    return _Importer(service, ai, batch_size, progress).run(parsed())
+    return _Importer(service, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
 
 
 class _Importer:
@@ -159,7 +159,7 @@ class _Importer:
     worker thread and written in another, so parsing, embedding and writing overlap. The
     embedder and the stores release the GIL while they work."""
 
-    def __init__(self, service: Stores, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, service: Stores, *, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
         validate_ai(ai)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
             raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")
@@ -195,15 +195,15 @@ class _Importer:
             )
             cleanup.callback(self._abandon, in_flight, stop)
             preparer = Preparer(
-                MemoryBook(reader, service.store),
-                Registry(reader, service.clock),
-                lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
-                service.store.dimension,
-                self.ai,
-                service.clock,
-                stop,
+                book=MemoryBook(reader, service.store),
+                registry=Registry(reader, service.clock),
+                embed=lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
+                dimension=service.store.dimension,
+                ai=self.ai,
+                clock=service.clock,
+                stop=stop,
             )
-            writer = Writer(MemoryBook(writes, service.store), journal, vectors, stop)
+            writer = Writer(MemoryBook(writes, service.store), journal=journal, vectors_in=vectors, stop=stop)
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)

@@ -94,7 +94,9 @@ def reindex(
             for name in names:
                 key = key_of(name)
                 if key is not None:
-                    written += _copy(current / f"{name}.lance", key, target, embedder, batch, progress)
+                    written += _copy(
+                        current / f"{name}.lance", key, target=target, embedder=embedder, batch=batch, progress=progress
+                    )
         finally:
             target.close()
         os.rename(current, home / REPLACED)
@@ -105,7 +107,13 @@ def reindex(
 
 
 def _copy(
-    table: Path, key: str, target: VectorStore, embedder: Embedder, batch: int, progress: Callable[[int], None] | None
+    table: Path,
+    key: str,
+    *,
+    target: VectorStore,
+    embedder: Embedder,
+    batch: int,
+    progress: Callable[[int], None] | None,
 ) -> int:
     """One partition's rows embedded again into ``target``. What an earlier, interrupted run
     wrote is kept where it still matches the source, row for row; a row the source no longer

@@ -98,7 +98,16 @@ def restore(
             field="ESFIS_CATALOG",
         )
     if kind == "pg_dump":
-        return _restore_postgres(source, home, manifest, catalog_url, vectors_uri, forgets_from, progress, started)  # type: ignore[arg-type]
+        return _restore_postgres(
+            source,
+            home,
+            manifest=manifest,
+            url=catalog_url,  # type: ignore[arg-type]
+            vectors_uri=vectors_uri,
+            forgets_from=forgets_from,
+            progress=progress,
+            started=started,
+        )
     if vectors_uri is not None:
         raise InvalidInput(
             "a backup of a SQLite home restores its partitions into the home, without ESFIS_VECTORS",
@@ -157,6 +166,7 @@ def restore(
 def _restore_postgres(
     source: Path,
     home: Path,
+    *,
     manifest: dict,
     url: str,
     vectors_uri: str | None,

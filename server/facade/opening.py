@@ -215,6 +215,8 @@ def open_service(
     except BaseException:
         close_all(catalog, coordination)
         raise
-    service = Esfis(catalog, store, embedder, clock, home=settings.home, trail_days=settings.trail_days)
+    service = Esfis(
+        catalog=catalog, store=store, embedder=embedder, clock=clock, home=settings.home, trail_days=settings.trail_days
+    )
     service.recover()
     return service

@@ -99,7 +99,12 @@ class Operator:
         delivery = self._parts.deliveries.get(delivery_id)
         vector = self._parts.embed_query(delivery.query)
         return explain(
-            delivery, self._parts.memories, self._parts.store, self._parts.registry.names(), vector, self._parts.clock()
+            delivery,
+            book=self._parts.memories,
+            store=self._parts.store,
+            all_spaces=self._parts.registry.names(),
+            query_vector=vector,
+            now=self._parts.clock(),
         )
 
     # -- grants, trusted sources, runs (operator) -------------------------------------------
@@ -122,7 +127,7 @@ class Operator:
         if ai is not None:
             validate_ai(ai)
         moment = None if until is None else parse_time(until, now=self._parts.clock(), field="until")
-        return self._parts.grants.add(from_space, target, ai, moment)
+        return self._parts.grants.add(from_space, target, ai=ai, until=moment)
 
     def grants(self) -> list[Grant]:
         return self._parts.grants.list()
@@ -254,11 +259,11 @@ class Operator:
         from server.bulk.export import import_restore
 
         return import_restore(
-            self._parts.catalog,
-            self._parts.store,
-            self._parts.memories,
-            self._parts.embed_documents,
             stream,
+            catalog=self._parts.catalog,
+            store=self._parts.store,
+            book=self._parts.memories,
+            embed=self._parts.embed_documents,
             now=self._parts.clock(),
             journals=self._parts.home / "imports",
             progress=progress,

@@ -54,11 +54,11 @@ class Parts:
     @classmethod
     def over(
         cls,
+        *,
         catalog: Catalog,
         store: VectorStore,
         embedder: Embedder,
         clock: Clock,
-        *,
         home: Path,
         trail_days: int = TRAIL_DAYS,
     ) -> Parts:

@@ -76,15 +76,17 @@ class Esfis:
 
     def __init__(
         self,
+        *,
         catalog: Catalog,
         store: VectorStore,
         embedder: Embedder,
         clock: Clock,
-        *,
         home: Path,
         trail_days: int = TRAIL_DAYS,
     ) -> None:
-        self._parts = Parts.over(catalog, store, embedder, clock, home=home, trail_days=trail_days)
+        self._parts = Parts.over(
+            catalog=catalog, store=store, embedder=embedder, clock=clock, home=home, trail_days=trail_days
+        )
         self._closing = threading.Event()
         self.operator = Operator(self._parts)
 
@@ -233,9 +235,18 @@ class Esfis:
         scope = self._writable(caller, target)
         run = self._parts.gates.enter(caller)
         steps = self._parts.gates.write(
-            caller, run, run.carried, target, "remember", text, ask, policies=scope.policies
+            caller,
+            run,
+            carried=run.carried,
+            target=target,
+            action="remember",
+            text=text,
+            ask=ask,
+            policies=scope.policies,
         )
-        memory = self._new(caller, run, run.carried, target, text, origins, now, until)
+        memory = self._new(
+            caller, run, carried=run.carried, target=target, text=text, origins=origins, now=now, until=until
+        )
         self._parts.memories.write([memory], also=self._trail(run, caller, steps, memory))
         return self._shown(scope, self._loaded(memory.id))
 
@@ -253,15 +264,24 @@ class Esfis:
         vector = None
         if scope.allowed:
             vector = self._parts.embed_query(query) if query_vector is None else self._parts.given_vector(query_vector)
-        outcome = run_recall(scope, vector, limit, now, self._parts.store, self._parts.memories, query)
+        outcome = run_recall(
+            scope, vector, limit=limit, now=now, store=self._parts.store, book=self._parts.memories, query_text=query
+        )
         marks = _marks(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
 
         def bookkeeping(tx: Tx) -> int:
             delivery_id = self._parts.deliveries.record(
-                caller, query, limit, now, list(scope.allowed), outcome.items, outcome.cut, tx
+                tx,
+                caller,
+                query=query,
+                limit=limit,
+                at=now,
+                searched=list(scope.allowed),
+                items=outcome.items,
+                cut=outcome.cut,
             )
-            self._parts.runs.record(tx, run, caller, [step], marks)
+            self._parts.runs.record(tx, run, caller, [step], carry=marks)
             return delivery_id
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
@@ -279,7 +299,7 @@ class Esfis:
                 # The successor lives where this caller cannot see: do not name it.
                 memory = dataclasses.replace(memory, superseded_by=None)
         marks = memory.labels.marks()
-        self._parts.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], marks)
+        self._parts.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], carry=marks)
         return self._shown(scope, memory)
 
     def replace(
@@ -299,9 +319,11 @@ class Esfis:
             raise self._superseded(caller, old)
         run = self._parts.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
-        steps = self._parts.gates.write(caller, run, carried, target, "replace", text, ask, policies=scope.policies)
+        steps = self._parts.gates.write(
+            caller, run, carried=carried, target=target, action="replace", text=text, ask=ask, policies=scope.policies
+        )
         now = self._parts.clock()
-        memory = self._new(caller, run, carried, target, text, (), now, None)
+        memory = self._new(caller, run, carried=carried, target=target, text=text, origins=(), now=now, until=None)
         try:
             self._parts.memories.write(
                 [memory],
@@ -327,7 +349,9 @@ class Esfis:
         memory = self._visible(caller, id_)
         run = self._parts.gates.enter(caller)
         trusted = [t.source for t in self._parts.grants.trusted()]
-        steps = self._parts.gates.forget(caller, run, trusted, memory.space, memory.text or "", ask)
+        steps = self._parts.gates.forget(
+            caller, run, trusted=trusted, target=memory.space, text=memory.text or "", ask=ask
+        )
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
 
         def trail(tx) -> None:
@@ -340,6 +364,7 @@ class Esfis:
         self,
         caller: Caller,
         run: Run,
+        *,
         carried: Carried,
         target: str | None,
         text: str,
@@ -380,7 +405,7 @@ class Esfis:
             target=space_mark(memory.space),
             memory_ids=(memory.id,) if old is None else (memory.id, old),
         )
-        return lambda tx: self._parts.runs.record(tx, run, caller, [*steps, write], carry)
+        return lambda tx: self._parts.runs.record(tx, run, caller, [*steps, write], carry=carry)
 
     def _loaded(self, id_: str) -> Memory:
         memory = self._parts.memories.load(id_)
@@ -424,7 +449,9 @@ class Esfis:
         labels = [labels for _, labels in reference.items]
         marks = _marks(labels)
         spaces = [s for l in labels for s in l.spaces()]
-        steps = self._parts.gates.open(caller, run, spaces, scope.reaches, marks, policies=scope.policies)
+        steps = self._parts.gates.open(
+            caller, run, spaces=spaces, reaches=scope.reaches, marks=marks, policies=scope.policies
+        )
         opened = []
         for memory_id, shared in reference.items:
             memory = self._parts.memories.load(memory_id)
@@ -432,7 +459,7 @@ class Esfis:
             opened.append(OpenedMemory(memory_id, text, shared))
         carry = _marks(o.labels for o in opened if o.text is not None)
         step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
-        self._parts.runs.record_now(run, caller, [*steps, step], carry)
+        self._parts.runs.record_now(run, caller, [*steps, step], carry=carry)
         return self._shown_reference(scope, reference), [
             dataclasses.replace(o, labels=_redact_labels(scope, o.labels)) for o in opened
         ]

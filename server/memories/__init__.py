@@ -113,12 +113,13 @@ class MemoryBook:
         key = partition_key(batch.space)
         with nullcontext() if self.journal is None else self.journal.writing(key, batch.ids):
             failpoints.hit("write:after-journal")
-            self._write_batch(key, batch, supersedes, vectors_in, also)
+            self._write_batch(key, batch, supersedes=supersedes, vectors_in=vectors_in, also=also)
 
     def _write_batch(
         self,
         key: str,
         batch: MemoryBatch,
+        *,
         supersedes: tuple[str, datetime] | None,
         vectors_in: Executor | None,
         also: Callable[[Tx], None] | None,

@@ -28,14 +28,15 @@ class DeliveryLog:
 
     def record(
         self,
+        tx: Tx,
         caller: Caller,
+        *,
         query: str,
         limit: int,
         at: datetime,
         searched: list[str | None],
         items: list[DeliveryItem],
         cut: dict[str, int],
-        tx: Tx,
     ) -> int:
         """Record one recall inside ``tx`` (the run's step goes in the same transaction)."""
         # all(), not one(): SQLite finishes an INSERT … RETURNING only once its rows are read.
@@ -111,6 +112,7 @@ class DeliveryLog:
 
 def explain(
     delivery: Delivery,
+    *,
     book: MemoryBook,
     store: VectorStore,
     all_spaces: builtins.list[str],

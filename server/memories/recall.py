@@ -39,6 +39,7 @@ class RecallOutcome:
 def run_recall(
     scope: Scope,
     query_vector: np.ndarray | None,
+    *,
     limit: int,
     now: datetime,
     store: VectorStore,
