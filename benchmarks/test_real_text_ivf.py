@@ -18,7 +18,7 @@ import indexing.store as store_module
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from benchmarks.synthetic import exact_top_k, recall_at_k
-from indexing.snapshot import OPEN_END, RowBatch
+from indexing.partition import OPEN_END, RowBatch
 from indexing.store import VectorStore
 
 KEY = "space:lme-all"
@@ -52,7 +52,7 @@ def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monk
     store.settle(KEY)
     build_s = time.perf_counter() - started
     reader = VectorStore(tmp_path, model="all-MiniLM-L6-v2", dimension=vectors.shape[1])
-    snap = reader.snapshot(KEY)
+    snap = reader.live_partition(KEY)
     assert snap.base is not None  # served by the image, not an exact scan
     every = np.ones(n, dtype=bool)
     recalls, latencies = [], []

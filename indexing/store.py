@@ -47,7 +47,7 @@ from indexing.coordination import Coordination, LocalCoordination
 from indexing.errors import BadVector, StoreBusy, StoreMismatch
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.location import Location, open_dataset, read_manifest, write_manifest
-from indexing.snapshot import OPEN_END, PartitionResult, Row, RowBatch, Snapshot
+from indexing.partition import OPEN_END, LivePartition, PartitionResult, Row, RowBatch
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
@@ -163,7 +163,7 @@ class VectorStore:
         self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
         self._session: Any = None  # a lance.Session once a search needs one
-        self._snapshots: dict[str, Snapshot] = {}
+        self._snapshots: dict[str, LivePartition] = {}
         self._writes: Counter[str] = Counter()
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
         self._known: set[str] = set()  # partitions seen written (a remote existence check is a listing)
@@ -329,7 +329,7 @@ class VectorStore:
         self._known.add(key)
         return written
 
-    def snapshot(self, key: str) -> Snapshot:
+    def live_partition(self, key: str) -> LivePartition:
         """The partition's image, reloaded from LanceDB if another process wrote since.
 
         The load takes no lock: a purge in another process may then delete the files of the
@@ -352,13 +352,13 @@ class VectorStore:
             self._snapshots[key] = snap
             return snap
 
-    def _load(self, key: str, token: str) -> Snapshot:
+    def _load(self, key: str, token: str) -> LivePartition:
         # Never written: on a disk, one stat says so; remotely that is a listing, and a
         # partition without a version was never written (or holds only a dead write's rows).
         if (not token) if self.location.remote else not self.exists(key):
             self.stats.opened[key] += 1
             self.stats.loaded[key] += 1
-            return Snapshot(dimension=self.dimension, token=token)
+            return LivePartition(dimension=self.dimension, token=token)
         mapped = image.open_image(self._image_folder(key))
         if mapped is not None and self.location.remote:
             # Another machine may have dropped the table, or dropped it and made it again: an
@@ -372,10 +372,10 @@ class VectorStore:
             table = self._open_table(key)
             self.stats.loaded[key] += 1
             if table is None:
-                return Snapshot(dimension=self.dimension, token=token)
+                return LivePartition(dimension=self.dimension, token=token)
             arrow = table.to_table()
             if arrow.num_rows < ANN_THRESHOLD:
-                return Snapshot.from_arrow(arrow, self.dimension, token)
+                return LivePartition.from_arrow(arrow, self.dimension, token)
             del arrow
             # A large partition without an image (a store from before images, or a build that
             # was killed): build it once, here, under the write lock; it persists.
@@ -397,7 +397,7 @@ class VectorStore:
                 self._build_image(key, previous=mapped)
             del mapped
             return self._load(key, token)
-        return Snapshot.over(mapped, gone, since, self.dimension, token)
+        return LivePartition.over(mapped, gone, since, self.dimension, token)
 
     def _build_image(self, key: str, previous: image.Image | None) -> None:
         """Build and publish the partition's image (the caller holds the write lock), or
@@ -488,7 +488,7 @@ class VectorStore:
         if not _blas_limited:
             search_on_one_thread()  # on the first search, not at start: most commands never search
         with self._lock:  # a write in another thread may be growing the image
-            result = self.snapshot(key).search(query, k, now, text)
+            result = self.live_partition(key).search(query, k, now, text)
             self.stats.scored[key] += result.scored
             self.stats.postings[key] += result.postings
         return result
@@ -585,13 +585,13 @@ class VectorStore:
         return dataset.to_table(columns=["id"], filter=f"created_at < {int(micros)}").column("id").to_pylist()
 
     def text(self, key: str, id_: str) -> str | None:
-        return self.snapshot(key).text_of(id_)
+        return self.live_partition(key).text_of(id_)
 
     def vector(self, key: str, id_: str) -> np.ndarray | None:
-        return self.snapshot(key).vector_of(id_)
+        return self.live_partition(key).vector_of(id_)
 
     def row_ids(self, key: str) -> list[str]:
-        return self.snapshot(key).live_ids()
+        return self.live_partition(key).live_ids()
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import indexing.store as store_module
 from indexing.coordination import LocalCoordination
 from indexing.errors import StoreMismatch
 from indexing.identity import Prompts
-from indexing.snapshot import Row
+from indexing.partition import Row
 from indexing.store import VectorStore, table_name
 from tests.helpers import files_containing
 
