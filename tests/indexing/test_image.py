@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.store as store_module
-from indexing import image
+import indexing.image_cache as image_cache
+from indexing import compaction, image
 from indexing.partition import Row
 from indexing.store import VectorStore, table_name
 
@@ -42,7 +42,7 @@ def rows(vectors: np.ndarray, start: int = 0, text=lambda i: f"text {i}") -> lis
 
 @pytest.fixture(autouse=True)
 def small_threshold(monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", THRESHOLD)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", THRESHOLD)
 
 
 def imported(root: Path, vectors: np.ndarray, text=lambda i: f"text {i}") -> VectorStore:
@@ -124,7 +124,7 @@ def test_a_partition_that_shrinks_below_the_threshold_loses_its_image(tmp_path):
 
 
 def test_small_writes_past_the_threshold_build_the_image_at_compaction(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "COMPACT_EVERY", 4)
+    monkeypatch.setattr(compaction, "COMPACT_EVERY", 4)
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     vectors = clustered(2400)
     for start in range(0, 2400, 600):
@@ -149,11 +149,12 @@ def test_a_large_partition_without_an_image_gets_one_on_its_first_load_once(tmp_
 KILLED_BUILD = textwrap.dedent(
     """
     import sys
+    import indexing.image_cache as image_cache
     import indexing.store as store_module
     from indexing import failpoints
     from indexing.partition import Row
     import numpy as np
-    store_module.ANN_THRESHOLD = 2000
+    image_cache.ANN_THRESHOLD = 2000
     store = store_module.VectorStore(sys.argv[1], model="m", dimension=32)
     rng = np.random.default_rng(5)
     v = rng.normal(size=(100, 32)).astype(np.float32)

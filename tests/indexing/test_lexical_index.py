@@ -143,10 +143,10 @@ def test_fusions_keep_cosine_order_when_no_term_matches():
 
 
 def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch, tmp_path):
-    import indexing.store as store_module
+    import indexing.image_cache as image_cache
     from indexing.store import VectorStore
 
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 2000)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 2000)
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(2500, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
