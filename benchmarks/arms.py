@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from benchmarks.synthetic import DIM, Store, Truth, recall_truth
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
-from indexing.snapshot import merge_best
+from indexing.partition import merge_best
 from indexing.testing import HashingEmbedder
 from server.facade import Esfis, open_service
 from server.memories.input import NewMemory, new_id
@@ -164,12 +164,12 @@ class ScopeFirst:
 
     def served_by(self, label: str) -> dict:
         """What served the caller's partitions: the exact scan or the persisted IVF image
-        (``snapshot(key).base`` is the image), read from the store itself."""
+        (``live_partition(key).base`` is the image), read from the store itself."""
         lists, exact = [], 0
         for key in self.keys[label]:
             if not self.service._parts.store.exists(key):
                 continue  # the caller's personal partition, searched and empty
-            base = self.service._parts.store.snapshot(key).base
+            base = self.service._parts.store.live_partition(key).base
             if base is not None:
                 lists.append((len(base.lists.centroids), int(base.lists.nprobe)))
             else:

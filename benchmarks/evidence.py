@@ -37,7 +37,7 @@ from benchmarks.longmemeval import Question, Workload
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT, with_feedback
 from indexing.fusion import DEFAULT, Fusion, fuse_lexical
 from indexing.lexical import STEM, LexicalIndex
-from indexing.snapshot import OPEN_END, RowBatch, Snapshot, merge_best
+from indexing.partition import OPEN_END, LivePartition, RowBatch, merge_best
 from indexing.store import VectorStore
 from server.memories.recall import RUNNERS_UP
 
@@ -134,7 +134,7 @@ def evaluate(
             continue
         rows, qvec = ev.rows[qi], q_vecs[qi]
         evidence = set(np.flatnonzero(np.isin(rows, list(q.evidence))).tolist())
-        snap = ev.store.snapshot(ev.key(qi))
+        snap = ev.store.live_partition(ev.key(qi))
         n = snap.rows
         valid = np.ones(n, dtype=bool)
         everything = np.arange(n)
@@ -201,7 +201,7 @@ def feedback_scores(vectors: np.ndarray, qvec: np.ndarray, cos: np.ndarray, fuse
     return scores
 
 
-def keyed(name: str, keys: np.ndarray, snap: Snapshot, qvec: np.ndarray, text: str) -> dict[str, np.ndarray]:
+def keyed(name: str, keys: np.ndarray, snap: LivePartition, qvec: np.ndarray, text: str) -> dict[str, np.ndarray]:
     """Cosine, the fusion and the default over other stored vectors of the same rows: the
     partition's own lexical index, since the keys change the vectors only; feedback moves the
     query towards the keys, as a store holding them would."""
@@ -222,7 +222,7 @@ def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) ->
 
 
 def split_recall(
-    snap: Snapshot, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion | None
+    snap: LivePartition, qvec: np.ndarray, text: str, w: Workload, rows: np.ndarray, fusion: Fusion | None
 ) -> list[int]:
     """The haystack as two partitions (every fifth session, and the rest), merged by score."""
     if w.previous is not None:
@@ -235,7 +235,7 @@ def split_recall(
         local = np.flatnonzero(part)
         if not len(local):
             continue
-        sub = Snapshot(dimension=snap.dimension)
+        sub = LivePartition(dimension=snap.dimension)
         sub.append(
             RowBatch(
                 ids=[str(i) for i in local],

@@ -16,7 +16,7 @@ from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
 from indexing.feedback import with_feedback
-from indexing.snapshot import OPEN_END, RowBatch
+from indexing.partition import OPEN_END, RowBatch
 from indexing.store import VectorStore
 
 SIZES = [250, 10_000, 100_000] if FULL else [250, 2_000]
@@ -48,7 +48,7 @@ def partition(size: int) -> tuple[VectorStore, list[str]]:
 @pytest.mark.parametrize("size", SIZES)
 def test_lexical_signal_cost(benchmark, size):
     store, questions = partition(size)
-    snap = store.snapshot("p")
+    snap = store.live_partition("p")
     started = time.perf_counter()
     snap.lexicon()  # built on the first search with a text; timed here on its own
     build_ms = (time.perf_counter() - started) * 1000

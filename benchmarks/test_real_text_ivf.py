@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-import indexing.store as store_module
+import indexing.image_cache as image_cache
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from benchmarks.synthetic import exact_top_k, recall_at_k
-from indexing.snapshot import OPEN_END, RowBatch
+from indexing.partition import OPEN_END, RowBatch
 from indexing.store import VectorStore
 
 KEY = "space:lme-all"
@@ -27,7 +27,7 @@ K = 10
 
 def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monkeypatch):
     if not FULL:
-        monkeypatch.setattr(store_module, "ANN_THRESHOLD", 2000)
+        monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 2000)
     workload = load_workload()
     vectors = np.asarray(text_vectors(workload), dtype=np.float32)[workload.memory_text]
     queries = question_vectors(workload)
@@ -52,7 +52,7 @@ def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monk
     store.settle(KEY)
     build_s = time.perf_counter() - started
     reader = VectorStore(tmp_path, model="all-MiniLM-L6-v2", dimension=vectors.shape[1])
-    snap = reader.snapshot(KEY)
+    snap = reader.live_partition(KEY)
     assert snap.base is not None  # served by the image, not an exact scan
     every = np.ones(n, dtype=bool)
     recalls, latencies = [], []
@@ -69,7 +69,7 @@ def test_ivf_recall_on_real_text_against_an_exact_scan(benchmark, tmp_path, monk
         "queries": len(queries),
         "recall_at_10": float(np.mean(recalls)),
         "served_by": "IVF image" if snap.base is not None else "exact scan",
-        "threshold": store_module.ANN_THRESHOLD,
+        "threshold": image_cache.ANN_THRESHOLD,
         "write_and_build_s": build_s,
         "ivf_lists": len(snap.base.lists.centroids),
         "nprobe": snap.base.lists.nprobe,

@@ -231,7 +231,7 @@ def test_single_large_space_uses_ann_inside_the_partition(benchmark):
         outside += answer.out_of_scope_scored
         scored += answer.scored or 0
         short += len(answer.rows) < K
-    snapshot = sf.service._parts.store.snapshot(partition_key("probe-1p-all"))
+    snapshot = sf.service._parts.store.live_partition(partition_key("probe-1p-all"))
     stats = {
         "store_size": store.size,
         "scope": "1p-all (single space)",

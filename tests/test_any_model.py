@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.store as store_module
+import indexing.image_cache as image_cache
 from indexing.embedder import load_embedder
 from indexing.identity import Prompts
 from indexing.store import table_name
@@ -82,7 +82,7 @@ def test_a_prompt_change_alone_is_reindexed(home, clock):
 
 
 def test_a_48_d_model_works_through_import_images_and_reindex(home, clock, tiny_model, tiny_cache, monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", THRESHOLD)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", THRESHOLD)
     embedder = tiny(tiny_model, tiny_cache)
     # A store of another model first, so the tiny model's store is made by esfis reindex.
     svc = open_service(settings_for(home), embedder=HashingEmbedder(64, "hashing-old"), clock=clock)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from indexing.snapshot import Row
+from indexing.partition import Row
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
 from server.facade import backup_home, open_service, restore_home

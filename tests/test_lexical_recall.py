@@ -44,10 +44,10 @@ def test_a_rare_term_finds_its_memory_in_its_own_space(service, folders):
 def test_forgotten_memory_terms_no_longer_score_and_are_in_no_file(service, folders, home):
     _, globex = seed(service, folders)
     secret = next(m for m in service.recall(globex, CODEWORD).memories if CODEWORD in m.text)
-    index = service._parts.store.snapshot("space:globex").lexicon()
+    index = service._parts.store.live_partition("space:globex").lexicon()
     assert CODEWORD in index.term_id
     service.forget(globex, secret.id)
-    index = service._parts.store.snapshot("space:globex").lexicon()
+    index = service._parts.store.live_partition("space:globex").lexicon()
     assert CODEWORD not in index.term_id and CODEWORD not in index.terms
     service._parts.store.stats.reset()
     result = service.recall(globex, CODEWORD)
@@ -62,7 +62,7 @@ def test_superseded_memory_gets_no_lexical_score(service, folders):
     service.replace(globex, old.id, "Globex login has no codeword any more")
     result = service.recall(globex, CODEWORD, limit=10)
     assert old.id not in [m.id for m in result.memories]
-    snap = service._parts.store.snapshot("space:globex")
+    snap = service._parts.store.live_partition("space:globex")
     row = snap.row_of[old.id]
     valid = snap.valid_until[: snap.rows] > snap.valid_from[: snap.rows].max()  # open rows only
     assert not valid[row]

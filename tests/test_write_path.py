@@ -93,7 +93,7 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
 
     import lance
 
-    from indexing.store import COMPACT_EVERY
+    from indexing.compaction import COMPACT_EVERY
     from indexing.testing import HashingEmbedder
     from server.bulk.importer import import_stream
     from server.facade import open_service

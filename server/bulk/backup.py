@@ -20,7 +20,7 @@ closed the row in the table, not in the copy); (3) a memory the copy names but t
 longer holds was forgotten since: it is marked forgotten in the copy as the live forget did,
 so every memory the backup names has its text. A forget purges old versions, so a read
 without a lock may lose its files: the partition is then read again holding its lock shared
-(no writer on this machine meanwhile), as ``VectorStore.snapshot`` does.
+(no writer on this machine meanwhile), as ``VectorStore.live_partition`` does.
 
 **Killed half way**, a folder has no manifest: restore refuses it and a new backup into it
 starts over.

@@ -17,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from indexing.snapshot import OPEN_END, Row, RowBatch
+from indexing.partition import OPEN_END, Row, RowBatch
 from server.clock import to_micros
 from server.errors import InvalidInput, InvalidMemoryId, TextTooLong
 

@@ -2,7 +2,7 @@
 
 1. space: ``scope_for`` picks the partitions the caller reaches; nothing else is opened.
 2. permissions: partitions a policy denies are dropped before anything is scored.
-3. validity: inside each partition, only rows current now are candidates (``Snapshot.search``),
+3. validity: inside each partition, only rows current now are candidates (``LivePartition.search``),
    and the catalog has the last word on each hit.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
    (``indexing.fusion``); the candidates scored again against the query moved towards the best
@@ -18,7 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from indexing.feedback import with_feedback
-from indexing.snapshot import Hit, PartitionResult, merge_best
+from indexing.partition import Hit, PartitionResult, merge_best
 from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from indexing.feedback import FEEDBACK_WEIGHT, with_feedback
-from indexing.snapshot import OPEN_END, RowBatch, Snapshot, merge_best
+from indexing.partition import OPEN_END, LivePartition, RowBatch, merge_best
 
 DIM = 16
 
@@ -16,8 +16,8 @@ def unit(v) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def snapshot(rows: dict[str, np.ndarray], texts: dict[str, str] | None = None) -> Snapshot:
-    snap = Snapshot(dimension=DIM)
+def snapshot(rows: dict[str, np.ndarray], texts: dict[str, str] | None = None) -> LivePartition:
+    snap = LivePartition(dimension=DIM)
     ids = list(rows)
     n = len(ids)
     snap.append(

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.store as store_module
-from indexing import image
-from indexing.snapshot import Row
+import indexing.image_cache as image_cache
+from indexing import compaction, image
+from indexing.partition import Row
 from indexing.store import VectorStore, table_name
 
 DIM = 32
@@ -42,7 +42,7 @@ def rows(vectors: np.ndarray, start: int = 0, text=lambda i: f"text {i}") -> lis
 
 @pytest.fixture(autouse=True)
 def small_threshold(monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", THRESHOLD)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", THRESHOLD)
 
 
 def imported(root: Path, vectors: np.ndarray, text=lambda i: f"text {i}") -> VectorStore:
@@ -66,7 +66,7 @@ def test_the_index_is_built_at_import_and_a_reader_maps_it_without_building(tmp_
     reader = VectorStore(tmp_path, model="m", dimension=DIM)  # another process, in effect
     result = reader.search(KEY, vectors[5], 10, now=1)
     assert reader.stats.built[KEY] == 0  # the first read builds nothing
-    snap = reader.snapshot(KEY)
+    snap = reader.live_partition(KEY)
     assert snap.base is not None and isinstance(snap.base.vectors, np.memmap)  # mapped, not copied
     assert result.hits[0].id == "r5"
     assert result.scored < len(vectors)  # the IVF lists narrowed the rows scored
@@ -95,7 +95,7 @@ def test_rows_written_replaced_and_forgotten_elsewhere_are_seen_exactly(tmp_path
     assert reader.search(KEY, extra, 1, now=10).hits[0].id == "fresh"
     assert "r7" not in {h.id for h in reader.search(KEY, vectors[7], 10, now=10).hits}
     assert reader.search(KEY, vectors[7], 1, now=2).hits[0].id == "r7"  # still valid before 5
-    assert reader.snapshot(KEY).base is not None  # served by the image plus what came since
+    assert reader.live_partition(KEY).base is not None  # served by the image plus what came since
     assert len(reader.row_ids(KEY)) == 3001
 
 
@@ -124,13 +124,13 @@ def test_a_partition_that_shrinks_below_the_threshold_loses_its_image(tmp_path):
 
 
 def test_small_writes_past_the_threshold_build_the_image_at_compaction(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "COMPACT_EVERY", 4)
+    monkeypatch.setattr(compaction, "COMPACT_EVERY", 4)
     store = VectorStore(tmp_path, model="m", dimension=DIM)
     vectors = clustered(2400)
     for start in range(0, 2400, 600):
         store.add(KEY, rows(vectors[start : start + 600], start))
     assert store.stats.built[KEY] == 1  # at the 4th write's compaction, past 2,000 rows
-    assert VectorStore(tmp_path, model="m", dimension=DIM).snapshot(KEY).base is not None
+    assert VectorStore(tmp_path, model="m", dimension=DIM).live_partition(KEY).base is not None
 
 
 def test_a_large_partition_without_an_image_gets_one_on_its_first_load_once(tmp_path):
@@ -149,11 +149,12 @@ def test_a_large_partition_without_an_image_gets_one_on_its_first_load_once(tmp_
 KILLED_BUILD = textwrap.dedent(
     """
     import sys
+    import indexing.image_cache as image_cache
     import indexing.store as store_module
     from indexing import failpoints
-    from indexing.snapshot import Row
+    from indexing.partition import Row
     import numpy as np
-    store_module.ANN_THRESHOLD = 2000
+    image_cache.ANN_THRESHOLD = 2000
     store = store_module.VectorStore(sys.argv[1], model="m", dimension=32)
     rng = np.random.default_rng(5)
     v = rng.normal(size=(100, 32)).astype(np.float32)
@@ -183,7 +184,7 @@ def test_a_build_killed_before_publishing_leaves_the_old_version_serving(tmp_pat
     assert (image_folder(tmp_path) / "current").read_text() == before
     assert [p.name for p in image_folder(tmp_path).iterdir() if p.name.startswith("tmp-")]  # the half-built one
     reader = VectorStore(tmp_path, model="m", dimension=DIM)
-    snap = reader.snapshot(KEY)
+    snap = reader.live_partition(KEY)
     assert snap.base is not None and snap.base.folder.name == before
     assert "r1" not in reader.row_ids(KEY) and "n5" in reader.row_ids(KEY)  # the table has the last word
     # The forget is retried (its intent is kept by the catalog): the image is rebuilt and swept.
@@ -222,7 +223,7 @@ def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(
 
 
 def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
-    from indexing.snapshot import OPEN_END, ValidityCounts, _validity_counts
+    from indexing.partition import OPEN_END, ValidityCounts, _validity_counts
 
     rng = np.random.default_rng(11)
     n = 5000
@@ -254,7 +255,7 @@ def test_bm25_over_the_image_and_the_rows_written_since_finds_a_rare_word_no_pro
     assert reader.search(KEY, far, 3, now=1, text="quokka").hits[0].id == "r2222"
     assert reader.search(KEY, far, 3, now=1, text="wombat").hits[0].id == "late"  # a held row, same index
     assert reader.stats.postings[KEY] > 0
-    assert reader.snapshot(KEY).base is not None
+    assert reader.live_partition(KEY).base is not None
 
 
 def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
@@ -262,11 +263,11 @@ def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
     # mapped vectors.npy it paged most of the file into every reader (the report has the figure);
     # the image keeps an even sample of rows, contiguous, and the rows written since add theirs.
     from indexing.fusion import SPREAD_SAMPLE
-    from indexing.snapshot import _Vectors
+    from indexing.partition import _Vectors
 
     store = imported(tmp_path, clustered(20_000, seed=9))
     store.add(KEY, rows(clustered(30, seed=10), start=50_000), compact=False)
-    snap = store.snapshot(KEY)
+    snap = store.live_partition(KEY)
     base = snap.base
     assert base is not None and len(base.spread_rows) >= SPREAD_SAMPLE
     assert np.array_equal(np.asarray(base.spread_vectors), np.asarray(base.vectors)[base.spread_rows])

@@ -10,7 +10,7 @@ import pytest
 
 from indexing.fusion import Fusion
 from indexing.lexical import BULK, K1, B, LexicalIndex, query_terms, stem, tokenize
-from indexing.snapshot import OPEN_END, RowBatch, Snapshot
+from indexing.partition import OPEN_END, LivePartition, RowBatch
 
 TEXTS = [
     "The deploy pipeline runs on GitHub Actions",
@@ -115,9 +115,9 @@ def test_an_ended_row_neither_scores_nor_shifts_the_others():
     vectors = rng.normal(size=(4, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     texts = ["kiwi orchard notes", "kiwi harvest plan", "apple orchard", "pear tree"]
-    with_ended = Snapshot(dimension=8)
+    with_ended = LivePartition(dimension=8)
     with_ended.append(batch(texts, vectors, [OPEN_END, 5, OPEN_END, OPEN_END]))  # r1 ended at 5
-    without = Snapshot(dimension=8)
+    without = LivePartition(dimension=8)
     keep = [0, 2, 3]
     without.append(
         RowBatch(
@@ -143,10 +143,10 @@ def test_fusions_keep_cosine_order_when_no_term_matches():
 
 
 def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch, tmp_path):
-    import indexing.store as store_module
+    import indexing.image_cache as image_cache
     from indexing.store import VectorStore
 
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 2000)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 2000)
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(2500, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -157,7 +157,7 @@ def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monke
     store = VectorStore(tmp_path, model="m", dimension=16)
     store.add("space:p", batch(texts, vectors, [OPEN_END] * 2500), compact=False)
     store.settle("space:p")  # the partition's image, with its IVF lists and postings
-    assert store.snapshot("space:p").base is not None
+    assert store.live_partition("space:p").base is not None
     assert f"r{far}" not in [h.id for h in store.search("space:p", query, 10, now=1).hits]
     result = store.search("space:p", query, 10, now=1, text="zanzibar")
     assert result.hits[0].id == f"r{far}"  # scored exactly beside the probe, then fused

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-import indexing.store as store_module
+import indexing.image_cache as image_cache
+from indexing import image
 from indexing.coordination import LocalCoordination
 from indexing.errors import StoreMismatch
 from indexing.identity import Prompts
-from indexing.snapshot import Row
+from indexing.partition import Row
 from indexing.store import VectorStore, table_name
 from tests.helpers import files_containing
 
@@ -102,7 +103,7 @@ def test_a_second_machine_sees_every_write_and_forget_at_its_next_search(s3, buc
 
 
 def test_a_forget_on_one_machine_rebuilds_the_image_another_machine_keeps(s3, bucket, tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 1000)
     a = machine(bucket, tmp_path / "a", tmp_path / "versions")
     b = machine(bucket, tmp_path / "b", tmp_path / "versions")
     written = rows(1200, text=lambda i: f"the vault code is {i}" if i == 42 else f"memory number {i}")
@@ -173,12 +174,10 @@ class RecordingTurns(LocalCoordination):
 
 
 def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bucket, tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 1000)
     events: list[str] = []
-    build = store_module.image.build_in_child
-    monkeypatch.setattr(
-        store_module.image, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1]
-    )
+    build = image.build_in_child
+    monkeypatch.setattr(image, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1])
     store = VectorStore(
         f"s3://{bucket}/esfis",
         local=tmp_path / "a",
@@ -199,7 +198,7 @@ def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bu
 
 
 def test_a_table_dropped_and_made_again_elsewhere_is_never_served_from_an_old_image(s3, bucket, tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "ANN_THRESHOLD", 1000)
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 1000)
     a = machine(bucket, tmp_path / "a", tmp_path / "versions")
     b = machine(bucket, tmp_path / "b", tmp_path / "versions")
     old = rows(1200, text=lambda i: f"old memory {i}")

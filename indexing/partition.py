@@ -1,10 +1,16 @@
-"""The in-memory image of one partition, and search inside it.
+"""A partition as a search sees it, kept in memory and current (``LivePartition``), and the
+rows and results that go in and out of it.
 
-LanceDB is the store of record; a query is served from this image: a float32 matrix, the
-validity interval of each row, and the texts. Validity is applied inside the partition before
-ranking, so an expired or superseded row never takes a place in the top k. A large partition
-is served from its persisted image (``indexing/image.py``), mapped, whose IVF lists narrow the
-rows scored, and the rows written since its build, held here and scanned exactly.
+LanceDB is the store of record; a query is served from the partition's ``LivePartition``: a
+float32 matrix, the validity interval of each row, and the texts. Validity is applied inside the
+partition before ranking, so an expired or superseded row never takes a place in the top k. A
+large partition is served from its persisted image (``indexing/image.py``), mapped, whose IVF
+lists narrow the rows scored, and the rows written since its build, held here and scanned exactly.
+
+Named ``LivePartition``, not a snapshot: it is not a copy frozen at a version but the one
+in-memory copy that the store's writers edit in place (``append``, ``end``, ``remove``) as they
+write the table, so that a write never costs a reload; the store throws it away only when
+another process wrote (its ``token`` is behind) or a rewrite changed the image under it.
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ class Hit:
 class PartitionResult:
     """The best rows of one partition, best first, and what the search touched.
 
-    The rows are numbers in the snapshot that answered; a ``Hit`` (id, text, times) is made only
+    The rows are numbers in the partition that answered; a ``Hit`` (id, text, times) is made only
     for a row that is asked for: a merge over several partitions keeps the best of all and drops
     the rest unread.
     """
@@ -88,20 +94,20 @@ class PartitionResult:
     ended: int  # rows excluded because valid_until <= now
     pending: int  # rows excluded because valid_from > now
     postings: int = 0  # lexical postings read
-    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+    partition: LivePartition | None = field(default=None, repr=False, compare=False)
     cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
 
     def vectors(self) -> np.ndarray:
         """The rows' vectors, in their order."""
-        assert self.snapshot is not None
-        return _Vectors(self.snapshot)[self.rows]
+        assert self.partition is not None
+        return _Vectors(self.partition)[self.rows]
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def hit(self, j: int) -> Hit:
-        assert self.snapshot is not None
-        return self.snapshot.hit(int(self.rows[j]), float(self.scores[j]))
+        assert self.partition is not None
+        return self.partition.hit(int(self.rows[j]), float(self.scores[j]))
 
     @property
     def hits(self) -> list[Hit]:
@@ -128,7 +134,7 @@ class _Validity:
     """Which rows are valid, and the cut counts, for every ``now`` in [lo, hi): no start or end
     of a row falls inside, so the masks stand until the clock passes ``hi`` or a row changes."""
 
-    changes: int  # the snapshot's change count they were computed at
+    changes: int  # the partition's change count they were computed at
     lo: int
     hi: int
     held_valid: np.ndarray  # bool, one per held row
@@ -138,11 +144,18 @@ class _Validity:
 
 
 @dataclass
-class Snapshot:
+class LivePartition:
     """A partition as a search sees it: the rows held in memory (every row of a small partition)
     and, for a large one, its mapped ``base`` image, with the rows written since in memory.
     ``base_live`` marks the image's rows still current in the table (a row written since, or
-    forgotten, is gone from the image's view)."""
+    forgotten, is gone from the image's view).
+
+    Mutable, and not safe to share unguarded: ``append``, ``end`` and ``remove`` change it in
+    place (``changes`` counts them, so cached validity masks know they are stale), and a search
+    grows its lexical index on first use. Only ``VectorStore`` mutates it, and only holding its
+    thread lock (``PartitionLocks.threads``): a writer between writing the table and giving the
+    partition's write lock back, a search while it reads. Anyone else reads it, never edits it.
+    """
 
     dimension: int
     token: str = ""
@@ -170,18 +183,18 @@ class Snapshot:
     # -- building ---------------------------------------------------------------------------
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, dimension: int, token: str) -> Snapshot:
-        snap = cls(dimension=dimension, token=token)
-        snap.append_arrow(table)
-        return snap
+    def from_arrow(cls, table: pa.Table, dimension: int, token: str) -> LivePartition:
+        part = cls(dimension=dimension, token=token)
+        part.append_arrow(table)
+        return part
 
     @classmethod
-    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> Snapshot:
+    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> LivePartition:
         """A large partition: its image, less the rows ``gone``, and the rows written ``since``."""
-        snap = cls(dimension=dimension, token=token, base=image, base_live=~gone)
-        snap.base_counts = ValidityCounts(snap.base_live, image.valid_from, image.valid_until)
-        snap.append_arrow(since)
-        return snap
+        part = cls(dimension=dimension, token=token, base=image, base_live=~gone)
+        part.base_counts = ValidityCounts(part.base_live, image.valid_from, image.valid_until)
+        part.append_arrow(since)
+        return part
 
     def append_arrow(self, table: pa.Table) -> None:
         n = table.num_rows
@@ -280,14 +293,14 @@ class Snapshot:
         if i is not None:
             return self.texts[i]
         row = self._base_row(id_)
-        return None if row < 0 else self.base.text(row)  # type: ignore[union-attr]
+        return None if row < 0 or self.base is None else self.base.text(row)
 
     def vector_of(self, id_: str) -> np.ndarray | None:
         i = self.row_of.get(id_)
         if i is not None:
             return self.vectors[i]
         row = self._base_row(id_)
-        return None if row < 0 else np.array(self.base.vectors[row])  # type: ignore[union-attr]
+        return None if row < 0 or self.base is None else np.array(self.base.vectors[row])
 
     def live_ids(self) -> list[str]:
         held = [i for i, alive in zip(self.ids, self.live[: self.rows]) if alive]
@@ -327,7 +340,7 @@ class Snapshot:
             found_scores.append(scores[validity.held_rows])
             valid_parts.append(validity.held_valid)
         if not found_rows:
-            return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, 0, 0, snapshot=self)
+            return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, 0, 0, partition=self)
         rows = np.concatenate(found_rows) if len(found_rows) > 1 else found_rows[0]
         scores = np.concatenate(found_scores) if len(found_scores) > 1 else found_scores[0]
         postings = 0
@@ -342,7 +355,15 @@ class Snapshot:
             rows, scores, cosines = rows[top], scores[top], cosines[top]
         best = np.argsort(-scores, kind="stable")
         return PartitionResult(
-            rows[best], scores[best], scored, candidates, ended, pending, postings, snapshot=self, cosines=cosines[best]
+            rows[best],
+            scores[best],
+            scored,
+            candidates,
+            ended,
+            pending,
+            postings,
+            partition=self,
+            cosines=cosines[best],
         )
 
     def _validity_at(self, now: int) -> _Validity:
@@ -415,34 +436,34 @@ def _validity_counts(
 
 
 class _Vectors:
-    """A snapshot's vectors in its one numbering (the image's rows, then the held ones), for the
+    """A partition's vectors in its one numbering (the image's rows, then the held ones), for the
     few rows the lexical signal adds to an IVF probe's candidates."""
 
-    def __init__(self, snap: Snapshot) -> None:
-        self.snap = snap
+    def __init__(self, part: LivePartition) -> None:
+        self.part = part
 
     def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-        offset = self.snap._image_rows
+        offset, base = self.part._image_rows, self.part.base
         rows = np.asarray(rows)
-        out = np.empty((len(rows), self.snap.dimension), dtype=np.float32)
+        out = np.empty((len(rows), self.part.dimension), dtype=np.float32)
         inside = rows < offset
-        if inside.any():
-            out[inside] = self.snap.base.vectors[rows[inside]]  # type: ignore[union-attr]
-        out[~inside] = self.snap.vectors[rows[~inside] - offset]
+        if base is not None and inside.any():  # rows below the offset are the image's
+            out[inside] = base.vectors[rows[inside]]
+        out[~inside] = self.part.vectors[rows[~inside] - offset]
         return out
 
     def spread_sample(self, valid: np.ndarray) -> np.ndarray:
         """Vectors of an even sample of the valid rows: the image's own contiguous sample (a
         stride through its mapped vectors would page most of the file in), then the held rows'."""
-        snap, offset = self.snap, self.snap._image_rows
+        part, offset = self.part, self.part._image_rows
         parts = []
-        if snap.base is not None:
-            keep = valid[snap.base.spread_rows]
-            parts.append(np.asarray(snap.base.spread_vectors)[keep])
+        if part.base is not None:
+            keep = valid[part.base.spread_rows]
+            parts.append(np.asarray(part.base.spread_vectors)[keep])
         held = np.flatnonzero(valid[offset:])
         if len(held):
-            parts.append(snap.vectors[held[:: max(1, len(held) // SPREAD_SAMPLE)]])
-        return np.concatenate(parts) if parts else np.zeros((0, snap.dimension), dtype=np.float32)
+            parts.append(part.vectors[held[:: max(1, len(held) // SPREAD_SAMPLE)]])
+        return np.concatenate(parts) if parts else np.zeros((0, part.dimension), dtype=np.float32)
 
 
 class ValidityCounts:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from indexing.ann import IvfLists, list_count_for, nearest, train, training_sample
-from indexing.snapshot import Row, RowBatch, Snapshot
+from indexing.partition import LivePartition, Row, RowBatch
 from indexing.store import VectorStore, table_name
 
 DIM = 32
@@ -30,7 +30,7 @@ def rows(vectors: np.ndarray, valid_until=None) -> list[Row]:
 
 def test_expired_rows_never_take_a_place_in_the_top_k():
     rng = np.random.default_rng(1)
-    snap = Snapshot(dimension=DIM)
+    snap = LivePartition(dimension=DIM)
     query = unit(rng.normal(size=DIM))
     near = unit(np.tile(query, (5, 1)) + 0.01 * rng.normal(size=(5, DIM)))
     snap.append(RowBatch.of([Row(f"old{i}", "old", v, 0, 0, 100) for i, v in enumerate(near)]))
@@ -41,7 +41,7 @@ def test_expired_rows_never_take_a_place_in_the_top_k():
 
 
 def test_rows_not_yet_valid_are_excluded():
-    snap = Snapshot(dimension=DIM)
+    snap = LivePartition(dimension=DIM)
     v = unit(np.ones(DIM))
     snap.append(RowBatch.of([Row("future", "f", v, 0, 500, None), Row("now", "n", v, 0, 0, None)]))
     assert [h.id for h in snap.search(v, 5, now=100).hits] == ["now"]
@@ -50,7 +50,7 @@ def test_rows_not_yet_valid_are_excluded():
 
 def test_exact_search_is_best_first_and_exact():
     vectors = clustered(3000, DIM, 20)
-    snap = Snapshot(dimension=DIM)
+    snap = LivePartition(dimension=DIM)
     snap.append(RowBatch.of(rows(vectors)))
     query = vectors[7]
     hits = snap.search(query, 10, now=1).hits
@@ -131,7 +131,7 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
     assert numpys == [1]
 
 
-def _uncached(snap: Snapshot, query: np.ndarray, k: int, now: int):
+def _uncached(snap: LivePartition, query: np.ndarray, k: int, now: int):
     kept = snap._validity, snap._base_valid
     snap._validity = snap._base_valid = None
     result = snap.search(query, k, now)
@@ -143,7 +143,7 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
     # Searches remember which rows are valid until the clock passes a row's start or end, or a
     # row changes; any clock (backwards too) and any change must give what a fresh pass gives.
     rng = np.random.default_rng(5)
-    snap = Snapshot(dimension=DIM)
+    snap = LivePartition(dimension=DIM)
     n = 300
     starts = rng.integers(0, 1000, size=n)
     ends = [None if rng.random() < 0.5 else int(s + rng.integers(1, 400)) for s in starts]
@@ -174,7 +174,7 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
 
 
 def test_a_row_becomes_valid_when_the_clock_reaches_its_start_though_nothing_changed():
-    snap = Snapshot(dimension=DIM)
+    snap = LivePartition(dimension=DIM)
     v = unit(np.ones(DIM))
     snap.append(RowBatch.of([Row("soon", "t", v, 0, 100), Row("now", "t", v, 0, 0, 200)]))
     assert [h.id for h in snap.search(v, 5, now=99).hits] == ["now"]
@@ -184,10 +184,10 @@ def test_a_row_becomes_valid_when_the_clock_reaches_its_start_though_nothing_cha
 
 
 def test_merge_reads_only_the_rows_it_keeps_and_keeps_ties_in_partition_order():
-    from indexing.snapshot import merge_best
+    from indexing.partition import merge_best
 
     v = unit(np.ones(DIM))
-    first, second = Snapshot(dimension=DIM), Snapshot(dimension=DIM)
+    first, second = LivePartition(dimension=DIM), LivePartition(dimension=DIM)
     first.append(RowBatch.of([Row(f"a{i}", "t", v, 0, 0) for i in range(3)]))
     second.append(RowBatch.of([Row(f"b{i}", "t", v, 0, 0) for i in range(3)]))
     results = [first.search(v, 3, 1), second.search(v, 3, 1)]

@@ -1,0 +1,122 @@
+"""Who may touch a partition when: the locks a store takes, from a thread to a machine.
+
+Four levels, each taken inside the one above it, never the other way round:
+
+- ``in-use.lock``, for as long as a store is open: shared by every open store of a folder,
+  exclusive by a reindex, so a reindex never swaps the store under a live process
+  (``share_store``).
+- ``PartitionLocks.threads``, one re-entrant lock per store: its threads take turns at the
+  in-memory partitions (``indexing/partition.py``) and at the files below.
+- ``<table>.lock``, per partition, across this machine's processes: one writer at a time holds
+  it exclusive (``exclusive``); a reader holds it shared only to retry a load that failed, or to
+  hold a partition still (``reading``, ``held_still``).
+- the writer turn among machines of a shared store (``Coordination.writer_turn``), taken inside
+  this machine's lock by a write (``turn``), which bumps the partition's version as it ends.
+
+A write is ``exclusive`` then ``turn``: the store composes them (``VectorStore._writing``) with
+what it does once the turn is given back, still under this machine's lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO
+
+from indexing.coordination import Coordination
+from indexing.errors import StoreBusy
+from indexing.layout import IN_USE, Layout
+
+
+def share_store(layout: Layout) -> IO[str] | None:
+    """A shared lock on ``in-use.lock``, held by the returned file object for as long as the
+    store is open (a store the caller drops without closing releases it when collected); None
+    for a store in S3, which a reindex does not swap."""
+    if layout.location.remote:
+        return None
+    handle = open(layout.root / IN_USE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreBusy("a reindex of this store is under way (esfis reindex); try again once it is done") from None
+    return handle
+
+
+@dataclass
+class Write:
+    """The partition's versions around one write: ``after`` is known once the turn ends."""
+
+    before: str
+    after: str = ""
+
+
+class PartitionLocks:
+    """One store's locks on its partitions: its threads', its machine's and the machines' turn."""
+
+    def __init__(self, layout: Layout, coordination: Coordination) -> None:
+        self.layout = layout
+        self.coordination = coordination
+        self.threads = threading.RLock()
+        self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
+        self._turns: set[str] = set()  # partitions whose turn among machines is held now
+
+    def fd(self, key: str) -> int:
+        """The file descriptor of the partition's write lock, held by this thread now: an image
+        build hands it to its child process, which keeps the lock if this one dies."""
+        return self._held[key]
+
+    def in_turn(self, key: str) -> bool:
+        """Whether a write of this partition holds the turn among machines now."""
+        return key in self._turns
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Hold the partition's write lock on this machine (and the store's thread lock), without
+        announcing a write: alone, for an image build, which changes no row."""
+        with self.threads, open(self.layout.lock_path(key), "a+") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            self._held[key] = lock_file.fileno()
+            try:
+                yield
+            finally:
+                self._held.pop(key, None)
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    @contextmanager
+    def turn(self, key: str) -> Iterator[Write]:
+        """Hold the writer turn among machines, inside ``exclusive``: yields the version before
+        the write, and bumps it as the turn ends, after a failure too (the table may have
+        changed before it)."""
+        with self.coordination.writer_turn(key):
+            self._turns.add(key)
+            try:
+                write = Write(before=self.coordination.version(key))
+                try:
+                    yield write
+                finally:
+                    write.after = self.coordination.bump(key)
+            finally:
+                self._turns.discard(key)
+
+    @contextmanager
+    def reading(self, key: str) -> Iterator[None]:
+        """Hold the partition's lock shared (writers hold it exclusive)."""
+        fd = os.open(self.layout.lock_path(key), os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    @contextmanager
+    def held_still(self, key: str) -> Iterator[None]:
+        """Hold the partition still: no write, and no purge of old versions, until the block
+        ends. This machine's lock shared; on a shared store the turn among machines as well
+        (other machines' writers of this partition wait for it)."""
+        with self.reading(key), self.coordination.writer_turn(key):
+            yield
