@@ -1,17 +1,17 @@
-"""How domain objects are shown: as JSON, by the one definition of each shape
-(``server.shapes``), and as the CLI's text tables.
+"""How domain objects are shown: as the CLI's text tables, and as JSON by the one definition of
+each shape (``server.shapes``).
 
-``recall_json`` is the one shape of a recall answer, used alike by ``esfis recall --json``,
-``POST /v1/recall`` and the MCP ``recall`` tool: memories best first, ``space`` null for
-personal, and nothing else.
+HTTP and MCP build their answers from ``server.shapes`` directly; the ``*_json`` functions here
+serve the CLI's ``--json``, importing the shapes (and pydantic) only when one is asked for. A
+recall answer is one shape everywhere: memories best first, ``space`` null for personal, and
+nothing else.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from server.barrier import Grant, visible
-from server.barrier.labels import Labels
 from server.barrier.runs import Run, TrailStep
 from server.clock import iso
 from server.models import (
@@ -28,10 +28,6 @@ from server.models import (
 from server.spaces.policies import Rule
 from server.spaces.registry import folder_label
 
-if TYPE_CHECKING:
-    from server.shapes import Shape
-
-
 _time = iso
 
 
@@ -43,22 +39,8 @@ def _shapes():
     return shapes
 
 
-def dump(shape: Shape) -> dict[str, Any]:
-    """A shape as JSON, exactly as HTTP and MCP send it."""
-    return shape.dump()
-
-
-def labels_json(labels: Labels) -> dict[str, Any]:
-    return _shapes().LabelsOut.of(labels).dump()
-
-
 def recall_json(memories: list[RecalledMemory]) -> dict[str, Any]:
     return _shapes().RecallOut.of(memories).dump()
-
-
-def recall_json_bytes(memories: list[RecalledMemory]) -> bytes:
-    """``recall_json`` already encoded, by pydantic's own serializer: what HTTP sends."""
-    return _shapes().RecallOut.of(memories).model_dump_json(by_alias=True).encode()
 
 
 def memory_json(m: Memory) -> dict[str, Any]:
@@ -83,11 +65,6 @@ def token_json(t: Token) -> dict[str, Any]:
 
 def trusted_json(t: TrustedSource) -> dict[str, Any]:
     return _shapes().TrustedOut.of(t).dump()
-
-
-def run_token_json(token: Token, secret: str) -> dict[str, Any]:
-    """A run token as ``POST /v1/runs`` answers it: the only time its secret is shown."""
-    return {"run": token.run_id, "token": secret, "token_id": token.id, "expires_at": iso(token.expires_at)}
 
 
 def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:

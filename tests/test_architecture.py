@@ -27,10 +27,11 @@ INTERFACES = ("server.cli", "server.http", "server.mcp", "server.web")
 CORE = ("server.catalog", "server.spaces", "server.barrier", "server.memories", "server.bulk")
 FACADE = ("server.facade",)
 # The vocabulary every layer shares: errors, domain objects, time, settings read at the edge,
-# the answers' shapes and their text forms, and process set-up.
+# the inputs' limits and descriptions, the answers' shapes and their text forms, and process set-up.
 VOCABULARY = (
     "server.errors",
     "server.models",
+    "server.inputs",
     "server.clock",
     "server.settings",
     "server.shapes",

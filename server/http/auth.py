@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge
 from server.facade import Esfis
 from server.http.errors import from_esfis
+from server.inputs import size
 from server.models import Token
 
 BODY_LIMIT = 64 * 1024
@@ -49,8 +50,7 @@ def body_limit(path: str) -> int:
 
 
 def too_large(limit: int) -> PayloadTooLarge:
-    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
-    return PayloadTooLarge(f"the request body is over the limit of {size} for this endpoint")
+    return PayloadTooLarge(f"the request body is over the limit of {size(limit)} for this endpoint")
 
 
 class Gate:

@@ -1,8 +1,8 @@
 """Agent endpoints: remember, recall, get, replace, forget, and context by reference; each one
 call on the façade.
 
-The caller is the token's AI. Where it stands comes from ``space`` or ``cwd`` (in the body, or
-the query for GET and DELETE), else no space; a token confined to a subtree stands in its own
+The caller is the token's AI (one dependency, ``AsAgent``, for every route). Where it stands
+comes from ``space`` or ``cwd`` (in the body, or the query for GET and DELETE), else no space; a token confined to a subtree stands in its own
 space when the request names none, and is refused (403, naming only its own space) anywhere
 outside it. The token is the run (``server.barrier.runs``): an agent token's requests form its standing
 run, a run token is its own run, and no header or argument names another. HTTP has no person at
@@ -12,18 +12,18 @@ FastAPI runs them in its thread pool, so embedding and LanceDB work never block 
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Protocol
 
 import anyio
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from server import render
+from server import inputs
+from server.clock import iso
 from server.facade import Esfis
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
-    CWD_DOC,
     ERRORS,
-    SPACE_DOC,
     ContextIn,
     Cwd,
     RecallIn,
@@ -38,12 +38,52 @@ from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
-SpaceQuery = Annotated[Text | None, Query(description=SPACE_DOC)]
-CwdQuery = Annotated[Cwd | None, Query(description=CWD_DOC)]
+
+class Placed(Protocol):
+    """Where a request says its caller stands: a body's ``space``/``cwd``, or the query's."""
+
+    @property
+    def space(self) -> str | None: ...
+    @property
+    def cwd(self) -> str | None: ...
 
 
-def caller_for(service: Esfis, token: Token, space: str | None, cwd: str | None) -> Caller:
-    return service.caller(space=space, cwd=cwd, transport="http", token=token)
+@dataclass(frozen=True)
+class Place:
+    space: str | None = None
+    cwd: str | None = None
+
+
+async def _place_in_query(
+    space: Annotated[Text | None, Query(description=inputs.SPACE)] = None,
+    cwd: Annotated[Cwd | None, Query(description=inputs.CWD)] = None,
+) -> Place:
+    return Place(space, cwd)
+
+
+InQuery = Annotated[Place, Depends(_place_in_query)]  # GET and DELETE: ?space= or ?cwd=
+
+
+@dataclass(frozen=True)
+class Agent:
+    """The AI behind an agent request: its token, and the service that places it.
+
+    The caller is made by ``at``, not by the dependency itself: resolving it reads the catalog,
+    so it runs in the route's worker thread (the same trip as the call), and only after FastAPI
+    has validated the body, so an invalid body still answers 422 before any lookup."""
+
+    service: Esfis
+    token: Token
+
+    def at(self, place: Placed) -> Caller:
+        return self.service.caller(space=place.space, cwd=place.cwd, transport="http", token=self.token)
+
+
+async def _agent(request: Request, token: AgentToken) -> Agent:  # async: no I/O, no thread trip
+    return Agent(service_of(request), token)
+
+
+AsAgent = Annotated[Agent, Depends(_agent)]
 
 
 @router.post("/runs", status_code=201, response_model=RunTokenOut, summary="open a run")
@@ -53,29 +93,27 @@ def open_run(body: RunIn, request: Request, token: RunOpener) -> dict:
     an agent token, the run shares what that token's standing run carries; opened with a
     runs-only token (``esfis token create --ai A --runs-only``), it starts carrying nothing."""
     run_token, secret = service_of(request).open_run(token, space=body.space, ttl=body.ttl)
-    return render.run_token_json(run_token, secret)
+    # The only time the secret is shown.
+    return {"run": run_token.run_id, "token": secret, "token_id": run_token.id, "expires_at": iso(run_token.expires_at)}
 
 
 @router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")
-def remember(body: RememberIn, request: Request, token: AgentToken) -> dict:
+def remember(body: RememberIn, agent: AsAgent) -> dict:
     """Store a memory in the caller's space, or a personal one with ``personal: true``."""
-    service = service_of(request)
-    caller = caller_for(service, token, body.space, body.cwd)
-    memory = service.remember(
-        caller, body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels
+    memory = agent.service.remember(
+        agent.at(body), body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels
     )
-    return render.memory_json(memory)
+    return MemoryOut.of(memory).dump()
 
 
 @router.post("/recall", response_model=RecallOut, summary="recall")
-async def recall(body: RecallIn, request: Request, token: AgentToken) -> Response:
+async def recall(body: RecallIn, agent: AsAgent) -> Response:
     """The memories the caller reaches that best answer ``query``, best first. The same answer
     as ``esfis recall --json``; nothing about other spaces."""
-    service = service_of(request)
 
     def answer() -> bytes:
-        caller = caller_for(service, token, body.space, body.cwd)
-        return render.recall_json_bytes(service.recall(caller, body.query, limit=body.limit).memories)
+        result = agent.service.recall(agent.at(body), body.query, limit=body.limit)
+        return RecallOut.of(result.memories).model_dump_json(by_alias=True).encode()
 
     # The hot path: the whole recall (caller, embedding, search, catalog, encoding) in one trip to
     # a worker thread, and the answer sent as encoded, not validated against its model again.
@@ -83,60 +121,34 @@ async def recall(body: RecallIn, request: Request, token: AgentToken) -> Respons
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryOut, summary="get")
-def get_memory(
-    memory_id: str,
-    request: Request,
-    token: AgentToken,
-    space: SpaceQuery = None,
-    cwd: CwdQuery = None,
-) -> dict:
+def get_memory(memory_id: str, agent: AsAgent, where: InQuery) -> dict:
     """One memory; an id the caller cannot see answers exactly as one that never existed."""
-    service = service_of(request)
-    caller = caller_for(service, token, space, cwd)
-    return render.memory_json(service.get(caller, memory_id))  # the core hides an unseen successor
+    return MemoryOut.of(agent.service.get(agent.at(where), memory_id)).dump()  # the core hides an unseen successor
 
 
 @router.post("/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, summary="replace")
-def replace_memory(memory_id: str, body: ReplaceIn, request: Request, token: AgentToken) -> dict:
+def replace_memory(memory_id: str, body: ReplaceIn, agent: AsAgent) -> dict:
     """Supersede a memory with a new text, in the old one's space; answers the new memory."""
-    service = service_of(request)
-    caller = caller_for(service, token, body.space, body.cwd)
-    return render.memory_json(service.replace(caller, memory_id, body.text, space=body.new_space))
+    return MemoryOut.of(agent.service.replace(agent.at(body), memory_id, body.text, space=body.new_space)).dump()
 
 
 @router.delete("/memories/{memory_id}", status_code=204, summary="forget")
-def forget_memory(
-    memory_id: str,
-    request: Request,
-    token: AgentToken,
-    space: SpaceQuery = None,
-    cwd: CwdQuery = None,
-) -> Response:
+def forget_memory(memory_id: str, agent: AsAgent, where: InQuery) -> Response:
     """Forget a memory for good: its text and vector leave the store."""
-    service = service_of(request)
-    service.forget(caller_for(service, token, space, cwd), memory_id)
+    agent.service.forget(agent.at(where), memory_id)
     return Response(status_code=204)
 
 
 @router.post("/context", status_code=201, response_model=ReferenceOut, summary="share")
-def share(body: ContextIn, request: Request, token: AgentToken) -> dict:
+def share(body: ContextIn, agent: AsAgent) -> dict:
     """A reference to memories the caller sees: ids, labels, digests and runs, never texts."""
-    service = service_of(request)
-    caller = caller_for(service, token, body.space, body.cwd)
-    return render.reference_json(service.share(caller, body.memory_ids))
+    return ReferenceOut.of(agent.service.share(agent.at(body), body.memory_ids)).dump()
 
 
 @router.get("/context/{ref}", response_model=ContextOut, summary="open a context reference")
-def open_context(
-    ref: str,
-    request: Request,
-    token: AgentToken,
-    space: SpaceQuery = None,
-    cwd: CwdQuery = None,
-) -> dict:
+def open_context(ref: str, agent: AsAgent, where: InQuery) -> dict:
     """The memories of a reference (texts and labels), when this run's scope reaches every label
     in it or a grant covers the crossing; else 403 ``data_barrier``. Opening adds the labels to
     the run."""
-    service = service_of(request)
-    reference, memories = service.open_context(caller_for(service, token, space, cwd), ref)
-    return render.opened_json(reference, memories)
+    reference, memories = agent.service.open_context(agent.at(where), ref)
+    return ContextOut.of(reference, memories).dump()

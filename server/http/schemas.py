@@ -1,7 +1,8 @@
 """Pydantic models at the HTTP edge: request bodies (unknown fields refused, JSON types strict)
 and the shapes answered, as the OpenAPI document shows them. The core checks the values
 themselves (space names, text limits, times); these models check types only, plus what the
-core cannot see (text that is not UTF-8, a ``cwd`` that is not an absolute path)."""
+core cannot see (text that is not UTF-8, a ``cwd`` that is not an absolute path). Each field's
+description and bounds are the core's (``server.inputs``), as MCP's and the CLI's are."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from server import inputs
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 
@@ -22,16 +24,15 @@ def _utf8(value: str) -> str:
 
 
 def _absolute_path(value: str) -> str:
-    if not value.startswith("/") or "\x00" in value or len(value) > 4096:
-        raise ValueError("must be an absolute path on the server's machine, at most 4096 characters")
+    if not value.startswith("/") or "\x00" in value or len(value) > inputs.MAX_PATH_CHARS:
+        raise ValueError(
+            f"must be an absolute path on the server's machine, at most {inputs.MAX_PATH_CHARS} characters"
+        )
     return value
 
 
 Text = Annotated[str, AfterValidator(_utf8)]
 Cwd = Annotated[str, AfterValidator(_utf8), AfterValidator(_absolute_path)]
-
-SPACE_DOC = "the caller's space (give this or cwd; neither: no space, personal only)"
-CWD_DOC = "the caller's working directory; its registered folder decides the space (docs/design.md §2)"
 
 
 class _In(BaseModel):
@@ -40,43 +41,37 @@ class _In(BaseModel):
 
 
 class RememberIn(_In):
-    text: Text = Field(description="the memory, up to 32 KiB of UTF-8")
-    personal: bool = Field(False, description="write a personal memory (no space) instead")
-    valid_until: Text | None = Field(None, description="ISO 8601 time, or a duration such as 30m, 12h, 7d")
-    labels: list[Text] | None = Field(None, description="origin marks such as source:slack (untrusted content)")
-    space: Text | None = Field(None, description=SPACE_DOC)
-    cwd: Cwd | None = Field(None, description=CWD_DOC)
+    text: Text = Field(description=inputs.TEXT)
+    personal: bool = Field(False, description=inputs.PERSONAL)
+    valid_until: Text | None = Field(None, description=inputs.VALID_UNTIL)
+    labels: list[Text] | None = Field(None, description=inputs.LABELS)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
 class RecallIn(_In):
-    query: Text = Field(description="what to recall, up to 4 KiB of UTF-8")
-    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
-    space: Text | None = Field(None, description=SPACE_DOC)
-    cwd: Cwd | None = Field(None, description=CWD_DOC)
+    query: Text = Field(description=inputs.QUERY)
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=inputs.LIMIT)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
 class ReplaceIn(_In):
-    text: Text = Field(description="the new memory; it takes the old one's space unless new_space is given")
-    new_space: Text | None = Field(
-        None, description="the new memory's space (in the caller's reach); default: the old memory's"
-    )
-    space: Text | None = Field(None, description=SPACE_DOC)
-    cwd: Cwd | None = Field(None, description=CWD_DOC)
+    text: Text = Field(description=inputs.NEW_TEXT)
+    new_space: Text | None = Field(None, description=inputs.NEW_SPACE)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
 class ContextIn(_In):
-    memory_ids: list[Text] = Field(description="1 to 100 ids of memories this caller sees")
-    space: Text | None = Field(None, description=SPACE_DOC)
-    cwd: Cwd | None = Field(None, description=CWD_DOC)
+    memory_ids: list[Text] = Field(description=inputs.MEMORY_IDS)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
 class RunIn(_In):
     space: Text | None = Field(None, description="the run token's scope: the opener's, or a space inside it")
-    ttl: int | Text | None = Field(
-        None,
-        description="how long the run token lasts: seconds, or a duration such as 30m, 12h, 7d "
-        "(default 12h, at most 7d)",
-    )
+    ttl: int | Text | None = Field(None, description=inputs.TTL)
 
 
 class RunTokenOut(BaseModel):
@@ -90,7 +85,7 @@ class GrantIn(_In):
     from_: Text = Field(alias="from", description="the space whose data (and its subtree's) may cross")
     to: Text | None = Field(description="the space it may be written into; null: personal memories")
     ai: Text | None = Field(None, description="only for this AI; null: every AI")
-    until: Text | None = Field(None, description="ISO 8601 time or a duration (30m, 12h, 7d); null: until revoked")
+    until: Text | None = Field(None, description=f"{inputs.DURATION}; null: until revoked")
 
 
 class TrustIn(_In):

@@ -1,6 +1,6 @@
 """The MCP server: six tools over the service façade, served over stdio.
 
-    remember(text, personal=false, source=null)   recall(query, limit=10)
+    remember(text, personal=false, labels=null)   recall(query, limit=10)
     replace(id, text, space=null)                 forget(id)
     share(ids)                                    open_context(ref)
 
@@ -40,7 +40,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from server.errors import EsfisError, StoreUnavailable
+from server import inputs
+from server.errors import EsfisError, InvalidInput, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller
 from server.settings import Settings
@@ -108,11 +109,11 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "stated. Use it when you learn something durable that is not obvious from the code; "
             "do not store secrets, passwords or tokens, or what is only true for this one task. "
             'Write it so it makes sense on its own ("Acme\'s login uses Auth0", not "it uses '
-            f'Auth0"), one fact per memory. {target} Set `source` when the fact comes from outside '
-            "(slack, email, a webhook, a web page). esfis follows what this session has read: a "
-            "write that would carry one space's data where it may not go is refused "
-            "(data_barrier), or, into personal memories, needs the user's approval. Returns the "
-            "new id and its labels."
+            f'Auth0"), one fact per memory. {target} Set `labels` (e.g. ["source:slack"]) when the '
+            "fact comes from outside (slack, email, a webhook, a web page). esfis follows what this "
+            "session has read: a write that would carry one space's data where it may not go is "
+            "refused (data_barrier), or, into personal memories, needs the user's approval. Returns "
+            "the new id and its labels."
         ),
         "recall": (
             "Find the memories that best answer a question or fit a task: conventions, past "
@@ -144,6 +145,25 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "counts as read by this session, like recall."
         ),
     }
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+# ``source`` was ``remember``'s name for one origin mark until origin marks were called ``labels``
+# on every interface; accepted for one release (CHANGELOG.md), then removed.
+OLD_SOURCE = "deprecated, accepted until the next release: use labels; one origin mark, e.g. slack"
+
+
+def origin_marks(labels: list[str] | None, source: str | None) -> list[str] | None:
+    """The origin marks a ``remember`` call gives, by their name or by the old one."""
+    if source is None:
+        return labels
+    if labels is not None:
+        raise InvalidInput(
+            "give labels or source, not both: source is the old name of labels (one origin mark); use labels",
+            field="labels",
+        )
+    return [source]
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -302,30 +322,28 @@ def build_server(
 
     @server.tool(description=about["remember"], annotations=ToolAnnotations(title="Remember", read_only_hint=False))
     async def remember(
-        text: Annotated[str, Field(description="the memory: one self-contained fact, at most 32 KiB")],
+        text: Annotated[str, Field(description=inputs.TEXT)],
         ctx: Context,
-        personal: Annotated[bool, Field(description="true: a personal memory that reaches every space")] = False,
-        source: Annotated[
-            str | None, Field(description="where the fact came from when not from you or the user: slack, email, …")
-        ] = None,
+        personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
+        labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
+        source: Annotated[str | None, Field(description=OLD_SOURCE, json_schema_extra={"deprecated": True})] = None,
     ) -> MemoryOut:
         ask = asker(ctx)
-        labels = None if source is None else [source]
         memory = await call(
-            ctx, lambda service, who: service.remember(who, text, personal=personal, labels=labels, ask=ask)
+            ctx,
+            lambda service, who: service.remember(
+                who, text, personal=personal, labels=origin_marks(labels, source), ask=ask
+            ),
         )
         return MemoryOut.of(memory)
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
-        query: Annotated[str, Field(description="what you want to know, in plain words")],
+        query: Annotated[str, Field(description=inputs.QUERY)],
         ctx: Context,
+        # Bounds in the schema only: the core checks them, with its own message.
         limit: Annotated[
-            int,
-            Field(
-                description=f"how many memories at most, 1 to {MAX_LIMIT}",
-                json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT},
-            ),
+            int, Field(description=inputs.LIMIT, json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
         ] = DEFAULT_LIMIT,
     ) -> RecallOut:
         result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
@@ -334,11 +352,9 @@ def build_server(
     @server.tool(description=about["replace"], annotations=ToolAnnotations(title="Replace", destructive_hint=False))
     async def replace(
         id: Annotated[str, Field(description="the id of the memory to supersede")],
-        text: Annotated[str, Field(description="the corrected or updated memory")],
+        text: Annotated[str, Field(description=inputs.NEW_TEXT)],
         ctx: Context,
-        space: Annotated[
-            str | None, Field(description="rarely needed: the new memory's space; default: the old one's")
-        ] = None,
+        space: Annotated[str | None, Field(description="rarely needed: " + inputs.NEW_SPACE)] = None,
     ) -> ReplacedOut:
         ask = asker(ctx)
         memory = await call(ctx, lambda service, who: service.replace(who, id, text, space=space, ask=ask))
@@ -355,7 +371,7 @@ def build_server(
 
     @server.tool(description=about["share"], annotations=ToolAnnotations(title="Share", read_only_hint=True))
     async def share(
-        ids: Annotated[list[str], Field(description="ids of memories to share, 1 to 100")],
+        ids: Annotated[list[str], Field(description=inputs.MEMORY_IDS)],
         ctx: Context,
     ) -> ReferenceOut:
         reference = await call(ctx, lambda service, who: service.share(who, ids))

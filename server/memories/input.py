@@ -20,9 +20,9 @@ import numpy as np
 from indexing.partition import OPEN_END, Row, RowBatch
 from server.clock import to_micros
 from server.errors import InvalidInput, InvalidMemoryId, TextTooLong
+from server.inputs import MAX_QUERY_BYTES as MAX_QUERY_BYTES  # the limits every interface states
+from server.inputs import MAX_TEXT_BYTES
 
-MAX_TEXT_BYTES = 32 * 1024
-MAX_QUERY_BYTES = 4 * 1024
 ID_PATTERN = re.compile(r"mem_[a-z2-7]{26}")
 
 

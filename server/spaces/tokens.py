@@ -31,6 +31,7 @@ from server.barrier.runs import standing_run
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
 from server.errors import Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
+from server.inputs import MAX_RUN_TTL, RUN_TTL  # a run token's life: default and bound, as interfaces state them
 from server.models import Token
 from server.spaces import contains, validate_space_name
 from server.spaces.policies import validate_ai
@@ -40,8 +41,6 @@ PREFIX = "esfis_"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 TOKEN_ID = re.compile(r"tok_[a-z0-9]{12}")
 UNAUTHORIZED_MESSAGE = "a valid bearer token is required (esfis token create)"
-RUN_TTL = timedelta(hours=12)  # a run token's life unless asked
-MAX_RUN_TTL = timedelta(days=7)
 
 
 def hash_token(secret: str) -> str:

@@ -107,6 +107,23 @@ async def test_a_memory_remembered_from_a_source_is_labelled_and_taints_forget(w
     world.cli("forget", saved["id"], "--space", "acme")
 
 
+async def test_origin_marks_are_given_as_labels_over_mcp(world, fleet):
+    async with AsyncExitStack() as stack:
+        session = await start_with_person(stack, world, "labelled", "acme", Person())
+        saved = await session.ok(
+            "remember", text="the on-call rota is pinned in #ops", labels=["source:slack", "email"]
+        )
+    assert sorted(saved["labels"]["origin"]) == ["source:email", "source:slack"]
+    world.cli("forget", saved["id"], "--space", "acme")
+
+
+async def test_labels_and_the_old_name_source_together_are_refused(world, fleet):
+    text = "the deploy window is tuesday"
+    message = await fleet["acme"].error("remember", text=text, labels=["source:slack"], source="email")
+    assert "labels or source, not both" in message and message.endswith("(invalid_input)")
+    assert text not in world.cli("recall", "deploy window tuesday", "--space", "acme").stdout
+
+
 async def test_the_person_sees_a_spoofing_text_escaped_and_quoted(world, fleet):
     """A text that imitates the request's own lines (blank lines, a carriage return, ANSI
     escapes, a bidirectional override) reaches the person quoted and escaped, with its length
