@@ -34,6 +34,7 @@ from server.barrier.grants import GrantBook
 from server.barrier.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
 from server.barrier.runs import Run, RunBook, Step, run_id_for, standing_run
 from server.barrier.trail_upkeep import TRAIL_DAYS
+from server.bulk.importer import MAX_BATCH
 from server.bulk.journal import sweep
 from server.catalog import Catalog, Tx, open_catalog, open_coordination
 from server.clock import Clock, parse_time, system_clock
@@ -523,6 +524,8 @@ def reindex_store(
     that opens the store without the model it was built with."""
     from server.bulk.reindex import BATCH, reindex
 
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH):
+        raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")  # as an import's
     settings = settings or Settings.from_env()
     if settings.vectors is not None:
         raise InvalidInput(
