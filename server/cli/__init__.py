@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from server.cli import barrier, bulk, memories, policies, serving
+from server.cli import barrier, bulk, memories, policies, serving  # noqa: F401  (each declares its commands)
 from server.cli.registry import FLAGS, Command, lay
 from server.errors import EsfisError, InvalidInput
 
@@ -52,7 +52,6 @@ ORDER = (
     "restore",
     "export",
 )
-_DECLARED = (barrier, bulk, memories, policies, serving)  # imported for their declarations
 
 
 class Parser(argparse.ArgumentParser):
