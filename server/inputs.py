@@ -22,6 +22,8 @@ MAX_TEXT_BYTES = 32 * 1024  # a memory's text, in UTF-8 bytes
 MAX_QUERY_BYTES = 4 * 1024  # a recall's query, in UTF-8 bytes
 MAX_SHARED = 100  # memories one context reference names
 MAX_PATH_CHARS = 4096  # a cwd or a folder on the server's machine (Linux's PATH_MAX)
+MAX_BATCH = 8192  # rows an import embeds and writes at a time
+DEFAULT_BATCH = 4096
 RUN_TTL = timedelta(hours=12)  # a run token's life unless asked
 MAX_RUN_TTL = timedelta(days=7)
 

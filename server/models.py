@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,6 +10,18 @@ from typing import Literal
 
 from server.barrier import visible
 from server.barrier.labels import Labels
+
+
+class Place(enum.Enum):
+    """The two places that are not a space, named at the façade's doors (``None`` inside: a
+    memory's, a label's or a grant's space of None is personal; a rule's is everywhere)."""
+
+    PERSONAL = "personal"  # personal memories: in no space, reaching every space
+    EVERYWHERE = "everywhere"  # a rule's place above every space; it governs personal memories too
+
+
+PERSONAL: Literal[Place.PERSONAL] = Place.PERSONAL
+EVERYWHERE: Literal[Place.EVERYWHERE] = Place.EVERYWHERE
 
 Transport = Literal["cli", "http", "mcp"]
 Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve

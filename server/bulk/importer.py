@@ -69,12 +69,11 @@ from server.bulk.rows import LineTooLong, Row, RowError, check_row, parse_line
 from server.catalog import Catalog
 from server.clock import Clock
 from server.errors import InvalidInput
+from server.inputs import DEFAULT_BATCH, MAX_BATCH
 from server.memories import MemoryBook
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
-MAX_BATCH = 8192
-DEFAULT_BATCH = 4096
 BATCH_TEXT_CHARS = 8 * 1024 * 1024  # a batch closes early once its texts reach this many characters
 IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
 
@@ -112,6 +111,13 @@ class Stores(Protocol):
     def embedder(self) -> Embedder: ...
     @property
     def clock(self) -> Clock: ...
+
+
+def check_batch_size(batch_size: object) -> int:
+    """An import's (or a reindex's) batch size, from 1 to ``MAX_BATCH``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")
+    return batch_size
 
 
 def import_stream(
@@ -161,8 +167,7 @@ class _Importer:
 
     def __init__(self, service: Stores, *, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
         validate_ai(ai)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
-            raise InvalidInput(f"batch size must be from 1 to {MAX_BATCH}", field="batch_size")
+        check_batch_size(batch_size)
         self.service = service
         self.ai = ai
         self.batch_size = batch_size

@@ -5,8 +5,11 @@ from server.facade.opening import backup_home, export_home, open_service, reinde
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.service import Esfis
-from server.models import Token  # what the operator's token verbs answer, for the interfaces' annotations
-from server.spaces import EVERYWHERE, PERSONAL  # the places that are not a space
+from server.models import (  # the places that are not a space
+    EVERYWHERE,
+    PERSONAL,
+    Token,  # what the operator's token verbs answer, for the interfaces' annotations
+)
 
 __all__ = [
     "EVERYWHERE",

@@ -42,7 +42,11 @@ def reindex_store(
 ) -> ReindexReport:
     """Embed every memory again with the configured model (``server.bulk.reindex``): the one door
     that opens the store without the model it was built with."""
+    from server.bulk.importer import check_batch_size
     from server.bulk.reindex import BATCH, reindex
+
+    if batch is not None:
+        check_batch_size(batch)  # as an import's
 
     if settings.vectors is not None:
         raise InvalidInput(

@@ -21,9 +21,10 @@ from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time, to_micros
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
+from server.inputs import DEFAULT_BATCH
 from server.memories.deliveries import explain
-from server.models import Delivery, Space, Token, TrustedSource, Why
-from server.spaces import EVERYWHERE, PERSONAL, Place, validate_space_name
+from server.models import EVERYWHERE, PERSONAL, Delivery, Place, Space, Token, TrustedSource, Why
+from server.spaces import validate_space_name
 from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
 
@@ -227,11 +228,15 @@ class Operator:
     ) -> ImportReport:
         """Import JSON Lines from a binary stream (see ``server.bulk.importer``): bad rows reported by
         line, the rest imported, re-runs add nothing. A line over the limit is that line's error."""
-        from server.bulk.importer import DEFAULT_BATCH, import_stream
+        from server.bulk.importer import import_stream
         from server.bulk.rows import read_lines
 
         return import_stream(
-            self._parts, read_lines(stream), ai=ai, batch_size=batch_size or DEFAULT_BATCH, progress=progress
+            self._parts,
+            read_lines(stream),
+            ai=ai,
+            batch_size=DEFAULT_BATCH if batch_size is None else batch_size,
+            progress=progress,
         )
 
     def import_parquet(
@@ -244,10 +249,10 @@ class Operator:
         sized: Callable[[int], None] | None = None,
     ) -> ImportReport:
         """Import a Parquet file; ``sized(rows)`` is told its row count before the first batch."""
-        from server.bulk.importer import DEFAULT_BATCH, import_records
+        from server.bulk.importer import check_batch_size, import_records
         from server.bulk.rows import parquet_rows
 
-        batch = batch_size or DEFAULT_BATCH
+        batch = check_batch_size(DEFAULT_BATCH if batch_size is None else batch_size)
         total, records = parquet_rows(Path(path), batch_size=batch)
         if sized is not None:
             sized(total)

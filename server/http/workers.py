@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -33,7 +34,6 @@ from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
 from server.http.mcp import SERVE_HOST, SERVE_WORKERS, Redacting
 from server.settings import Settings
-from server.web import announcing
 
 WORKER_APP = "server.http.workers:worker_app"
 
@@ -72,7 +72,26 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None) -> None:
+def _then(factory: Callable[[], Esfis], opened: Callable[[Esfis], None] | None) -> Callable[[], Esfis]:
+    """``factory``, calling ``opened`` once the service is open."""
+
+    def opening() -> Esfis:
+        service = factory()
+        if opened is not None:
+            opened(service)
+        return service
+
+    return opening
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    workers: int | None = None,
+    opened: Callable[[Esfis], None] | None = None,
+) -> None:
+    """Serve until stopped; ``opened`` is told of the first service opened (``esfis serve``
+    announces the settings page with it)."""
     import uvicorn
 
     workers = 1 if workers is None else workers
@@ -82,10 +101,9 @@ def serve(host: str = "127.0.0.1", port: int = 8765, workers: int | None = None)
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
     common: dict[str, Any] = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
     if workers == 1:
-        # announcing: prints the settings page's URL once the service is open
-        uvicorn.run(create_app(announcing(serving_service, host, port)), **common)
+        uvicorn.run(create_app(_then(serving_service, opened)), **common)
         return
-    announcing(lambda: open_service(Settings.from_env()), host, port)().close()
+    _then(lambda: open_service(Settings.from_env()), opened)().close()
     # Workers are spawned: glibc reads the arena cap from the environment at their start.
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     uvicorn.run(WORKER_APP, factory=True, workers=workers, **common)

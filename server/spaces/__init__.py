@@ -13,12 +13,10 @@ Rules (docs/design.md §2):
 
 from __future__ import annotations
 
-import enum
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
 
 from server.errors import InvalidSpaceName
 
@@ -29,18 +27,6 @@ NAME_RULE = (
     "ASCII letter or digit followed by up to 62 of [a-z0-9._-]"
 )
 PERSONAL_KEY = "personal"
-
-
-class Place(enum.Enum):
-    """The two places that are not a space, named at the façade's doors (``None`` inside: a
-    memory's, a label's or a grant's space of None is personal; a rule's is everywhere)."""
-
-    PERSONAL = "personal"  # personal memories: in no space, reaching every space
-    EVERYWHERE = "everywhere"  # a rule's place above every space; it governs personal memories too
-
-
-PERSONAL: Literal[Place.PERSONAL] = Place.PERSONAL
-EVERYWHERE: Literal[Place.EVERYWHERE] = Place.EVERYWHERE
 
 
 def validate_space_name(name: object, *, field: str = "space") -> str:

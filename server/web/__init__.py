@@ -14,10 +14,6 @@ from outside this package), and maps every error to a page in one place (``pages
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from typing import TextIO
-
 from fastapi import FastAPI
 
 from server.facade import Esfis
@@ -40,23 +36,16 @@ def settings_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}{SETTINGS_PATH}"
 
 
-def announcing(factory: Callable[[], Esfis], host: str, port: int, stream: TextIO | None = None) -> Callable[[], Esfis]:
-    """``factory``, and once the service is open, say where the settings page is. On a fresh
-    home (no active operator token) with a person at the terminal, make a first operator token
-    and show it there, once, so signing in needs no other command; to a log (not a terminal),
-    never: it says how to make one instead."""
-
-    def opened() -> Esfis:
-        service = factory()
-        out = stream or sys.stderr
-        print(f"esfis: settings page: {settings_url(host, port)}", file=out)
-        if not any(t.operator and t.active for t in service.operator.tokens()):
-            if out.isatty():
-                secret = first_operator_token(service.operator)
-                print(f"esfis: sign in with this operator token (shown once, keep it safe): {secret}", file=out)
-            else:
-                print("esfis: no operator token yet: make one with `esfis token create --operator`", file=out)
-        out.flush()
-        return service
-
-    return opened
+def announcement(service: Esfis, host: str, port: int, *, at_terminal: bool) -> list[str]:
+    """What ``esfis serve`` says once the service is open (the CLI prints it): where the settings
+    page is. On a fresh home (no active operator token) with a person at the terminal, make a
+    first operator token and show it there, once, so signing in needs no other command; to a log
+    (not a terminal), never: it says how to make one instead."""
+    lines = [f"esfis: settings page: {settings_url(host, port)}"]
+    if not any(t.operator and t.active for t in service.operator.tokens()):
+        if at_terminal:
+            secret = first_operator_token(service.operator)
+            lines.append(f"esfis: sign in with this operator token (shown once, keep it safe): {secret}")
+        else:
+            lines.append("esfis: no operator token yet: make one with `esfis token create --operator`")
+    return lines

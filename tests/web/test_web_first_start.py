@@ -12,7 +12,7 @@ from pathlib import Path
 
 from indexing.testing import HashingEmbedder
 from server.facade import open_service
-from server.web import announcing, settings_url
+from server.web import announcement, settings_url
 from server.web.operators import operator_sign_in
 from tests.catalogs import settings_for
 
@@ -26,8 +26,10 @@ class Terminal(io.StringIO):
 
 
 def _start(home: Path, out: io.StringIO):
-    factory = lambda: open_service(settings_for(home), embedder=HashingEmbedder())  # noqa: E731
-    return announcing(factory, "127.0.0.1", 8765, out)()
+    service = open_service(settings_for(home), embedder=HashingEmbedder())
+    for line in announcement(service, "127.0.0.1", 8765, at_terminal=out.isatty()):
+        print(line, file=out)
+    return service
 
 
 def test_a_fresh_home_at_a_terminal_shows_a_first_operator_token_once(home):

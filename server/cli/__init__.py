@@ -1,0 +1,104 @@
+"""The ``esfis`` command line: parsing and printing over the service façade, nothing more.
+
+Each command is declared beside its handler (``registry``), in a module of its concept:
+
+    memories   the agents' verbs: remember, recall, get, replace, forget, share, open
+    policies   spaces, policy rules (--allow, --deny), deliveries (--why), tokens
+    barrier    runs and trails, grants, trusted sources
+    bulk       import, export, backup, restore, reindex, sweep
+    serving    serve, mcp
+    context    what commands stand on: the service (one ``with`` per command), the caller,
+               a person at the terminal, progress bars
+
+Errors print one line on stderr and exit with the error class's ``exit_code`` (it depends on
+the kind of error, never on whether an unseen id exists); a usage error is an ``InvalidInput``
+like any other. ``--allow``, ``--deny`` and ``--why`` are top-level flags, as in ``esfis --deny
+'*' acme``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from server.cli import barrier, bulk, memories, policies, serving  # noqa: F401  (each declares its commands)
+from server.cli.registry import FLAGS, Command, lay
+from server.errors import EsfisError, InvalidInput
+
+# The commands in the order ``esfis --help`` lists them.
+ORDER = (
+    "space",
+    "policy",
+    "remember",
+    "recall",
+    "get",
+    "replace",
+    "forget",
+    "share",
+    "open",
+    "runs",
+    "trail",
+    "grant",
+    "trust",
+    "deliveries",
+    "serve",
+    "mcp",
+    "import",
+    "reindex",
+    "sweep",
+    "token",
+    "backup",
+    "restore",
+    "export",
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr like every other error."""
+
+    def error(self, message: str):
+        raise InvalidInput(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="esfis",
+        description="Scope-first memory for AI agents. Data lives in ESFIS_HOME (default ~/.esfis).",
+    )
+    lay(parser, ORDER)
+    parser.add_argument("--json", action="store_true", help="with --why: print JSON")
+    return parser
+
+
+def run(argv: Sequence[str]) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [f for f in FLAGS if getattr(args, f.dest)]
+    if len(chosen) > 1 or (chosen and args.command):
+        parser.error("use one of --allow, --deny, --why or a command")
+    if chosen:
+        chosen[0].handler(args)
+    elif args.command:
+        spec: Command = args.spec
+        assert spec.handler is not None  # a group's subcommand is required
+        try:
+            spec.handler(args)
+        except InvalidInput as exc:
+            spec.speak_as_flag(exc)
+            raise
+    else:
+        parser.print_help()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        run(sys.argv[1:] if argv is None else argv)
+    except EsfisError as exc:
+        print(f"esfis: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0

@@ -1,0 +1,222 @@
+"""The operator's commands that move memories in bulk (``server.bulk`` holds the logic): import,
+export, backup and restore, reindex, and the sweep of orphan rows.
+
+Each draws a progress bar on stderr at a terminal and ends with one summary line; the bulk
+stack (tqdm, the importer) is imported only when such a command runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from argparse import Namespace
+from contextlib import nullcontext
+from datetime import timedelta
+from pathlib import Path
+from typing import Protocol
+
+from server.cli.context import open_service, progress, settings
+from server.cli.registry import arg, command
+from server.errors import BadImportLine, InvalidInput
+from server.inputs import MAX_BATCH
+
+# ``sweep --older-than``'s bound, in minutes (about 190 years): any row that old predates every
+# store, and the clock's arithmetic stays in range. The least age is the core's (it says so).
+MOST_MINUTES = 10**8
+
+
+class _Report(Protocol):
+    @property
+    def rows(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def errors(self) -> list[tuple[int, str]]: ...
+    def summary(self) -> str: ...
+
+
+def _summarise(report: _Report, kept: str) -> None:
+    """The failed rows by line (the first the report kept) on stderr, then the summary."""
+    for line, reason in report.errors:
+        print(f"line {line}: {reason}", file=sys.stderr)
+    if report.failed > len(report.errors):
+        print(f"... and {report.failed - len(report.errors)} more errors", file=sys.stderr)
+    print(report.summary())
+    if report.failed:
+        raise BadImportLine(f"{report.failed} of {report.rows} rows failed (listed above); the rest were {kept}")
+
+
+@command(
+    "import",
+    "bulk import JSON Lines or Parquet (FILE, or - for stdin)",
+    arg("file", metavar="FILE"),
+    arg("--ai", help="the AI recorded as writer (default: $ESFIS_AI, else 'import')"),
+    arg(
+        "--batch-size",
+        type=int,
+        default=None,  # the importer's
+        help=f"rows embedded and written at a time (at most {MAX_BATCH})",
+        field="batch_size",
+    ),
+    arg("--format", choices=["jsonl", "parquet"], help="default: from the file's extension"),
+    arg("--restore", action="store_true", help="FILE is an esfis export: keep its ids, labels and validity"),
+)
+def import_(args: Namespace) -> None:
+    """A progress bar on a terminal, errors by line, then the summary."""
+    if args.restore:
+        _import_restore(args)
+        return
+    ai = args.ai or os.environ.get("ESFIS_AI") or "import"
+    source = args.file
+    fmt = args.format or ("parquet" if Path(source).suffix.lower() in (".parquet", ".pq") else "jsonl")
+    if source == "-" and fmt == "parquet":
+        raise InvalidInput("Parquet cannot be read from stdin: name the file", field="file")
+    if source != "-" and not Path(source).is_file():
+        raise InvalidInput(f"no file {source!r}", field="file")
+    with open_service() as service, progress(" rows", total=None, smoothing=0.1) as bar:
+        if fmt == "parquet":
+
+            def sized(total: int) -> None:
+                bar.total = total
+
+            report = service.operator.import_parquet(
+                source, ai=ai, batch_size=args.batch_size, progress=bar.update, sized=sized
+            )
+        else:
+            with open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer) as lines:
+                report = service.operator.import_jsonl(lines, ai=ai, batch_size=args.batch_size, progress=bar.update)
+    _summarise(report, "imported")
+
+
+def _import_restore(args: Namespace) -> None:
+    """``esfis import --restore FILE``: an export's rows with their ids, labels and validity."""
+    if args.file != "-" and not os.path.isfile(args.file):
+        raise InvalidInput(f"no file {args.file!r}", field="file")
+    with (
+        open_service() as service,
+        open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines,
+        progress(" rows") as bar,
+    ):
+        report = service.operator.import_restore(lines, progress=bar.update)
+    _summarise(report, "restored")
+
+
+@command(
+    "reindex",
+    "embed every memory again with the configured model (ESFIS_MODEL), resumable; stop the servers first (operator)",
+    arg(
+        "--batch-size",
+        type=int,
+        default=None,  # the reindex's
+        help=f"memories embedded and written at a time (at most {MAX_BATCH})",
+        field="batch_size",
+    ),
+)
+def reindex(args: Namespace) -> None:
+    """Every memory embedded again with the configured model."""
+    from server.facade import reindex_store
+
+    with progress(" memories") as bar:
+        report = reindex_store(settings(), batch=args.batch_size, progress=bar.update)
+    if report.model_before == report.model_after:
+        print(f"the store is already embedded with {report.model_after}: nothing to do")
+        return
+    print(
+        f"reindexed {report.rows} memories in {report.partitions} partitions with {report.model_after} "
+        f"(was {report.model_before}) in {report.seconds:.1f} s"
+    )
+
+
+@command(
+    "sweep",
+    "purge from every partition the rows of writes killed before their catalog entry, on any machine (operator)",
+    arg(
+        "--older-than",
+        type=float,
+        default=10.0,
+        metavar="MINUTES",
+        help="leave rows younger than this alone: a write in flight (default 10)",
+        field="older_than",
+    ),
+)
+def sweep(args: Namespace) -> None:
+    """Purge rows no catalog entry names, from every partition."""
+    if not math.isfinite(args.older_than) or abs(args.older_than) > MOST_MINUTES:
+        raise InvalidInput(f"--older-than must be a number of minutes, at most {MOST_MINUTES}", field="older_than")
+    with open_service() as service:
+        purged, partitions = service.operator.sweep_orphans(timedelta(minutes=args.older_than))
+    print(f"purged {purged} orphan rows from {partitions} partitions")
+
+
+# -- backup, restore, export ----------------------------------------------------------------------
+
+
+@command(
+    "backup",
+    "a consistent copy of this home into an empty folder DIR, while servers keep working (operator)",
+    arg("dir", metavar="DIR"),
+)
+def backup(args: Namespace) -> None:
+    from server.facade import backup_home
+
+    with progress(" memories") as bar:
+        report = backup_home(args.dir, settings(), progress=bar.update)
+    print(
+        f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
+        f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
+    )
+
+
+@command(
+    "restore",
+    "restore the backup in DIR into this (empty) ESFIS_HOME (operator)",
+    arg("dir", metavar="DIR"),
+    arg(
+        "--forgets-from",
+        metavar="HOME",
+        help="the live home (or its postgresql:// catalog): forget again every memory it forgot since the backup",
+    ),
+)
+def restore(args: Namespace) -> None:
+    from server.facade import restore_home
+
+    with progress(" memories") as bar:
+        report = restore_home(args.dir, settings(), forgets_from=args.forgets_from, progress=bar.update)
+    print(
+        f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
+        f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
+        f"in {report.seconds:.1f} s"
+    )
+
+
+@command(
+    "export",
+    "every current memory as JSON Lines, with its labels (operator)",
+    arg(
+        "--space",
+        dest="export_space",
+        action="append",
+        metavar="S",
+        help="only this space (repeatable; 'personal' for personal memories)",
+    ),
+    arg("--vectors", action="store_true", help="with each memory's vector"),
+    arg("--output", "-o", metavar="FILE", help="write here (a new file) instead of stdout"),
+)
+def export(args: Namespace) -> None:
+    """Every current memory as JSON Lines, on stdout or into --output; the summary on stderr."""
+    from server.facade import export_home
+
+    if args.output and os.path.exists(args.output):
+        raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
+    with (
+        open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer) as out,
+        progress(" memories") as bar,
+    ):
+        report = export_home(
+            out, settings(), spaces=args.export_space or None, vectors=args.vectors, progress=bar.update
+        )
+    print(
+        f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
+        file=sys.stderr,
+    )

@@ -1,0 +1,122 @@
+"""The agents' verbs at the command line: remember, recall, get, replace, forget, share, open.
+
+Each acts as a caller (``--ai``, ``--space``, ``--run``, else the environment and the current
+folder); a write the data barrier holds asks a person at the terminal, and only there.
+"""
+
+from __future__ import annotations
+
+import argparse
+from argparse import Namespace
+
+from server import render
+from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service
+from server.cli.registry import arg, command
+from server.models import DEFAULT_LIMIT, MAX_LIMIT
+
+
+def _integer(value: str) -> int:
+    """``--limit``'s type: a whole number; its range is the core's to check (``Esfis.recall``)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}") from None
+
+
+@command(
+    "remember",
+    "store a memory in this space (or personal)",
+    *CALLER,
+    arg("text"),
+    arg("--personal", action="store_true", help="write a personal memory (reaches every space)"),
+    arg("--valid-until", help="ISO 8601 time or a duration (30m, 12h, 7d)"),
+    arg("--label", action="append", help="an origin mark, e.g. source:slack (repeatable)"),
+)
+def remember(args: Namespace) -> None:
+    with open_service() as service:
+        memory = service.remember(
+            caller(service, args),
+            args.text,
+            personal=args.personal,
+            valid_until=args.valid_until,
+            labels=args.label,
+            ask=ask_at_terminal,
+        )
+    print(memory.id)
+
+
+@command(
+    "recall",
+    "the memories of this space and personal that best answer QUERY",
+    *CALLER,
+    arg("query"),
+    arg(
+        "--limit",
+        type=_integer,
+        default=DEFAULT_LIMIT,
+        help=f"1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})",
+        field="limit",
+    ),
+    arg("--json", action="store_true"),
+)
+def recall(args: Namespace) -> None:
+    with open_service() as service:
+        result = service.recall(caller(service, args), args.query, limit=args.limit)
+    print(dumps(render.recall_json(result.memories)) if args.json else render.recall_table(result.memories))
+
+
+@command("get", "print one memory", *CALLER, arg("id"), arg("--json", action="store_true"))
+def get(args: Namespace) -> None:
+    with open_service() as service:
+        memory = service.get(caller(service, args), args.id)
+    print(dumps(render.memory_json(memory)) if args.json else render.memory_text(memory.text))
+
+
+@command(
+    "replace",
+    "supersede memory ID with TEXT",
+    *CALLER,
+    arg("id"),
+    arg("text"),
+    arg("--new-space", help="the new memory's space (default: the old one's)"),
+)
+def replace(args: Namespace) -> None:
+    with open_service() as service:
+        memory = service.replace(caller(service, args), args.id, args.text, space=args.new_space, ask=ask_at_terminal)
+    print(memory.id)
+
+
+@command("forget", "remove a memory for good", *CALLER, arg("id"))
+def forget(args: Namespace) -> None:
+    with open_service() as service:
+        service.forget(caller(service, args), args.id, ask=ask_at_terminal)
+    print(f"forgot {args.id}")
+
+
+@command(
+    "share",
+    "a context reference to memories (labels, never texts)",
+    *CALLER,
+    arg("ids", metavar="ID", nargs="+"),
+    arg("--json", action="store_true"),
+)
+def share(args: Namespace) -> None:
+    with open_service() as service:
+        reference = service.share(caller(service, args), args.ids)
+    print(dumps(render.reference_json(reference)) if args.json else reference.ref)
+
+
+@command(
+    "open",
+    "open a context reference (when this run may)",
+    *CALLER,
+    arg("ref", metavar="REF"),
+    arg("--json", action="store_true"),
+)
+def open_reference(args: Namespace) -> None:
+    with open_service() as service:
+        reference, memories = service.open_context(caller(service, args), args.ref)
+    if args.json:
+        print(dumps(render.opened_json(reference, memories)))
+    else:
+        print("\n".join(f"{m.id}  [{m.labels.space or 'personal'}]  {render.memory_text(m.text)}" for m in memories))

@@ -1,0 +1,160 @@
+"""The operator's commands over who reaches what: spaces, policy rules (``--allow``, ``--deny``),
+the delivery log and its ``--why``, and the HTTP tokens."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from typing import Literal
+
+from server import render
+from server.cli.context import dumps, open_service
+from server.cli.registry import arg, command, flag, group, one_of
+from server.errors import InvalidInput
+from server.models import EVERYWHERE
+
+
+def _set_policy(effect: Literal["allow", "deny"], values: list[str]) -> None:
+    if not 1 <= len(values) <= 2:
+        raise InvalidInput(f"usage: esfis --{effect} AI [SPACE]", field=effect)
+    with open_service() as service:
+        rule = service.operator.set_policy(values[0], values[1] if len(values) == 2 else EVERYWHERE, effect)
+    print(rule.describe())
+
+
+@flag("--allow", nargs="+", metavar="AI [SPACE]", help="allow AI (or '*') in SPACE, or everywhere")
+def allow(args: Namespace) -> None:
+    _set_policy("allow", args.allow)
+
+
+@flag("--deny", nargs="+", metavar="AI [SPACE]", help="deny AI (or '*') in SPACE, or everywhere")
+def deny(args: Namespace) -> None:
+    _set_policy("deny", args.deny)
+
+
+@flag("--why", metavar="N", help="explain delivery N (operator)")
+def why(args: Namespace) -> None:
+    try:
+        delivery_id = int(args.why)
+    except ValueError:
+        raise InvalidInput(f"--why takes a delivery number, got {args.why!r}", field="why") from None
+    with open_service() as service:
+        explained = service.operator.why(delivery_id)
+    print(dumps(render.why_json(explained)) if args.json else render.why_text(explained))
+
+
+# -- spaces and rules -------------------------------------------------------------------------
+
+group("space", "add, list and remove spaces")
+
+
+@command(
+    "space add",
+    "register FOLDER to a space (created if new)",
+    arg("folder"),
+    arg("--name", help="the space's name (default: the folder's base name, under its enclosing space)"),
+)
+def space_add(args: Namespace) -> None:
+    with open_service() as service:
+        space = service.operator.add_space(args.folder, args.name)
+    print(space.name)
+
+
+@command("space list", "list spaces, their folders and memory counts", arg("--json", action="store_true"))
+def space_list(args: Namespace) -> None:
+    with open_service() as service:
+        spaces = service.operator.spaces()
+    print(dumps({"spaces": [render.space_json(s) for s in spaces]}) if args.json else render.spaces_table(spaces))
+
+
+@command(
+    "space remove",
+    "remove a space (refuses while it holds memories)",
+    arg("name"),
+    arg("--purge", action="store_true", help="forget the space's memories with it"),
+)
+def space_remove(args: Namespace) -> None:
+    with open_service() as service:
+        removed = service.operator.remove_space(args.name, purge=args.purge)
+    print(f"removed space {args.name}" + (f" and forgot {removed} memories" if removed else ""))
+
+
+group("policy", "list and clear policy rules")
+
+
+@command("policy list", "list the rules", arg("--json", action="store_true"))
+def policy_list(args: Namespace) -> None:
+    with open_service() as service:
+        rules = service.operator.policies()
+    print(dumps({"policies": [render.rule_json(r) for r in rules]}) if args.json else render.rules_table(rules))
+
+
+@command(
+    "policy clear",
+    "remove the rule for AI in SPACE (or everywhere)",
+    arg("ai_name", metavar="AI"),
+    arg("target", metavar="SPACE", nargs="?"),
+)
+def policy_clear(args: Namespace) -> None:
+    with open_service() as service:
+        service.operator.clear_policy(args.ai_name, EVERYWHERE if args.target is None else args.target)
+
+
+@command(
+    "deliveries",
+    "the delivery log (operator)",
+    arg("--ai", dest="ai_filter"),
+    arg("--space", dest="space_filter"),
+    arg("--last", type=int, default=20),
+    arg("--json", action="store_true"),
+)
+def deliveries(args: Namespace) -> None:
+    with open_service() as service:
+        found = service.operator.deliveries(ai=args.ai_filter, space=args.space_filter, last=args.last)
+    print(
+        dumps({"deliveries": [render.delivery_json(d) for d in found]}) if args.json else render.deliveries_table(found)
+    )
+
+
+# -- tokens -----------------------------------------------------------------------------------
+
+group("token", "create, list and revoke HTTP tokens")
+
+
+@command(
+    "token create",
+    "print a new token (shown once)",
+    one_of(
+        arg("--ai", dest="token_ai", help="the AI this token acts as"),
+        arg("--operator", action="store_true", help="a token that administers"),
+        required=True,
+    ),
+    arg("--space", dest="token_space", help="with --ai: act only inside this space's subtree"),
+    arg(
+        "--runs-only",
+        action="store_true",
+        help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else",
+    ),
+)
+def token_create(args: Namespace) -> None:
+    """Prints the secret and nothing else."""
+    if args.runs_only and args.token_ai is None:
+        raise InvalidInput("--runs-only applies to AI tokens (--ai NAME)", field="runs_only")
+    with open_service() as service:
+        _, secret = service.operator.create_token(
+            ai=args.token_ai, space=args.token_space, operator=args.operator, runs_only=args.runs_only
+        )
+    print(secret)
+
+
+@command("token list", "list tokens (never their secrets)", arg("--json", action="store_true"))
+def token_list(args: Namespace) -> None:
+    with open_service() as service:
+        tokens = service.operator.tokens()
+    print(dumps({"tokens": [render.token_json(t) for t in tokens]}) if args.json else render.tokens_table(tokens))
+
+
+@command("token revoke", "revoke a token by its id", arg("token_id", metavar="ID"))
+def token_revoke(args: Namespace) -> None:
+    with open_service() as service:
+        revoked = service.operator.revoke_token(args.token_id)
+    print(f"revoked {revoked.id}")

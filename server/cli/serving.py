@@ -1,0 +1,66 @@
+"""The long-running interfaces: ``esfis serve`` (the HTTP API and the operator's pages) and
+``esfis mcp`` (MCP over stdio). Their stacks are imported only when run, so ``esfis recall``
+never pays for FastAPI or the MCP SDK."""
+
+from __future__ import annotations
+
+import os
+import sys
+from argparse import Namespace
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from server.cli.registry import arg, command
+
+if TYPE_CHECKING:
+    from server.facade import Esfis
+
+
+def _say_where(host: str, port: int) -> Callable[[Esfis], None]:
+    """What ``serve`` prints once the service is open: the settings page, and on a fresh home a
+    first operator token, only to a person at a terminal (``server.web.announcement``)."""
+    from server.web import announcement
+
+    def say(service: Esfis) -> None:
+        for line in announcement(service, host, port, at_terminal=sys.stderr.isatty()):
+            print(line, file=sys.stderr)
+        sys.stderr.flush()
+
+    return say
+
+
+@command(
+    "serve",
+    "serve the HTTP API (and the operator's web page)",
+    arg("--host", default="127.0.0.1"),
+    arg("--port", type=int, default=8765),
+    arg(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes on one socket (default 1; with more, /mcp is not served)",
+    ),
+    arg(
+        "--batch-window-ms",
+        type=float,
+        default=None,
+        help="the most a query waits for others to embed with (default 2; 0: no batching)",
+    ),
+)
+def serve(args: Namespace) -> None:
+    from server.arenas import limit_malloc_arenas
+    from server.http.workers import serve as serve_http
+
+    limit_malloc_arenas()  # a long-lived process with many threads
+    if args.batch_window_ms is not None:  # the workers read it from the environment
+        os.environ["ESFIS_BATCH_WINDOW_MS"] = str(args.batch_window_ms)
+    serve_http(host=args.host, port=args.port, workers=args.workers, opened=_say_where(args.host, args.port))
+
+
+@command("mcp", "serve MCP over stdio, in the space of the current folder")
+def mcp(args: Namespace) -> None:
+    from server.arenas import limit_malloc_arenas
+    from server.mcp.server import run_stdio
+
+    limit_malloc_arenas()
+    run_stdio()
