@@ -1,90 +1,25 @@
-"""How domain objects are shown: as the CLI's text tables, and as JSON by the one definition of
-each shape (``server.shapes``).
+"""How domain objects are shown as the CLI's text: tables, trails, explanations.
 
-HTTP and MCP build their answers from ``server.shapes`` directly; the ``*_json`` functions here
-serve the CLI's ``--json``, importing the shapes (and pydantic) only when one is asked for. A
-recall answer is one shape everywhere: memories best first, ``space`` null for personal, and
-nothing else.
+Their JSON is the one definition of each shape (``server.shapes``), which every interface,
+the CLI's ``--json`` included, builds its answers from.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from server.barrier import Grant, visible
 from server.barrier.runs import Run, TrailStep
 from server.clock import iso
 from server.models import (
     Delivery,
-    Memory,
-    OpenedMemory,
     RecalledMemory,
-    Reference,
     Space,
     Token,
-    TrustedSource,
     Why,
 )
 from server.spaces.policies import Rule
 from server.spaces.registry import folder_label
 
 _time = iso
-
-
-def _shapes():
-    # pydantic and its models cost a tenth of a second to import: only JSON output needs them,
-    # not the text tables most CLI commands print.
-    from server import shapes
-
-    return shapes
-
-
-def recall_json(memories: list[RecalledMemory]) -> dict[str, Any]:
-    return _shapes().RecallOut.of(memories).dump()
-
-
-def memory_json(m: Memory) -> dict[str, Any]:
-    return _shapes().MemoryOut.of(m).dump()
-
-
-def reference_json(r: Reference) -> dict[str, Any]:
-    return _shapes().ReferenceOut.of(r).dump()
-
-
-def opened_json(r: Reference, memories: list[OpenedMemory]) -> dict[str, Any]:
-    return _shapes().ContextOut.of(r, memories).dump()
-
-
-def grant_json(g: Grant) -> dict[str, Any]:
-    return _shapes().GrantOut.of(g).dump()
-
-
-def token_json(t: Token) -> dict[str, Any]:
-    return _shapes().TokenOut.of(t).dump()
-
-
-def trusted_json(t: TrustedSource) -> dict[str, Any]:
-    return _shapes().TrustedOut.of(t).dump()
-
-
-def run_json(r: Run, steps: list[TrailStep] | None = None) -> dict[str, Any]:
-    return (_shapes().RunOut.of(r) if steps is None else _shapes().TrailOut.of(r, steps)).dump()
-
-
-def space_json(s: Space) -> dict[str, Any]:
-    return _shapes().SpaceOut.of(s).dump()
-
-
-def rule_json(r: Rule) -> dict[str, Any]:
-    return _shapes().RuleOut.of(r).dump()
-
-
-def delivery_json(d: Delivery) -> dict[str, Any]:
-    return _shapes().DeliveryOut.of(d).dump()
-
-
-def why_json(w: Why) -> dict[str, Any]:
-    return _shapes().WhyOut.of(w).dump()
 
 
 # -- text -----------------------------------------------------------------------------------

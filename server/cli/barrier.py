@@ -6,7 +6,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from server import render
-from server.cli.context import dumps, open_service
+from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, group
 from server.errors import InvalidInput
 from server.models import PERSONAL
@@ -23,7 +23,7 @@ DURATION = "ISO 8601 time or a duration (30m, 12h, 7d)"
 def runs(args: Namespace) -> None:
     with open_service() as service:
         found = service.operator.run_list(last=args.last)
-    print(dumps({"runs": [render.run_json(r) for r in found]}) if args.json else render.runs_table(found))
+    print(dumps({"runs": [shapes().RunOut.of(r).dump() for r in found]}) if args.json else render.runs_table(found))
 
 
 @command(
@@ -35,7 +35,7 @@ def runs(args: Namespace) -> None:
 def runs_end(args: Namespace) -> None:
     with open_service() as service:
         run = service.operator.end_run(args.run_id, by="cli")
-    print(dumps(render.run_json(run)) if args.json else f"ended {run.id}")
+    print(dumps(shapes().RunOut.of(run).dump()) if args.json else f"ended {run.id}")
 
 
 @command(
@@ -56,7 +56,7 @@ def runs_prune(args: Namespace) -> None:
 def trail(args: Namespace) -> None:
     with open_service() as service:
         run, steps = service.operator.trail(args.run_id)
-    print(dumps(render.run_json(run, steps)) if args.json else render.trail_text(run, steps))
+    print(dumps(shapes().TrailOut.of(run, steps).dump()) if args.json else render.trail_text(run, steps))
 
 
 # -- grants -----------------------------------------------------------------------------------
@@ -87,7 +87,11 @@ def grant_add(args: Namespace) -> None:
 def grant_list(args: Namespace) -> None:
     with open_service() as service:
         grants = service.operator.grants()
-    print(dumps({"grants": [render.grant_json(g) for g in grants]}) if args.json else render.grants_table(grants))
+    print(
+        dumps({"grants": [shapes().GrantOut.of(g).dump() for g in grants]})
+        if args.json
+        else render.grants_table(grants)
+    )
 
 
 @command("grant revoke", "revoke a grant by its id", arg("grant_id", metavar="ID"))
@@ -114,7 +118,7 @@ def trust_list(args: Namespace) -> None:
     with open_service() as service:
         sources = service.operator.trusted_sources()
     if args.json:
-        print(dumps({"trusted_sources": [render.trusted_json(t) for t in sources]}))
+        print(dumps({"trusted_sources": [shapes().TrustedOut.of(t).dump() for t in sources]}))
     else:
         print("\n".join(t.source for t in sources) or "(no trusted sources: every origin mark is untrusted)")
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from argparse import Namespace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from server.cli.registry import arg
@@ -59,6 +60,14 @@ def ask_at_terminal(request: ApprovalRequest) -> bool | None:
     except (EOFError, KeyboardInterrupt):
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def shapes() -> ModuleType:
+    """Every answer's shape (``server.shapes``), for ``--json``: pydantic and its models cost a
+    tenth of a second to import, which the text tables most commands print never need."""
+    from server import shapes
+
+    return shapes
 
 
 def dumps(data: Any) -> str:

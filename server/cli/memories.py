@@ -10,7 +10,7 @@ import argparse
 from argparse import Namespace
 
 from server import render
-from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service
+from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
 from server.cli.registry import arg, command
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -62,14 +62,14 @@ def remember(args: Namespace) -> None:
 def recall(args: Namespace) -> None:
     with open_service() as service:
         result = service.recall(caller(service, args), args.query, limit=args.limit)
-    print(dumps(render.recall_json(result.memories)) if args.json else render.recall_table(result.memories))
+    print(dumps(shapes().RecallOut.of(result.memories).dump()) if args.json else render.recall_table(result.memories))
 
 
 @command("get", "print one memory", *CALLER, arg("id"), arg("--json", action="store_true"))
 def get(args: Namespace) -> None:
     with open_service() as service:
         memory = service.get(caller(service, args), args.id)
-    print(dumps(render.memory_json(memory)) if args.json else render.memory_text(memory.text))
+    print(dumps(shapes().MemoryOut.of(memory).dump()) if args.json else render.memory_text(memory.text))
 
 
 @command(
@@ -103,7 +103,7 @@ def forget(args: Namespace) -> None:
 def share(args: Namespace) -> None:
     with open_service() as service:
         reference = service.share(caller(service, args), args.ids)
-    print(dumps(render.reference_json(reference)) if args.json else reference.ref)
+    print(dumps(shapes().ReferenceOut.of(reference).dump()) if args.json else reference.ref)
 
 
 @command(
@@ -117,6 +117,6 @@ def open_reference(args: Namespace) -> None:
     with open_service() as service:
         reference, memories = service.open_context(caller(service, args), args.ref)
     if args.json:
-        print(dumps(render.opened_json(reference, memories)))
+        print(dumps(shapes().ContextOut.of(reference, memories).dump()))
     else:
         print("\n".join(f"{m.id}  [{m.labels.space or 'personal'}]  {render.memory_text(m.text)}" for m in memories))

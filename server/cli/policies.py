@@ -7,7 +7,7 @@ from argparse import Namespace
 from typing import Literal
 
 from server import render
-from server.cli.context import dumps, open_service
+from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, flag, group, one_of
 from server.errors import InvalidInput
 from server.models import EVERYWHERE
@@ -39,7 +39,7 @@ def why(args: Namespace) -> None:
         raise InvalidInput(f"--why takes a delivery number, got {args.why!r}", field="why") from None
     with open_service() as service:
         explained = service.operator.why(delivery_id)
-    print(dumps(render.why_json(explained)) if args.json else render.why_text(explained))
+    print(dumps(shapes().WhyOut.of(explained).dump()) if args.json else render.why_text(explained))
 
 
 # -- spaces and rules -------------------------------------------------------------------------
@@ -63,7 +63,11 @@ def space_add(args: Namespace) -> None:
 def space_list(args: Namespace) -> None:
     with open_service() as service:
         spaces = service.operator.spaces()
-    print(dumps({"spaces": [render.space_json(s) for s in spaces]}) if args.json else render.spaces_table(spaces))
+    print(
+        dumps({"spaces": [shapes().SpaceOut.of(s).dump() for s in spaces]})
+        if args.json
+        else render.spaces_table(spaces)
+    )
 
 
 @command(
@@ -85,7 +89,9 @@ group("policy", "list and clear policy rules")
 def policy_list(args: Namespace) -> None:
     with open_service() as service:
         rules = service.operator.policies()
-    print(dumps({"policies": [render.rule_json(r) for r in rules]}) if args.json else render.rules_table(rules))
+    print(
+        dumps({"policies": [shapes().RuleOut.of(r).dump() for r in rules]}) if args.json else render.rules_table(rules)
+    )
 
 
 @command(
@@ -111,7 +117,9 @@ def deliveries(args: Namespace) -> None:
     with open_service() as service:
         found = service.operator.deliveries(ai=args.ai_filter, space=args.space_filter, last=args.last)
     print(
-        dumps({"deliveries": [render.delivery_json(d) for d in found]}) if args.json else render.deliveries_table(found)
+        dumps({"deliveries": [shapes().DeliveryOut.of(d).dump() for d in found]})
+        if args.json
+        else render.deliveries_table(found)
     )
 
 
@@ -150,7 +158,11 @@ def token_create(args: Namespace) -> None:
 def token_list(args: Namespace) -> None:
     with open_service() as service:
         tokens = service.operator.tokens()
-    print(dumps({"tokens": [render.token_json(t) for t in tokens]}) if args.json else render.tokens_table(tokens))
+    print(
+        dumps({"tokens": [shapes().TokenOut.of(t).dump() for t in tokens]})
+        if args.json
+        else render.tokens_table(tokens)
+    )
 
 
 @command("token revoke", "revoke a token by its id", arg("token_id", metavar="ID"))

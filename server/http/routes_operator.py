@@ -15,7 +15,7 @@ import anyio
 import anyio.from_thread
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from server import render
+from server import shapes
 from server.facade import EVERYWHERE, PERSONAL
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
 from server.http.schemas import ERRORS, BackupIn, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
@@ -50,13 +50,13 @@ DeliveryId = Annotated[int, Path(ge=1, le=2**62, description="a delivery number"
 
 @router.get("/spaces", response_model=SpacesOut)
 def list_spaces(request: Request, _: OperatorToken) -> dict:
-    return {"spaces": [render.space_json(s) for s in service_of(request).operator.spaces()]}
+    return {"spaces": [shapes.SpaceOut.of(s).dump() for s in service_of(request).operator.spaces()]}
 
 
 @router.post("/spaces", status_code=201, response_model=SpaceOut)
 def create_space(body: SpaceIn, request: Request, _: OperatorToken) -> dict:
     """Create a space by name, with optional folders (on the server's machine)."""
-    return render.space_json(service_of(request).operator.create_space(body.name, body.folders))
+    return shapes.SpaceOut.of(service_of(request).operator.create_space(body.name, body.folders)).dump()
 
 
 @router.delete("/spaces/{name:path}", response_model=SpaceRemovedOut)
@@ -76,15 +76,15 @@ def remove_space(
 
 @router.get("/policies", response_model=PoliciesOut)
 def list_policies(request: Request, _: OperatorToken) -> dict:
-    return {"policies": [render.rule_json(r) for r in service_of(request).operator.policies()]}
+    return {"policies": [shapes.RuleOut.of(r).dump() for r in service_of(request).operator.policies()]}
 
 
 @router.put("/policies", response_model=RuleOut)
 def set_policy(body: PolicyIn, request: Request, _: OperatorToken) -> dict:
     """Set the rule for an AI (or '*') in a space (or everywhere); it applies to the next request."""
-    return render.rule_json(
+    return shapes.RuleOut.of(
         service_of(request).operator.set_policy(body.ai, EVERYWHERE if body.space is None else body.space, body.effect)
-    )
+    ).dump()
 
 
 @router.delete("/policies", status_code=204)
@@ -110,19 +110,19 @@ def list_deliveries(
     last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
 ) -> dict:
     deliveries = service_of(request).operator.deliveries(ai=ai, space=space, last=last)
-    return {"deliveries": [render.delivery_json(d) for d in deliveries]}
+    return {"deliveries": [shapes.DeliveryOut.of(d).dump() for d in deliveries]}
 
 
 @router.get("/deliveries/{delivery_id}", response_model=DeliveryOut)
 def get_delivery(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
-    return render.delivery_json(service_of(request).operator.delivery(delivery_id))
+    return shapes.DeliveryOut.of(service_of(request).operator.delivery(delivery_id)).dump()
 
 
 @router.get("/deliveries/{delivery_id}/why", response_model=WhyOut)
 def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
     """Explain a delivery now: what went in, what was cut and why, and (for the operator only)
     what other spaces would have answered."""
-    return render.why_json(service_of(request).operator.why(delivery_id))
+    return shapes.WhyOut.of(service_of(request).operator.why(delivery_id)).dump()
 
 
 # -- grants, trusted sources, runs ---------------------------------------------------------
@@ -130,7 +130,7 @@ def why(delivery_id: DeliveryId, request: Request, _: OperatorToken) -> dict:
 
 @router.get("/grants", response_model=GrantsOut)
 def list_grants(request: Request, _: OperatorToken) -> dict:
-    return {"grants": [render.grant_json(g) for g in service_of(request).operator.grants()]}
+    return {"grants": [shapes.GrantOut.of(g).dump() for g in service_of(request).operator.grants()]}
 
 
 @router.post("/grants", status_code=201, response_model=GrantOut)
@@ -139,23 +139,23 @@ def add_grant(body: GrantIn, request: Request, _: OperatorToken) -> dict:
     grant = service_of(request).operator.add_grant(
         body.from_, PERSONAL if body.to is None else body.to, ai=body.ai, until=body.until
     )
-    return render.grant_json(grant)
+    return shapes.GrantOut.of(grant).dump()
 
 
 @router.delete("/grants/{grant_id}", response_model=GrantOut)
 def revoke_grant(grant_id: str, request: Request, _: OperatorToken) -> dict:
-    return render.grant_json(service_of(request).operator.revoke_grant(grant_id))
+    return shapes.GrantOut.of(service_of(request).operator.revoke_grant(grant_id)).dump()
 
 
 @router.get("/trusted-sources", response_model=TrustedListOut)
 def list_trusted(request: Request, _: OperatorToken) -> dict:
-    return {"trusted_sources": [render.trusted_json(t) for t in service_of(request).operator.trusted_sources()]}
+    return {"trusted_sources": [shapes.TrustedOut.of(t).dump() for t in service_of(request).operator.trusted_sources()]}
 
 
 @router.put("/trusted-sources", response_model=TrustedOut)
 def trust(body: TrustIn, request: Request, _: OperatorToken) -> dict:
     """Trust an origin mark: runs carrying only trusted marks may forget without a person."""
-    return render.trusted_json(service_of(request).operator.trust(body.source))
+    return shapes.TrustedOut.of(service_of(request).operator.trust(body.source)).dump()
 
 
 @router.delete("/trusted-sources", status_code=204)
@@ -172,21 +172,21 @@ def list_runs(
     _: OperatorToken,
     last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 20,
 ) -> dict:
-    return {"runs": [render.run_json(r) for r in service_of(request).operator.run_list(last=last)]}
+    return {"runs": [shapes.RunOut.of(r).dump() for r in service_of(request).operator.run_list(last=last)]}
 
 
 @router.delete("/runs/{run_id}", response_model=RunOut)
 def end_run(run_id: str, request: Request, token: OperatorToken) -> dict:
     """End a run: its run token stops working at the next request; a standing run starts afresh
     at its token's next request. The trail records who ended it."""
-    return render.run_json(service_of(request).operator.end_run(run_id, by=f"operator {token.id}"))
+    return shapes.RunOut.of(service_of(request).operator.end_run(run_id, by=f"operator {token.id}")).dump()
 
 
 @router.get("/runs/{run_id}", response_model=TrailOut)
 def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
     """A run's trail: what it carries and every step, with ids, labels and rules, never texts."""
     run, steps = service_of(request).operator.trail(run_id)
-    return render.run_json(run, steps)
+    return shapes.TrailOut.of(run, steps).dump()
 
 
 # -- backup ---------------------------------------------------------------------------------
