@@ -61,7 +61,7 @@ class ModelIdentity:
         prompts = recorded.get("prompts")
         return cls(
             model=str(recorded.get("model")),
-            dimension=int(recorded.get("dimension") or 0),  # type: ignore[call-overload]
+            dimension=int(str(recorded.get("dimension") or 0)),
             prompts=Prompts.from_dict(prompts if isinstance(prompts, Mapping) else None),
         )
 

@@ -227,13 +227,12 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
     probe_vectors = calibration_queries(_vectors(dataset.take(probes, columns=["vector"]), dimension))
     no_row = np.full(len(probes), -1)
     top = TopTen(probe_vectors, no_row)
-    reuse = previous is not None and n <= 2 * previous.trained_rows
-    if reuse:
-        centroids, trained = np.array(previous.lists.centroids), previous.trained_rows  # type: ignore[union-attr]
+    if previous is not None and n <= 2 * previous.trained_rows:
+        centroids, trained = np.array(previous.lists.centroids), previous.trained_rows
         assign = np.full(n, -1, dtype=np.int32)
-        known_rows = previous.rows_of(ids)  # type: ignore[union-attr]
+        known_rows = previous.rows_of(ids)
         known = known_rows >= 0
-        assign[known] = previous.lists.list_of(known_rows[known])  # type: ignore[union-attr]
+        assign[known] = previous.lists.list_of(known_rows[known])
     else:
         sample = _vectors(dataset.take(training_sample(n), columns=["vector"]), dimension)
         centroids, trained = train(sample, list_count_for(n)), n

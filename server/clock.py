@@ -27,6 +27,12 @@ def to_micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+@overload
+def from_micros(micros: int) -> datetime: ...
+@overload
+def from_micros(micros: None) -> None: ...
+@overload
+def from_micros(micros: int | None) -> datetime | None: ...
 def from_micros(micros: int | None) -> datetime | None:
     if micros is None:
         return None

@@ -61,7 +61,7 @@ class ContextBook:
         if row is None:
             raise ContextNotFound(f"no context reference {str(ref)[:40]!r}")
         items = tuple((i["id"], _labels(i["labels"])) for i in json.loads(row["items"]))
-        return Reference(row["ref"], row["run"], from_micros(row["created_at"]), items)  # type: ignore[arg-type]
+        return Reference(row["ref"], row["run"], from_micros(row["created_at"]), items)
 
 
 def _item(memory_id: str, labels: Labels) -> dict:

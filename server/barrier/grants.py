@@ -94,7 +94,7 @@ class GrantBook:
 
     def trusted(self) -> builtins.list[TrustedSource]:
         rows = self.catalog.all("SELECT source, created_at FROM trusted_sources ORDER BY source")
-        return [TrustedSource(r["source"], from_micros(r["created_at"])) for r in rows]  # type: ignore[arg-type]
+        return [TrustedSource(r["source"], from_micros(r["created_at"])) for r in rows]
 
     def distrust(self, source: str) -> None:
         source = check_source(source, field="source")
@@ -110,6 +110,6 @@ def _grant(row) -> Grant:
         to_space=row["to_space"],
         ai=row["ai"],
         until=from_micros(row["until"]),
-        created_at=from_micros(row["created_at"]),  # type: ignore[arg-type]
+        created_at=from_micros(row["created_at"]),
         revoked_at=from_micros(row["revoked_at"]),
     )

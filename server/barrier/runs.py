@@ -297,7 +297,7 @@ class RunBook:
         rows = self.catalog.all("SELECT * FROM run_steps WHERE run = ? ORDER BY id", (run_id,))
         return run, [
             TrailStep(
-                from_micros(r["at"]),  # type: ignore[arg-type]
+                from_micros(r["at"]),
                 Step(
                     r["kind"],
                     tuple(json.loads(r["labels"])),

@@ -297,7 +297,7 @@ def forget(catalog: Catalog, store: VectorStore, forgotten: dict[str, int]) -> i
         memory = book.meta(id_)
         if memory is None or memory.forgotten:
             continue
-        book.forget(memory, from_micros(at), also=lambda tx, i=id_: contexts.scrub(tx, i))  # type: ignore[arg-type,misc]
+        book.forget(memory, from_micros(at), also=lambda tx, i=id_: contexts.scrub(tx, i))  # type: ignore[misc]
         done += 1
     return done
 

@@ -32,10 +32,15 @@ class Snapshot:
         try:
             self._conn = psycopg.connect(url, row_factory=_row_maker, application_name="esfis-backup")
             self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            self.id = self._conn.execute("SELECT pg_export_snapshot() AS s").fetchone()["s"]  # type: ignore[index]
-            self.schema = self._conn.execute("SELECT current_schema() AS s").fetchone()["s"]  # type: ignore[index]
+            self.id = self._value("SELECT pg_export_snapshot() AS s")
+            self.schema = self._value("SELECT current_schema() AS s")
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot read the PostgreSQL catalog at {redacted(url)}: {exc}") from exc
+
+    def _value(self, sql: str) -> str:
+        row = self._conn.execute(sql).fetchone()
+        assert row is not None  # a SELECT of one function answers one row
+        return row["s"]
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.execute(_pg(sql), params).fetchall()
@@ -66,7 +71,8 @@ def require_empty(url: str) -> None:
     """Refuse a database that already holds an esfis catalog where ``url`` looks."""
     try:
         with psycopg.connect(url) as conn:
-            present = conn.execute("SELECT to_regclass('meta')").fetchone()[0]  # type: ignore[index]
+            row = conn.execute("SELECT to_regclass('meta')").fetchone()
+            present = None if row is None else row[0]
     except psycopg.Error as exc:
         raise StoreUnavailable(f"cannot reach the PostgreSQL catalog at {redacted(url)}: {exc}") from exc
     if present is not None:

@@ -200,7 +200,8 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
         if value is None and name != "valid_until":
             raise InvalidInput(f"{name} is missing", field=name)
         times[name] = None if value is None else to_micros(parse_time(value, now=now, field=name))
-    if times["valid_until"] is not None and times["valid_until"] <= times["valid_from"]:  # type: ignore[operator]
+    until, since = times["valid_until"], times["valid_from"]
+    if until is not None and since is not None and until <= since:
         raise InvalidInput("valid_until must be after valid_from", field="valid_until")
     ai = validate_ai(fields.get("ai"))
     vector = _vector(fields.get("vector"), dimension)

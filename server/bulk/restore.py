@@ -145,7 +145,8 @@ def restore(
             named = {r["id"] for r in catalog.all("SELECT id FROM memories WHERE forgotten_at IS NULL")}
             applied = forget(catalog, vectors, {i: at for i, at in gone.items() if i in named})
             failpoints.hit("restore:after-forgets")
-        memories = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")["n"]  # type: ignore[index]
+        counted = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")
+        memories = 0 if counted is None else counted["n"]
     finally:
         catalog.close()
         vectors.close()
@@ -155,7 +156,7 @@ def restore(
     fsync_dir(home.parent)
     return RestoreReport(
         home,
-        from_micros(manifest["taken_at_micros"]),  # type: ignore[arg-type]
+        from_micros(manifest["taken_at_micros"]),
         int(memories),
         len(manifest["partitions"]),
         applied,
@@ -223,7 +224,7 @@ def _restore_postgres(
         vectors.close()
     return RestoreReport(
         home,
-        from_micros(manifest["taken_at_micros"]),  # type: ignore[arg-type]
+        from_micros(manifest["taken_at_micros"]),
         int(memories),
         len(manifest["partitions"]),
         applied,

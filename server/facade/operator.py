@@ -300,8 +300,10 @@ class Operator:
         if effect == "inherit":
             validate_ai(ai, wildcard=True)
             self._parts.registry.clear_rule(ai, place)
-        elif effect in ("allow", "deny"):
-            self._parts.registry.set_rule(ai, place, effect)  # type: ignore[arg-type]
+        elif effect == "allow":
+            self._parts.registry.set_rule(ai, place, "allow")
+        elif effect == "deny":
+            self._parts.registry.set_rule(ai, place, "deny")
         else:
             raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
 

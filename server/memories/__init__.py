@@ -63,8 +63,8 @@ class MemoryBook:
             space=row["space"],
             text=None,
             ai=row["ai"],
-            created_at=from_micros(row["created_at"]),  # type: ignore[arg-type]
-            valid_from=from_micros(row["valid_from"]),  # type: ignore[arg-type]
+            created_at=from_micros(row["created_at"]),
+            valid_from=from_micros(row["valid_from"]),
             valid_until=from_micros(row["valid_until"]),
             superseded_by=row["superseded_by"],
             digest=row["digest"],

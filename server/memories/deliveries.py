@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import json
 from datetime import datetime
+from typing import Literal
 
 import numpy as np
 
@@ -145,10 +146,10 @@ def explain(
             and contains(delivery.space, space)
             and (delivery.scope is None or contains(delivery.scope, space))
         )
-        reason = "policy" if in_reach else "space"
+        reason: Literal["policy", "space"] = "policy" if in_reach else "space"
         for hit in store.search(key, query_vector, delivery.limit, micros).hits:
             if hit.score >= bar and book.current_ids([hit.id], now):
-                others.append(OtherSpaceMatch(hit.id, space, round(hit.score, 6), hit.text, reason))  # type: ignore[arg-type]  # reason is 'space' or 'policy' above
+                others.append(OtherSpaceMatch(hit.id, space, round(hit.score, 6), hit.text, reason))
     others.sort(key=lambda m: m.score, reverse=True)
     return Why(delivery, tuple(items), tuple(others[:WHY_NAMED]), max(len(others) - WHY_NAMED, 0))
 
@@ -156,7 +157,7 @@ def explain(
 def _delivery(row, items: tuple[DeliveryItem, ...]) -> Delivery:
     return Delivery(
         id=row["id"],
-        at=from_micros(row["at"]),  # type: ignore[arg-type]
+        at=from_micros(row["at"]),
         ai=row["ai"],
         space=row["space"],
         transport=row["transport"],

@@ -82,7 +82,7 @@ def run_recall(
             text=hit.text,
             space=space,
             score=round(hit.score, 6),
-            created_at=from_micros(hit.created_at),  # type: ignore[arg-type]
+            created_at=from_micros(hit.created_at),
             valid_until=from_micros(hit.valid_until),
             labels=current[hit.id],
         )
