@@ -12,12 +12,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
-import secrets
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -27,23 +24,24 @@ from indexing.errors import IndexingError
 from indexing.store import VectorStore
 from server.barrier.contexts import MAX_SHARED
 from server.barrier.gates import Ask
-from server.barrier.labels import ELSEWHERE, Carried, Labels, check_origins, space_mark
-from server.barrier.runs import Run, Step, run_id_for, standing_run
+from server.barrier.labels import Carried, Labels, check_origins, space_mark
+from server.barrier.runs import Run, Step
 from server.barrier.trail_upkeep import TRAIL_DAYS
 from server.bulk.journal import sweep
 from server.catalog import Catalog, Tx
 from server.clock import Clock, parse_time
 from server.errors import (
     AlreadySuperseded,
-    Forbidden,
     InvalidInput,
     MemoryNotFound,
     OutOfReach,
     PolicyDenied,
     StoreUnavailable,
 )
+from server.facade.callers import resolve_caller
 from server.facade.operator import Operator
 from server.facade.parts import Parts
+from server.facade.shown import marks_of, redact_labels, shown, shown_recalled, shown_reference
 from server.memories.input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
 from server.memories.journal import JOURNALS
 from server.memories.recall import run_recall
@@ -54,18 +52,15 @@ from server.models import (
     Memory,
     OpenedMemory,
     Recall,
-    RecalledMemory,
     Reference,
     Token,
 )
-from server.spaces import contains, validate_space_name
-from server.spaces.policies import validate_ai
+from server.spaces import validate_space_name
 from server.spaces.scope import Scope, scope_for
 
 _log = logging.getLogger("esfis")
 UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
 UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
-RUN_NAME_RULE = "a run name is 1 to 128 of [A-Za-z0-9._:-]"
 
 
 class Esfis:
@@ -122,56 +117,16 @@ class Esfis:
         requests are its standing run. Otherwise ``run`` names an interface's session (an MCP
         process, a CLI ``--run``; None: this call is a run of its own), and ``owner`` is who the
         name belongs to (default: the transport and the AI)."""
-        if token is not None:
-            if token.ai is None or token.kind not in ("agent", "run"):
-                raise Forbidden("this endpoint acts as an AI: use an agent token or a run token")
-            ai, scope = token.ai, token.space
-        if ai is None:
-            raise InvalidInput("an AI name is required", field="ai")
-        validate_ai(ai)
-        if run is not None and not _RUN_NAME.fullmatch(run):
-            raise InvalidInput(f"invalid run name {run[:40]!r}: {RUN_NAME_RULE}", field="run")
-        if space is not None and cwd is not None:
-            raise InvalidInput("give space or cwd, not both", field="space")
-        if scope is not None and space is None and cwd is None:
-            space = scope  # a token confined to a subtree stands in its own space by default
-        if space is not None:
-            where: str | None = validate_space_name(space)
-        elif cwd is not None:
-            where = self._parts.registry.space_at(cwd)
-        else:
-            where = None
-        if scope is not None and (where is None or not contains(scope, where)):
-            # Before a named space is looked up: a scoped caller learns nothing of other spaces.
-            raise OutOfReach(f"this token acts only inside space {scope!r}")
-        if space is not None:
-            self._parts.registry.require(space)
-        common: dict[str, Any] = dict(ai=ai, space=where, transport=transport, scope=scope)
-        if token is not None and token.run_id is not None:
-            return Caller(
-                **common,
-                run_id=token.run_id,
-                run_name="token",
-                run_kind="token",
-                run_parent=token.parent_run,
-                token_id=token.id,
-                run_expires=token.expires_at,
-            )
-        if token is not None:
-            run_id, name = standing_run(token)
-            return Caller(
-                **common,
-                run_id=run_id,
-                run_name=name,
-                run_kind="standing",
-                token_id=token.id,
-            )
-        name = run if run is not None else "once-" + secrets.token_hex(8)
-        return Caller(
-            **common,
-            run_id=run_id_for(owner or f"{transport}:{ai}", name),
-            run_name=name,
-            run_kind="session" if run is not None else "once",
+        return resolve_caller(
+            self._parts.registry,
+            ai,
+            space=space,
+            cwd=cwd,
+            transport=transport,
+            run=run,
+            owner=owner,
+            scope=scope,
+            token=token,
         )
 
     def scope(self, caller: Caller) -> Scope:
@@ -248,7 +203,7 @@ class Esfis:
             caller, run, carried=run.carried, target=target, text=text, origins=origins, now=now, until=until
         )
         self._parts.memories.write([memory], also=self._trail(run, caller, steps, memory))
-        return self._shown(scope, self._loaded(memory.id))
+        return shown(scope, self._loaded(memory.id))
 
     def recall(
         self, caller: Caller, query: str, *, limit: int = DEFAULT_LIMIT, query_vector: np.ndarray | None = None
@@ -267,7 +222,7 @@ class Esfis:
         outcome = run_recall(
             scope, vector, limit=limit, now=now, store=self._parts.store, book=self._parts.memories, query_text=query
         )
-        marks = _marks(m.labels for m in outcome.memories)
+        marks = marks_of(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
 
         def bookkeeping(tx: Tx) -> int:
@@ -286,7 +241,7 @@ class Esfis:
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
         delivery_id = self._parts.commits.run(bookkeeping)
-        return Recall([self._shown_recalled(scope, m) for m in outcome.memories], delivery_id)
+        return Recall([shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
         scope = self.scope(caller)
@@ -300,7 +255,7 @@ class Esfis:
                 memory = dataclasses.replace(memory, superseded_by=None)
         marks = memory.labels.marks()
         self._parts.runs.record_now(run, caller, [Step("get", marks, memory_ids=(memory.id,))], carry=marks)
-        return self._shown(scope, memory)
+        return shown(scope, memory)
 
     def replace(
         self, caller: Caller, id_: str, text: str, *, space: str | None = None, ask: Ask | None = None
@@ -332,7 +287,7 @@ class Esfis:
             )
         except AlreadySuperseded:
             raise self._superseded(caller, self._parts.memories.load(old.id) or old) from None
-        return self._shown(scope, self._loaded(memory.id))
+        return shown(scope, self._loaded(memory.id))
 
     def _superseded(self, caller: Caller, old: Memory) -> AlreadySuperseded:
         successor = old.superseded_by
@@ -412,19 +367,6 @@ class Esfis:
         assert memory is not None
         return memory
 
-    # -- what agents see of labels ----------------------------------------------------------
-
-    def _shown(self, scope: Scope, memory: Memory) -> Memory:
-        """A memory as an agent sees it: a ``from`` space it does not reach is not named."""
-        shown = _redact(scope, memory.from_spaces)
-        return memory if shown == memory.from_spaces else dataclasses.replace(memory, from_spaces=shown)
-
-    def _shown_recalled(self, scope: Scope, memory: RecalledMemory) -> RecalledMemory:
-        shown = _redact(scope, memory.labels.from_)
-        if shown == memory.labels.from_:
-            return memory
-        return dataclasses.replace(memory, labels=dataclasses.replace(memory.labels, from_=shown))
-
     # -- context by reference ---------------------------------------------------------------
 
     def share(self, caller: Caller, ids: list[str]) -> Reference:
@@ -436,9 +378,9 @@ class Esfis:
         run = self._parts.gates.enter(caller)
         reference = self._parts.contexts.create(run.id, [(m.id, m.labels) for m in memories])
         self._parts.runs.record_now(
-            run, caller, [Step("share", _marks(m.labels for m in memories), memory_ids=tuple(m.id for m in memories))]
+            run, caller, [Step("share", marks_of(m.labels for m in memories), memory_ids=tuple(m.id for m in memories))]
         )
-        return self._shown_reference(scope, reference)
+        return shown_reference(scope, reference)
 
     def open_context(self, caller: Caller, ref: str) -> tuple[Reference, list[OpenedMemory]]:
         """The memories of a reference, when this run reaches every label in it (or a grant
@@ -447,7 +389,7 @@ class Esfis:
         scope = self.scope(caller)
         run = self._parts.gates.enter(caller)
         labels = [labels for _, labels in reference.items]
-        marks = _marks(labels)
+        marks = marks_of(labels)
         spaces = [s for l in labels for s in l.spaces()]
         steps = self._parts.gates.open(
             caller, run, spaces=spaces, reaches=scope.reaches, marks=marks, policies=scope.policies
@@ -457,16 +399,12 @@ class Esfis:
             memory = self._parts.memories.load(memory_id)
             text = None if memory is None or memory.forgotten else memory.text
             opened.append(OpenedMemory(memory_id, text, shared))
-        carry = _marks(o.labels for o in opened if o.text is not None)
+        carry = marks_of(o.labels for o in opened if o.text is not None)
         step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
         self._parts.runs.record_now(run, caller, [*steps, step], carry=carry)
-        return self._shown_reference(scope, reference), [
-            dataclasses.replace(o, labels=_redact_labels(scope, o.labels)) for o in opened
+        return shown_reference(scope, reference), [
+            dataclasses.replace(o, labels=redact_labels(scope, o.labels)) for o in opened
         ]
-
-    def _shown_reference(self, scope: Scope, reference: Reference) -> Reference:
-        items = tuple((i, _redact_labels(scope, l)) for i, l in reference.items)
-        return dataclasses.replace(reference, items=items)
 
     def authenticate(self, authorization: str | None) -> Token:
         """The active token an ``Authorization`` header names; one ``Unauthorized`` for anything else."""
@@ -533,21 +471,3 @@ def close_all(*handles: object) -> None:
         close = getattr(handle, "close", None)
         if close is not None:
             close()
-
-
-_RUN_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-def _marks(labels) -> tuple[str, ...]:
-    return tuple(sorted({mark for l in labels for mark in l.marks()}))
-
-
-def _redact(scope: Scope, spaces: tuple[str, ...]) -> tuple[str, ...]:
-    """``from`` spaces as an agent may see them: one it does not reach is not named."""
-    return tuple(s if scope.reaches(s) else ELSEWHERE for s in spaces)
-
-
-def _redact_labels(scope: Scope, labels: Labels) -> Labels:
-    """Labels of a memory that crossed under a grant: its own space is not named either."""
-    space = labels.space if labels.space is None or scope.reaches(labels.space) else ELSEWHERE
-    return dataclasses.replace(labels, space=space, from_=_redact(scope, labels.from_))
