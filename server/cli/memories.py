@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from argparse import Namespace
 
-from server import render
+from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
 from server.cli.registry import arg, command
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
@@ -27,10 +27,17 @@ def _integer(value: str) -> int:
     "remember",
     "store a memory in this space (or personal)",
     *CALLER,
-    arg("text"),
+    arg("text", help=inputs.TEXT),
     arg("--personal", action="store_true", help="write a personal memory (reaches every space)"),
-    arg("--valid-until", help="ISO 8601 time or a duration (30m, 12h, 7d)"),
-    arg("--label", action="append", help="an origin mark, e.g. source:slack (repeatable)"),
+    arg("--valid-until", help=inputs.VALID_UNTIL),
+    arg(
+        "--labels",
+        "--label",  # the old name, accepted until the next release (CHANGELOG)
+        dest="labels",
+        action="append",
+        metavar="MARK",
+        help=f"{inputs.LABELS} (one mark per flag, repeatable)",
+    ),
 )
 def remember(args: Namespace) -> None:
     with open_service() as service:
@@ -39,7 +46,7 @@ def remember(args: Namespace) -> None:
             args.text,
             personal=args.personal,
             valid_until=args.valid_until,
-            labels=args.label,
+            labels=args.labels,
             ask=ask_at_terminal,
         )
     print(memory.id)
@@ -49,12 +56,12 @@ def remember(args: Namespace) -> None:
     "recall",
     "the memories of this space and personal that best answer QUERY",
     *CALLER,
-    arg("query"),
+    arg("query", help=inputs.QUERY),
     arg(
         "--limit",
         type=_integer,
         default=DEFAULT_LIMIT,
-        help=f"1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})",
+        help=inputs.LIMIT,
         field="limit",
     ),
     arg("--json", action="store_true"),
@@ -77,8 +84,8 @@ def get(args: Namespace) -> None:
     "supersede memory ID with TEXT",
     *CALLER,
     arg("id"),
-    arg("text"),
-    arg("--new-space", help="the new memory's space (default: the old one's)"),
+    arg("text", help=inputs.NEW_TEXT),
+    arg("--new-space", help=inputs.NEW_SPACE),
 )
 def replace(args: Namespace) -> None:
     with open_service() as service:
