@@ -41,7 +41,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from server import inputs
-from server.errors import EsfisError, InvalidInput, StoreUnavailable
+from server.errors import EsfisError, InvalidInput, RunNotFound, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller
 from server.settings import Settings
@@ -239,6 +239,10 @@ class Opening:
             log.error("%s", self._error.message)
         if self._service is not None:
             _warm_up(self._service)
+
+    def opened(self) -> "Esfis | None":
+        """The service if it has opened; None if it never started or is still opening."""
+        return self._service if self._opened.is_set() else None
 
     def get(self) -> "Esfis":
         self.start()
@@ -444,4 +448,24 @@ def run_stdio() -> None:
         return service
 
     opening = Opening(open_)
-    build_server(opening.get, standing, warm=opening.start).run("stdio")
+    try:
+        build_server(opening.get, standing, warm=opening.start).run("stdio")
+    finally:
+        _end_session(opening, standing)
+
+
+def _end_session(opening: Opening, standing: Standing) -> None:
+    """The client closed stdin: this process's run is over. Its trail stays (the upkeep prunes
+    it in time) and the operator's run list shows it ended ``by mcp exit``; a session that took
+    no step has no run to end."""
+    service = opening.opened()
+    if service is None:
+        return
+    try:
+        service.operator.end_run(standing.caller(service, None).run_id, by="mcp exit")
+    except RunNotFound:
+        pass  # no step was taken: no run was recorded
+    except EsfisError as exc:  # the space removed meanwhile, the catalog gone: the upkeep ends it later
+        log.warning("could not end this session's run: %s", exc.message)
+    finally:
+        service.close()

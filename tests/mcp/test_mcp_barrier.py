@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
 
-from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params
+from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params, start
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 LEAK = "staging db password: vault secret/acme-stg"
@@ -144,3 +144,16 @@ async def test_the_person_sees_a_spoofing_text_escaped_and_quoted(world, fleet):
     assert len(text_lines) == 4 and text_lines[-1] == "│ password: hunter2"
     assert [line for line in shown.split("\n") if line == "Approve this one call?"] == [shown.split("\n")[-1]]
     assert hashlib.sha256(spoof.encode()).hexdigest() in shown and f"{len(spoof)} characters" in shown
+
+
+async def test_a_session_that_ends_ends_its_run(world, fleet):
+    """Closing stdin ends the process's run (``ended_by`` "mcp exit"): the operator's run list
+    no longer shows it open. A session that never took a step leaves no run behind."""
+    async with AsyncExitStack() as stack:
+        session = await start(stack, world, "exiting", Spec("acme", "Exit Probe"))
+        await session.recall("release freeze friday")
+    async with AsyncExitStack() as stack:
+        await start(stack, world, "idle", Spec("acme", "Idle Probe"))
+    runs = [r for r in world.cli_json("runs", "--last", "10000")["runs"] if r["ai"] in ("exit-probe", "idle-probe")]
+    assert [(r["ai"], r["ended_by"]) for r in runs] == [("exit-probe", "mcp exit")]
+    assert runs[0]["ended_at"] is not None
