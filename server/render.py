@@ -30,6 +30,8 @@ def _where(space: str | None) -> str:
 
 
 def _sealed(r: Run) -> str:
+    if not r.opened:
+        return "not sealed yet"
     return "everywhere" if r.everywhere else _where(r.space)
 
 
@@ -72,7 +74,7 @@ def runs_table(runs: list[Run]) -> str:
     if not runs:
         return "(no runs)"
     return "\n".join(
-        f"{r.id}  {_time(r.opened_at)}  {r.ai}  [{_sealed(r)}]  {r.kind} via {r.transport}"
+        f"{r.id}  {_time(r.opened_at) if r.opened else 'no step yet'}  {r.ai}  [{_sealed(r)}]  {r.kind} via {r.transport}"
         + (f" ({r.token_id})" if r.token_id else "")
         + f"  {r.steps} steps  carries {', '.join(r.carried.marks()) or 'nothing'}"
         + (f"  ended by {r.ended_by}" if r.ended_at else "")

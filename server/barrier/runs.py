@@ -280,17 +280,52 @@ class RunBook:
     # -- reading (operator) -----------------------------------------------------------------
 
     def list(self, *, last: int = 20) -> builtins.list[Run]:
+        """The ``last`` runs, oldest first: those that took a step, and the run tokens still
+        alive that have not yet (``opened_at`` None), by when they were opened or made."""
         if not 1 <= last <= 10_000:
             raise InvalidInput("last must be from 1 to 10000", field="last")
         rows = self.catalog.all("SELECT * FROM runs ORDER BY opened_at DESC, id LIMIT ?", (last,))
-        return [self._run(r, count_steps=True) for r in reversed(rows)]
+        waiting = self.catalog.all(
+            "SELECT * FROM tokens WHERE run_id IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL "
+            "OR expires_at > ?) AND run_id NOT IN (SELECT id FROM runs) ORDER BY created_at DESC LIMIT ?",
+            (to_micros(self.clock()), last),
+        )
+        found = [(r["opened_at"], r["id"], self._run(r, count_steps=True)) for r in rows]
+        found += [(t["created_at"], t["run_id"], self._waiting(t)) for t in waiting]
+        found.sort(key=lambda f: (f[0], f[1]), reverse=True)
+        return [run for _, _, run in reversed(found[:last])]
 
     def get(self, run_id: str) -> Run:
         check_run_id(run_id)
         row = self.catalog.one("SELECT * FROM runs WHERE id = ?", (run_id,))
         if row is None:
-            raise RunNotFound(f"no run {str(run_id)[:80]}")
+            token = self.catalog.one(
+                "SELECT * FROM tokens WHERE run_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+                (run_id, to_micros(self.clock())),
+            )
+            if token is None:
+                raise RunNotFound(f"no run {str(run_id)[:80]}")
+            return self._waiting(token)
         return self._run(row, count_steps=True)
+
+    def _waiting(self, token) -> Run:
+        """A run token's run before its first step: not opened, not sealed, carrying what the run
+        it shares its labels with carries."""
+        return Run(
+            token["run_id"],
+            "token",
+            token["ai"],
+            "http",
+            None,
+            token["space"],
+            None,
+            Carried.of(self._marks(token["run_id"], token["parent_run"])),
+            0,
+            kind="token",
+            token_id=token["id"],
+            parent=token["parent_run"],
+            expires_at=from_micros(token["expires_at"]),
+        )
 
     def trail(self, run_id: str) -> tuple[Run, builtins.list[TrailStep]]:
         run = self.get(run_id)

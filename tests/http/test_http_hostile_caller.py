@@ -136,6 +136,20 @@ def test_a_run_token_is_its_own_run_and_cannot_open_runs(platform, operator):
     assert runs[first["run"]]["expires_at"] is not None
 
 
+def test_a_run_token_is_listed_before_its_first_step(platform, operator):
+    """An operator sees every live run token's run, stepped or not, and can end it before use."""
+    with fresh_agent(platform) as agent:
+        run = open_run(agent, ttl="1h")
+    listed = {r["run"]: r for r in operator.get("/v1/runs", params={"last": 10000}).json()["runs"]}
+    waiting = listed[run["run"]]
+    assert waiting["kind"] == "token" and waiting["token"] == run["token_id"]
+    assert waiting["opened_at"] is None and waiting["step_count"] == 0 and waiting["expires_at"] is not None
+    assert operator.get(f"/v1/runs/{run['run']}").json()["steps"] == []
+    assert operator.delete(f"/v1/runs/{run['run']}").status_code == 200
+    with platform.client(run["token"]) as session:
+        assert session.post("/v1/recall", json={"query": "x"}).status_code == 401
+
+
 def test_a_run_token_opened_with_an_agent_token_shares_its_standing_run(platform):
     with fresh_agent(platform) as agent:
         run = open_run(agent)
