@@ -29,7 +29,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.importer import import_stream
 from server.catalog import open_catalog
 from server.errors import MemoryNotFound
-from server.facade import Esfis, open_service
+from server.facade import Esfis, Parts, open_service
 from server.spaces import partition_key
 from tests.catalogs import settings_for
 from tests.conftest import ESFIS_BIN, MovableClock, cli_env
@@ -175,7 +175,9 @@ def unrecovered(home: Path) -> Esfis:
     settings = settings_for(home)
     embedder = HashingEmbedder()
     store = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
-    return Esfis(catalog=open_catalog(settings), store=store, embedder=embedder, clock=MovableClock(), home=home)
+    return Esfis(
+        Parts.over(catalog=open_catalog(settings), store=store, embedder=embedder, clock=MovableClock(), home=home)
+    )
 
 
 def test_a_memory_being_forgotten_is_never_read_before_its_forget_is_finished(home, acme):

@@ -22,6 +22,7 @@ from indexing.store import VectorStore
 from server.catalog import Catalog, open_catalog, open_coordination
 from server.clock import Clock, system_clock
 from server.errors import InvalidInput, StoreUnavailable
+from server.facade.parts import Parts
 from server.facade.service import Esfis, close_all
 from server.home import make_private
 from server.settings import Settings
@@ -220,7 +221,14 @@ def open_service(
         close_all(catalog, coordination)
         raise
     service = Esfis(
-        catalog=catalog, store=store, embedder=embedder, clock=clock, home=settings.home, trail_days=settings.trail_days
+        Parts.over(
+            catalog=catalog,
+            store=store,
+            embedder=embedder,
+            clock=clock,
+            home=settings.home,
+            trail_days=settings.trail_days,
+        )
     )
     service.recover()
     return service

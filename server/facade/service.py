@@ -19,16 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from indexing.batching import BatchingEmbedder
-from indexing.embedder import Embedder
 from indexing.errors import IndexingError
-from indexing.store import VectorStore
 from server.barrier.contexts import MAX_SHARED
 from server.barrier.gates import Ask
 from server.barrier.labels import Carried, Labels, check_origins, space_mark
 from server.barrier.runs import Run, Step
-from server.barrier.trail_upkeep import TRAIL_DAYS
 from server.bulk.journal import sweep
-from server.catalog import Catalog, Tx
+from server.catalog import Tx
 from server.clock import Clock, parse_time
 from server.errors import (
     AlreadySuperseded,
@@ -69,19 +66,10 @@ class Esfis:
 
     operator: Operator
 
-    def __init__(
-        self,
-        *,
-        catalog: Catalog,
-        store: VectorStore,
-        embedder: Embedder,
-        clock: Clock,
-        home: Path,
-        trail_days: int = TRAIL_DAYS,
-    ) -> None:
-        self._parts = Parts.over(
-            catalog=catalog, store=store, embedder=embedder, clock=clock, home=home, trail_days=trail_days
-        )
+    def __init__(self, parts: Parts) -> None:
+        """Over ``parts`` (``Parts.over``: the books over one catalog and one store), which it
+        holds and closes."""
+        self._parts = parts
         self._closing = threading.Event()
         self.operator = Operator(self._parts)
 
