@@ -57,7 +57,7 @@ def world(granularity: str) -> dict:
         q_vecs = np.stack([embedder.embed_query(workload.questions[i].text) for i in questions])
     keys = None
     if granularity == "turn" and FULL:
-        # Tried and not kept (README): the full set's widened keys cost a long embedding run,
+        # Tried and not kept (docs/recall.md): the full set's widened keys cost a long embedding run,
         # so a full run measures them only when asked (ESFIS_BENCH_NEIGHBOUR_KEYS=1).
         if os.environ.get("ESFIS_BENCH_NEIGHBOUR_KEYS") == "1":
             keys = neighbour_vectors(workload)

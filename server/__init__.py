@@ -1,1 +1,2 @@
-"""The esfis service: the domain core and its interfaces (CLI, HTTP, MCP)."""
+"""The esfis service: the core (catalog, spaces, barrier, memories, bulk), the façade over it,
+the vocabulary every layer shares, and the interfaces (CLI, HTTP, MCP, the web pages)."""

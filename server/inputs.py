@@ -17,12 +17,15 @@ from server.barrier.labels import MAX_ORIGINS
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 # Defined here, not in the core module that checks them, so that an interface can state them
-# without importing that module (docs/layout.md: interfaces import only the doors).
+# without importing that module (docs/layout.md: interfaces import only the doors). The recall
+# limit (``server.models``) and the origin marks' cap (``server.barrier.labels``) were already
+# within an interface's reach and stay where they are checked.
 MAX_TEXT_BYTES = 32 * 1024  # a memory's text, in UTF-8 bytes
 MAX_QUERY_BYTES = 4 * 1024  # a recall's query, in UTF-8 bytes
 MAX_SHARED = 100  # memories one context reference names
 MAX_PATH_CHARS = 4096  # a cwd or a folder on the server's machine (Linux's PATH_MAX)
 MAX_BATCH = 8192  # rows an import embeds and writes at a time
+ERRORS_KEPT = 1000  # an import's report keeps the first this many errors; it counts them all
 DEFAULT_BATCH = 4096
 RUN_TTL = timedelta(hours=12)  # a run token's life unless asked
 MAX_RUN_TTL = timedelta(days=7)

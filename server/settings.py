@@ -9,6 +9,9 @@ from pathlib import Path
 
 from server.errors import InvalidInput
 
+TRAIL_DAYS = 90  # the default: runs that are over are pruned after this many days
+BATCH_WINDOW_MS = 2.0  # the default: the most a server's query waits for others to embed with
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -20,8 +23,10 @@ class Settings:
     failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
     catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
     vectors: str | None = None  # ESFIS_VECTORS: s3://bucket/prefix for the partitions; None: home/vectors
-    trail_days: int = 90  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this many days
-    batch_window_ms: float = 2.0  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
+    trail_days: int = TRAIL_DAYS  # ESFIS_TRAIL_DAYS: runs that are over are pruned after this many days
+    batch_window_ms: float = (
+        BATCH_WINDOW_MS  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -55,7 +60,7 @@ class Settings:
 
 def _days(value: str | None) -> int:
     if not value:
-        return 90
+        return TRAIL_DAYS
     if not value.strip().isdigit() or not 1 <= int(value) <= 36_500:
         raise InvalidInput(
             f"ESFIS_TRAIL_DAYS must be a whole number of days from 1 to 36500, not {value[:40]!r}",
@@ -66,7 +71,7 @@ def _days(value: str | None) -> int:
 
 def _window(value: str | None) -> float:
     if not value:
-        return 2.0
+        return BATCH_WINDOW_MS
     try:
         window = float(value)
     except ValueError:

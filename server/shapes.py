@@ -1,6 +1,6 @@
 """The shapes answers take: each defined once, here, for every interface.
 
-CLI ``--json`` prints them (``server.render``), HTTP declares and returns them (its OpenAPI
+CLI ``--json`` prints them (``server.cli.context.dumps``), HTTP declares and returns them (its OpenAPI
 document is generated from these), MCP returns them as structured tool output. Each shape is
 built from its domain object by ``of``; times are ISO 8601 UTC with a ``Z``; ``space`` null is
 personal. Nothing about other spaces, and no delivery id, is in any answer an agent receives.
@@ -16,6 +16,7 @@ from server.barrier import Grant
 from server.barrier.labels import Labels
 from server.barrier.runs import Run, TrailStep
 from server.clock import iso
+from server.inputs import ERRORS_KEPT
 from server.models import (
     Delivery,
     Memory,
@@ -484,7 +485,7 @@ class ImportOut(Shape):
     imported: int
     skipped: int = Field(description="already present, or repeated in the input")
     failed: int
-    errors: list[ImportErrorOut] = Field(description="the first 1000, by line number")
+    errors: list[ImportErrorOut] = Field(description=f"the first {ERRORS_KEPT}, by line number")
     seconds: float
 
 

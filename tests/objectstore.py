@@ -3,7 +3,7 @@
 test that asks and stopped with the session.
 
 moto honours ``If-None-Match: *`` on PutObject and CompleteMultipartUpload, the conditional
-writes Lance's commits rely on (``tests/test_object_store.py`` checks it). Each test gets a
+writes Lance's commits rely on (``tests/indexing/test_object_store.py`` checks it). Each test gets a
 bucket of its own; ``objects`` lists and reads every object under a prefix, for the forget
 tests that look for a text in all of them.
 """

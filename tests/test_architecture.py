@@ -1,4 +1,4 @@
-"""The arrows point one way (interfaces → core → indexing), commands that do not embed never
+"""The arrows point one way (interfaces → façade → core → indexing), commands that do not embed never
 import the model stack, every CLI command has help, and a store refuses another model."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ VOCABULARY = (
     "server.arenas",
 )
 # What an interface may import from server/: the façade, the light door (where a caller stands,
-# from the catalog alone), a label's vocabulary, and the shared vocabulary.
-DOORS = {*FACADE, "server.spaces.locate", "server.barrier.labels", *VOCABULARY}
+# from the catalog alone), and the shared vocabulary.
+DOORS = {*FACADE, "server.spaces.locate", *VOCABULARY}
 
 
 def modules() -> dict[str, Path]:

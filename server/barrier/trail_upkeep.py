@@ -1,4 +1,5 @@
-"""Keeping the trail bounded: runs that are over are pruned after ``ESFIS_TRAIL_DAYS``.
+"""Keeping the trail bounded: runs that are over are pruned after the service's ``trail_days``
+(``Settings.trail_days``, ``ESFIS_TRAIL_DAYS`` at the interfaces; ``TRAIL_DAYS`` by default).
 
 What is over, at a cutoff of N days ago:
 - a run ended (by an operator, or by this upkeep) before the cutoff;
@@ -25,8 +26,8 @@ from datetime import datetime, timedelta
 from server.catalog import Catalog, Tx
 from server.clock import to_micros
 from server.errors import InvalidInput
+from server.settings import TRAIL_DAYS
 
-TRAIL_DAYS = 90
 BATCH = 500  # runs per transaction: the catalog's write lock is never held for long
 _VOUCHED = "(grant_id IS NOT NULL OR kind IN ('approval_requested', 'approved', 'declined'))"
 

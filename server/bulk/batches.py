@@ -26,12 +26,12 @@ from server.bulk.journal import Journal, batch_lock
 from server.bulk.rows import Row, RowError
 from server.clock import to_micros
 from server.errors import StoreUnavailable
+from server.inputs import ERRORS_KEPT
 from server.memories import MemoryBook
 from server.memories.input import MemoryBatch, new_ids
 from server.spaces import partition_key
 from server.spaces.registry import Registry
 
-ERRORS_KEPT = 1000
 EMBED_CACHE_BYTES = 8 * 1024 * 1024
 
 

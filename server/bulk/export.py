@@ -38,6 +38,7 @@ from server.bulk.rows import _vector, read_lines
 from server.catalog import Catalog
 from server.clock import from_micros, iso, parse_time, to_micros
 from server.errors import EsfisError, InvalidInput, SpaceNotFound
+from server.inputs import ERRORS_KEPT
 from server.memories import MemoryBook
 from server.memories.input import check_id, check_text, digest_of
 from server.spaces import partition_key, validate_space_name
@@ -45,7 +46,6 @@ from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
 BATCH = 4096
-ERRORS_KEPT = 1000
 Progress = Callable[[int], None]
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from server import render
+from server import inputs, render
 from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, group
 from server.errors import InvalidInput
 from server.models import PERSONAL
-
-DURATION = "ISO 8601 time or a duration (30m, 12h, 7d)"
+from server.settings import TRAIL_DAYS
 
 
 @command(
@@ -40,7 +39,7 @@ def runs_end(args: Namespace) -> None:
 
 @command(
     "runs prune",
-    "prune the runs that are over (default: older than $ESFIS_TRAIL_DAYS, 90)",
+    f"prune the runs that are over (default: older than $ESFIS_TRAIL_DAYS, {TRAIL_DAYS})",
     arg("--days", type=int, default=None),
 )
 def runs_prune(args: Namespace) -> None:
@@ -71,7 +70,7 @@ group("grant", "let data of one space be written into another (operator)")
     arg("to", metavar="TO", nargs="?"),
     arg("--personal", action="store_true", help="into personal memories instead of a space"),
     arg("--ai", dest="grant_ai", help="only for this AI"),
-    arg("--until", help=DURATION),
+    arg("--until", help=inputs.DURATION),
 )
 def grant_add(args: Namespace) -> None:
     if (args.to is None) == (not args.personal):

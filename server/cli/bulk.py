@@ -16,8 +16,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
-from server.cli.context import open_service, progress, settings
+from server.cli.context import acting_ai, open_service, progress, settings
 from server.cli.registry import arg, command
+from server.clock import iso
 from server.errors import BadImportLine, InvalidInput
 from server.inputs import MAX_BATCH
 
@@ -67,7 +68,7 @@ def import_(args: Namespace) -> None:
     if args.restore:
         _import_restore(args)
         return
-    ai = args.ai or os.environ.get("ESFIS_AI") or "import"
+    ai = acting_ai(args, default="import")
     source = args.file
     fmt = args.format or ("parquet" if Path(source).suffix.lower() in (".parquet", ".pq") else "jsonl")
     if source == "-" and fmt == "parquet":
@@ -164,7 +165,7 @@ def backup(args: Namespace) -> None:
         report = backup_home(args.dir, settings(), progress=bar.update)
     print(
         f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
-        f"(as of {report.taken_at.isoformat()}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
+        f"(as of {iso(report.taken_at)}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
     )
 
 
@@ -185,7 +186,7 @@ def restore(args: Namespace) -> None:
         report = restore_home(args.dir, settings(), forgets_from=args.forgets_from, progress=bar.update)
     print(
         f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
-        f"(backup of {report.taken_at.isoformat()}; {report.forgets_applied} later forgets applied) "
+        f"(backup of {iso(report.taken_at)}; {report.forgets_applied} later forgets applied) "
         f"in {report.seconds:.1f} s"
     )
 

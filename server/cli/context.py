@@ -41,9 +41,14 @@ def settings() -> Settings:
     return Settings.from_env()
 
 
+def acting_ai(args: Namespace, *, default: str) -> str:
+    """``--ai``, else ``$ESFIS_AI``, else the command's own default."""
+    return args.ai or os.environ.get("ESFIS_AI") or default
+
+
 def caller(service: Esfis, args: Namespace) -> Caller:
     """The caller of an agent's command (``CALLER``'s options, else the environment)."""
-    ai = args.ai or os.environ.get("ESFIS_AI") or "cli"
+    ai = acting_ai(args, default="cli")
     space = getattr(args, "space", None) or os.environ.get("ESFIS_SPACE") or None
     run = getattr(args, "run_name", None) or os.environ.get("ESFIS_RUN") or None
     return service.caller(ai, space=space, cwd=None if space else os.getcwd(), transport="cli", run=run)

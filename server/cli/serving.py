@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from server.cli.registry import arg, command
+from server.settings import BATCH_WINDOW_MS
 
 if TYPE_CHECKING:
     from server.facade import Esfis
@@ -44,7 +45,7 @@ def _say_where(host: str, port: int) -> Callable[[Esfis], None]:
         "--batch-window-ms",
         type=float,
         default=None,
-        help="the most a query waits for others to embed with (default 2; 0: no batching)",
+        help=f"the most a query waits for others to embed with (default {BATCH_WINDOW_MS:g}; 0: no batching)",
     ),
 )
 def serve(args: Namespace) -> None:

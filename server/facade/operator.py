@@ -153,7 +153,7 @@ class Operator:
         return self._parts.runs.end(run_id, by=by)
 
     def prune_trail(self, *, days: int | None = None) -> Pruned:
-        """Prune the runs that are over, older than ``days`` (default ``ESFIS_TRAIL_DAYS``)."""
+        """Prune the runs that are over, older than ``days`` (default: the service's ``trail_days``)."""
         return prune_trail(
             self._parts.catalog, self._parts.clock(), days=self._parts.trail_days if days is None else days
         )

@@ -17,7 +17,6 @@ from server.barrier.contexts import ContextBook
 from server.barrier.gates import Gates
 from server.barrier.grants import GrantBook
 from server.barrier.runs import RunBook
-from server.barrier.trail_upkeep import TRAIL_DAYS
 from server.catalog import Catalog
 from server.clock import Clock
 from server.errors import InvalidInput, StoreUnavailable
@@ -25,6 +24,7 @@ from server.memories import MemoryBook
 from server.memories.deliveries import DeliveryLog
 from server.memories.group_commit import GroupCommit
 from server.memories.journal import JOURNALS, WriteJournal
+from server.settings import TRAIL_DAYS
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook
 

@@ -53,7 +53,7 @@ class Health(BaseModel):
 
 
 def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
-    """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.mcp.http``),
+    """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.http.mcp``),
     whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
     endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.from_env())
 

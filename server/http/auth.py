@@ -36,7 +36,7 @@ from server.models import Token
 BODY_LIMIT = 64 * 1024
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
-MCP_PATH = "/mcp"  # MCP over HTTP (server.mcp.http): the same tokens, checked the same way
+MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
 TOKEN_KEY = "esfis.token"
 SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
 RUN_HEADER = b"x-esfis-run"

@@ -16,6 +16,7 @@ import anyio.from_thread
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import shapes
+from server.clock import iso
 from server.facade import EVERYWHERE, PERSONAL
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
 from server.http.schemas import ERRORS, BackupIn, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
@@ -199,7 +200,7 @@ def backup(body: BackupIn, request: Request, _: OperatorToken) -> dict:
     report = service_of(request).operator.backup(body.path)
     return BackupOut(
         path=str(report.path),
-        taken_at=report.taken_at.isoformat(),
+        taken_at=iso(report.taken_at),
         memories=report.memories,
         partitions=report.partitions,
         forgotten_since=report.forgotten_since,

@@ -9,9 +9,8 @@ sign-out and tokens in the catalog: tests/http/test_workers.py holds the barrier
 sign-out across two workers). The default is one worker: MCP over HTTP (``/mcp``) keeps each
 session in the process that opened it, and workers sharing one socket cannot send a session's
 next request back there, so a server of several workers answers ``/mcp`` with 503
-(``server.http.mcp``). Measured, two workers against one did +7% requests/s at 16 clients on 2
-shared cores with a worse p99 (benchmarks/results/partial/compare-serve-2workers-vs-1worker-*):
-too little to trade MCP for.
+(``server.http.mcp``). Two workers against one gained little throughput, with a worse p99
+(benchmarks/results/partial/compare-serve-2workers-vs-1worker-*): too little to trade MCP for.
 
 The parent opens the service once, before any worker starts, to announce the settings page (and
 a fresh home's first operator token, once); then uvicorn's supervisor starts the workers, each

@@ -269,7 +269,7 @@ def build_server(
     """The MCP server over ``service`` (or a function that waits for it).
 
     Over stdio the server stands at ``standing`` and every call is its one run. Over HTTP
-    (``server.mcp.http``) ``standing`` is None and ``caller_of`` makes each call's caller from
+    (``server.http.mcp``) ``standing`` is None and ``caller_of`` makes each call's caller from
     the HTTP request that carried it: its token and the session's space.
 
     ``warm`` (idempotent) runs once the handshake is answered: after the first request other

@@ -9,6 +9,7 @@ from outside this package), and maps every error to a page in one place (``pages
     routes_log     deliveries and their why, runs and their trails, grants, trusted sources
     routes_tokens  tokens: list, create (secret shown once), revoke
     session        signed, expiring session cookies and CSRF tokens
+    operators      who may sign in, the session key, a fresh home's first operator token
     pages          templates, headers, guards, error pages
 """
 

@@ -6,7 +6,7 @@ image included.
 
 The partition versions are shared here through one token folder, as the catalog shares them
 across machines (``server.catalog.partition_sync``, proven with two real servers in
-``tests/test_several_servers.py``)."""
+``tests/http/test_several_servers.py``)."""
 
 from __future__ import annotations
 
