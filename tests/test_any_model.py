@@ -28,7 +28,7 @@ THRESHOLD = 600  # the image threshold, lowered so a large partition stays small
 
 
 def tiny(model: Path, cache: Path):
-    return load_embedder(str(model), "onnx", "cpu", cache)
+    return load_embedder(str(model), backend="onnx", device="cpu", cache=cache)
 
 
 def with_query_prompt(model: Path, folder: Path, prompt: str) -> Path:
