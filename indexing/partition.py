@@ -346,7 +346,15 @@ class LivePartition:
         postings = 0
         cosines = scores
         if text is not None:
-            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))  # type: ignore[arg-type]
+            fused = fuse_lexical(
+                self.lexicon(),
+                _Vectors(self),
+                query,
+                text=text,
+                rows=rows,
+                cos=scores,
+                valid=np.concatenate(valid_parts),
+            )
             rows, scores, postings = fused.rows, fused.scores, fused.postings
             cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
