@@ -310,7 +310,7 @@ class LivePartition:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+    def search(self, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
         """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
         query ``text``, relevance is cosine fused with BM25 over the same valid rows.
 
@@ -384,7 +384,7 @@ class LivePartition:
         n = self.rows
         live, start, end = self.live[:n], self.valid_from[:n], self.valid_until[:n]
         held_valid = live & (end > now) & (start <= now)
-        held_counts = _validity_counts(live, start, end, now)
+        held_counts = _validity_counts(live, valid_from=start, valid_until=end, now=now)
         if n:
             bounds = np.concatenate([start[live], end[live]])
             past, future = bounds[bounds <= now], bounds[bounds > now]
