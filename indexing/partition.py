@@ -189,7 +189,7 @@ class LivePartition:
         return part
 
     @classmethod
-    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> LivePartition:
+    def over(cls, image: Image, *, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> LivePartition:
         """A large partition: its image, less the rows ``gone``, and the rows written ``since``."""
         part = cls(dimension=dimension, token=token, base=image, base_live=~gone)
         part.base_counts = ValidityCounts(part.base_live, image.valid_from, image.valid_until)
@@ -434,7 +434,7 @@ class LivePartition:
 
 
 def _validity_counts(
-    live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray, now: int
+    live: np.ndarray, *, valid_from: np.ndarray, valid_until: np.ndarray, now: int
 ) -> tuple[int, int, int]:
     """(ended, pending, valid) among live rows at ``now``: the delivery's cut counts."""
     ended_mask = live & (valid_until <= now)

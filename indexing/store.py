@@ -95,7 +95,9 @@ class VectorStore:
         self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
         self.locks = PartitionLocks(self.layout, self.coordination)
-        self.images = ImageCache(self.layout, self.locks, dimension, lambda: self.session, self.stats.built)
+        self.images = ImageCache(
+            self.layout, self.locks, dimension=dimension, session=lambda: self.session, built=self.stats.built
+        )
         self.compaction = compaction.Compaction()
         self._session: Any = None  # a lance.Session once a search needs one
         self._live: dict[str, LivePartition] = {}  # guarded by locks.threads
@@ -271,7 +273,7 @@ class VectorStore:
         with self._writing(key):
             if self.exists(key):
                 raise ValueError(f"partition {key} already has a table")
-            written = create_table(self.layout.uri(key), batches, self.dimension, self.session)
+            written = create_table(self.layout.uri(key), batches, dimension=self.dimension, session=self.session)
             self._known.add(key)
         return written
 
