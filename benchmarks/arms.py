@@ -155,7 +155,7 @@ class ScopeFirst:
 
     def search(self, label: str, query: np.ndarray, k: int, now: int) -> list:
         """The index alone: search each reached partition, merge."""
-        results = [self.service._parts.store.search(key, query, k, now) for key in self.keys[label]]
+        results = [self.service._parts.store.search(key, query, k, now=now) for key in self.keys[label]]
         return [hit for _, hit in merge_best(results, k)]
 
     def search_counted(self, label: str, query: np.ndarray, k: int, now: int) -> Answer:

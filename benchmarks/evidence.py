@@ -142,17 +142,17 @@ def evaluate(
         ranked: dict[str, np.ndarray] = {}
         for name, fusion in FUSIONS.items():
             ranked[name] = fuse_lexical(
-                snap.lexicon(), snap.vectors, qvec, q.text, everything, cos, valid, fusion
+                snap.lexicon(), snap.vectors, qvec, text=q.text, rows=everything, cos=cos, valid=valid, fusion=fusion
             ).scores
         ranked[DEFAULT_NAME] = feedback_scores(snap.vectors[:n], qvec, cos, ranked[FUSED_NAME])
         index = snap.lexicon()
         ranked["bm25 alone"] = index.score(index.query_terms(q.text), valid).scores
         other = LexicalIndex.build(snap.texts[:n], stem=not STEM)  # the other analyser, same rows
         lex = other.score(other.query_terms(q.text), valid)
-        ranked[f"{FUSED_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, lex.ideal)
+        ranked[f"{FUSED_NAME}, {'no ' if STEM else ''}plural folding"] = DEFAULT(cos, lex.scores, ideal=lex.ideal)
         for k1, b in BM25_VARIANTS:
-            lex = index.score(index.query_terms(q.text), valid, k1, b)
-            ranked[f"{FUSED_NAME}, BM25 k1={k1} b={b}"] = DEFAULT(cos, lex.scores, lex.ideal)
+            lex = index.score(index.query_terms(q.text), valid, k1=k1, b=b)
+            ranked[f"{FUSED_NAME}, BM25 k1={k1} b={b}"] = DEFAULT(cos, lex.scores, ideal=lex.ideal)
         if w.previous is not None:
             prev = w.previous[rows]
             local_prev = np.where(prev >= 0, np.searchsorted(rows, prev), -1)
@@ -160,7 +160,14 @@ def evaluate(
                 before = np.where(local_prev >= 0, cos[np.maximum(local_prev, 0)], 0.0)
                 smoothed = (cos + share * before).astype(np.float32)
                 ranked[f"neighbour {share} + {FUSED_NAME}"] = fuse_lexical(
-                    snap.lexicon(), snap.vectors, qvec, q.text, everything, smoothed, valid, DEFAULT
+                    snap.lexicon(),
+                    snap.vectors,
+                    qvec,
+                    text=q.text,
+                    rows=everything,
+                    cos=smoothed,
+                    valid=valid,
+                    fusion=DEFAULT,
                 ).scores
             own = snap.vectors[:n]
             before_vecs = np.where((local_prev >= 0)[:, None], own[np.maximum(local_prev, 0)], own)
@@ -207,7 +214,9 @@ def keyed(name: str, keys: np.ndarray, snap: LivePartition, qvec: np.ndarray, te
     query towards the keys, as a store holding them would."""
     n = len(keys)
     cos = (keys @ qvec).astype(np.float32)
-    fused = fuse_lexical(snap.lexicon(), keys, qvec, text, np.arange(n), cos, np.ones(n, dtype=bool), DEFAULT).scores
+    fused = fuse_lexical(
+        snap.lexicon(), keys, qvec, text=text, rows=np.arange(n), cos=cos, valid=np.ones(n, dtype=bool), fusion=DEFAULT
+    ).scores
     return {
         f"{name}, cosine": cos,
         f"{name}, {FUSED_NAME}": fused,
@@ -217,7 +226,7 @@ def keyed(name: str, keys: np.ndarray, snap: LivePartition, qvec: np.ndarray, te
 
 def served_default(store: VectorStore, key: str, qvec: np.ndarray, text: str) -> list:
     """The ten hits esfis's recall makes of one partition: ``search`` then feedback."""
-    result = with_feedback([store.search(key, qvec, POOL, NOW, text)], qvec)[0]
+    result = with_feedback([store.search(key, qvec, POOL, now=NOW, text=text)], qvec)[0]
     return [result.hit(j) for j in range(min(10, len(result)))]
 
 
@@ -247,11 +256,18 @@ def split_recall(
             )
         )
         if fusion is None:  # the product's path: each partition searched, then feedback over both
-            results.append(sub.search(qvec, POOL, NOW, text))
+            results.append(sub.search(qvec, POOL, now=NOW, text=text))
             continue
         cos = sub.vectors[: sub.rows] @ qvec
         fused = fuse_lexical(
-            sub.lexicon(), sub.vectors, qvec, text, np.arange(sub.rows), cos, np.ones(sub.rows, dtype=bool), fusion
+            sub.lexicon(),
+            sub.vectors,
+            qvec,
+            text=text,
+            rows=np.arange(sub.rows),
+            cos=cos,
+            valid=np.ones(sub.rows, dtype=bool),
+            fusion=fusion,
         )
         pool.extend((float(fused.scores[j]), int(local[j])) for j in top(fused.scores))
     if fusion is None:

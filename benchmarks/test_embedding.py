@@ -22,7 +22,7 @@ def questions() -> list[str]:
 
 @pytest.fixture(scope="module")
 def embedders():
-    onnx = load_embedder(None, "onnx")
+    onnx = load_embedder(None, backend="onnx")
     onnx.load()
     torch = SentenceTransformerEmbedder()
     torch.load()

@@ -103,7 +103,7 @@ def test_evidence_recall(benchmark, granularity):
 
     def one() -> None:
         qi = next(order)
-        ev.store.search(ev.key(qi), qvecs[qi], 10, 10**15, ev.workload.questions[qi].text)
+        ev.store.search(ev.key(qi), qvecs[qi], 10, now=10**15, text=ev.workload.questions[qi].text)
 
     benchmark.pedantic(one, rounds=min(len(w["questions"]), 50), iterations=1)
     if FULL:
@@ -145,8 +145,8 @@ def test_esfis_recall_answers_what_the_benchmark_measures(real_embedder_or_defau
         served = served_default(ev.store, ev.key(qi), w["q_vecs"][qi], question.text)
         assert [m.text for m in answer.memories] == [h.text for h in served]
         assert [round(m.score, 6) for m in answer.memories] == [round(h.score, 6) for h in served]
-        hybrid = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, 10**15, question.text)
-        cosine_only = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, 10**15)
+        hybrid = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, now=10**15, text=question.text)
+        cosine_only = ev.store.search(ev.key(qi), w["q_vecs"][qi], 10, now=10**15)
         assert hybrid.postings > 0 and cosine_only.postings == 0  # the lexical signal was read
         assert top(np.array([h.score for h in served])) == list(range(len(served)))
     finally:

@@ -61,7 +61,7 @@ def test_lexical_signal_cost(benchmark, size):
         q, text = queries[i % len(queries)], questions[i % len(questions)]
         for arm in arms[i % 3 :] + arms[: i % 3]:  # each arm first as often as the others
             t0 = time.perf_counter()
-            result = store.search("p", q, 20, NOW, None if arm == "cosine" else text)
+            result = store.search("p", q, 20, now=NOW, text=None if arm == "cosine" else text)
             if arm == "feedback":
                 result = with_feedback([result], q)[0]
             times[arm].append(time.perf_counter() - t0)
@@ -69,7 +69,7 @@ def test_lexical_signal_cost(benchmark, size):
     p50 = {arm: float(np.percentile(t, 50) * 1000) for arm, t in times.items()}
     p95 = {arm: float(np.percentile(t, 95) * 1000) for arm, t in times.items()}
     store.stats.reset()
-    store.search("p", queries[0], 20, NOW, questions[0])
+    store.search("p", queries[0], 20, now=NOW, text=questions[0])
     benchmark.extra_info.update(
         {
             "partition_rows": size,
@@ -92,7 +92,7 @@ def test_lexical_signal_cost(benchmark, size):
 
     def hybrid() -> None:
         i = next(order) % len(questions)
-        store.search("p", queries[i], 20, NOW, questions[i])
+        store.search("p", queries[i], 20, now=NOW, text=questions[i])
 
     benchmark.pedantic(hybrid, rounds=ROUNDS, iterations=1)
     assert store.stats.postings["p"] > 0

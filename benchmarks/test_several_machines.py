@@ -58,7 +58,7 @@ def cold_and_warm_ms(
             coordination=sync,
         )
         started = time.perf_counter()
-        result = store.search(key, query, 10, NOW_MICROS)
+        result = store.search(key, query, 10, now=NOW_MICROS)
         cold.append(time.perf_counter() - started)
         assert len(result.rows) == 10, "the partition was read"
         if sync is not None and i < COLD_ROUNDS - 1:
@@ -66,7 +66,7 @@ def cold_and_warm_ms(
     warm = []
     for _ in range(50):
         started = time.perf_counter()
-        store.search(key, query, 10, NOW_MICROS)
+        store.search(key, query, 10, now=NOW_MICROS)
         warm.append(time.perf_counter() - started)
     if sync is not None:
         sync.close()

@@ -135,9 +135,9 @@ class IvfLists:
         own = np.full(len(queries), -1)
         top = TopTen(queries, own)
         top.add(0, grouped)
-        self.calibrate_with(grouped, queries, own, top.sets())
+        self.calibrate_with(grouped, queries, own=own, truth=top.sets())
 
-    def calibrate_with(self, grouped, queries: np.ndarray, own: np.ndarray, truth: list[set[int]]) -> None:
+    def calibrate_with(self, grouped, queries: np.ndarray, *, own: np.ndarray, truth: list[set[int]]) -> None:
         """Pick the fewest probes that reach ``TARGET_RECALL`` on this partition's own data.
 
         How many lists a query must visit depends on how the data clusters, which no constant

@@ -65,7 +65,7 @@ class Embedder(Protocol):
 
 
 def load_embedder(
-    model: str | None = None, backend: str | None = None, device: str | None = None, cache: Path | None = None
+    model: str | None = None, *, backend: str | None = None, device: str | None = None, cache: Path | None = None
 ) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
@@ -76,7 +76,7 @@ def load_embedder(
     ``~/.cache/esfis``). The caller reads the settings (``server.settings``); this reads no
     environment. One instance per model per process: the weights load once and stay warm.
     """
-    return _load_embedder(model, backend or "onnx", device or "cpu", cache or default_cache())
+    return _load_embedder(model, backend=backend or "onnx", device=device or "cpu", cache=cache or default_cache())
 
 
 def default_cache() -> Path:
@@ -84,7 +84,7 @@ def default_cache() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_embedder(model: str | None, backend: str, device: str, cache: Path) -> Embedder:
+def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path) -> Embedder:
     path = Path(model) if model else default_model_path()
     if not (path / "config.json").is_file():
         raise EmbedderUnavailable(

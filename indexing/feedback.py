@@ -25,7 +25,7 @@ FEEDBACK_WEIGHT = 0.5  # how far the query moves towards their mean
 
 
 def with_feedback(
-    results: list[PartitionResult], query: np.ndarray, rows: int = FEEDBACK_ROWS, weight: float = FEEDBACK_WEIGHT
+    results: list[PartitionResult], query: np.ndarray, *, rows: int = FEEDBACK_ROWS, weight: float = FEEDBACK_WEIGHT
 ) -> list[PartitionResult]:
     """Each result's candidates scored again against the moved query, best first."""
     if not any(len(r) for r in results) or any(len(r) and r.cosines is None for r in results):

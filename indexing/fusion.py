@@ -24,6 +24,7 @@ probe missed are scored exactly and join the candidates, so a rare term still fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -33,13 +34,23 @@ LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and
 SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold
 
 
+class RowVectors(Protocol):
+    """A partition's vectors in its one numbering, as fusion reads them: the rows it asks for, and
+    an even sample of the valid rows for the cosine's spread (an image keeps one contiguous: a
+    stride through its mapped vectors would page the file in). ``partition._Vectors`` is one."""
+
+    def __getitem__(self, rows: np.ndarray, /) -> np.ndarray: ...
+
+    def spread_sample(self, valid: np.ndarray, /) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class Fusion:
     method: str = "scaled"
     weight: float = 0.5
     k: int = 60  # rrf only
 
-    def __call__(self, cos: np.ndarray, lex: np.ndarray, ideal: float, spread: float | None = None) -> np.ndarray:
+    def __call__(self, cos: np.ndarray, lex: np.ndarray, *, ideal: float, spread: float | None = None) -> np.ndarray:
         """Fused scores of candidates whose cosine is ``cos`` and BM25 ``lex``; ``spread`` is the
         standard deviation of the cosine over the partition's valid rows (default: of ``cos``)."""
         if self.method == "cosine" or not len(cos):
@@ -73,8 +84,9 @@ class Fused:
 
 def fuse_lexical(
     index: LexicalIndex,
-    vectors: np.ndarray,
+    vectors: RowVectors | np.ndarray,
     query: np.ndarray,
+    *,
     text: str,
     rows: np.ndarray,
     cos: np.ndarray,
@@ -82,7 +94,8 @@ def fuse_lexical(
     fusion: Fusion = DEFAULT,
 ) -> Fused:
     """Fuse the cosine ``cos`` of candidate ``rows`` (valid rows only) with BM25 of ``text``;
-    ``index`` and ``vectors`` are the partition's."""
+    ``index`` and ``vectors`` are the partition's (a plain matrix will do: the spread is then
+    taken from a stride through it)."""
     if fusion.method == "cosine":
         return Fused(rows, cos, 0, 0, cos)
     lex = index.score(index.query_terms(text), valid)
@@ -100,15 +113,14 @@ def fuse_lexical(
             extra = len(missed)
     if fusion.method == "scaled" and spread is None and len(cos):
         spread = float(cos.std())
-    return Fused(rows, fusion(cos, lex.scores[rows], lex.ideal, spread), extra, lex.postings, cos)
+    return Fused(rows, fusion(cos, lex.scores[rows], ideal=lex.ideal, spread=spread), extra, lex.postings, cos)
 
 
-def _cosine_spread(vectors: np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
+def _cosine_spread(vectors: RowVectors | np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
     """The cosine's standard deviation over the valid rows, from an even sample of them: the
     probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
-    sampler = getattr(vectors, "spread_sample", None)
-    if sampler is not None:  # a snapshot's vectors: its image keeps a contiguous sample
-        sample = sampler(valid)
+    if not isinstance(vectors, np.ndarray):  # a partition's vectors: its image keeps a contiguous sample
+        sample = vectors.spread_sample(valid)
         if len(sample) >= 2:
             return float((sample @ query).std())
     rows = np.flatnonzero(valid)

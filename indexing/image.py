@@ -131,9 +131,11 @@ def open_image(folder: Path) -> Image | None:
     terms = (
         pa.ipc.open_file(pa.memory_map(str(version / "lex_terms.arrow"), "r")).read_all().column(0)
     )  # mapped, sorted
+    lex = {
+        name: np.load(version / f"lex_{name}.npy", mmap_mode="r") for name in ("offsets", "rows", "freqs", "lengths")
+    }
     lexical = LexicalIndex.from_arrays(
-        terms,
-        *(np.load(version / f"lex_{name}.npy", mmap_mode="r") for name in ("offsets", "rows", "freqs", "lengths")),
+        terms=terms, offsets=lex["offsets"], rows=lex["rows"], freqs=lex["freqs"], lengths=lex["lengths"]
     )
     return Image(
         folder=version,
@@ -210,7 +212,7 @@ def changes(image: Image, dataset) -> tuple[np.ndarray, pa.Table]:
 BUILD_WINDOW = 16_384  # rows read, grouped and written at a time: a build's memory stays bounded
 
 
-def build(folder: Path, dataset, dimension: int, previous: Image | None = None) -> None:
+def build(folder: Path, dataset, *, dimension: int, previous: Image | None = None) -> None:
     """Build and publish an image of the table version ``dataset``.
 
     With a ``previous`` image whose centroids were trained on at least half as many rows, the
@@ -301,7 +303,9 @@ def build(folder: Path, dataset, dimension: int, previous: Image | None = None) 
         np.save(building / f"{name}.npy", array)
     _save_lexical(building)
     with _RowReader(building / "vectors.npy", offset, dimension) as grouped:
-        lists.calibrate_with(grouped, probe_vectors, no_row, [set(grouped_row[list(t)].tolist()) for t in top.sets()])
+        lists.calibrate_with(
+            grouped, probe_vectors, own=no_row, truth=[set(grouped_row[list(t)].tolist()) for t in top.sets()]
+        )
         # An even sample, kept contiguous: BM25's fusion takes the cosine's spread from it. Read
         # from vectors.npy at every stride, it mapped most of the file into each process.
         spread_rows = np.arange(0, n, max(1, n // SPREAD_SAMPLE), dtype=np.int64)
@@ -417,7 +421,7 @@ def _main(argv: list[str]) -> None:
     folder, lance_dir, dimension, mode = Path(argv[0]), argv[1], int(argv[2]), argv[3]
     failpoints.arm(n for n in os.environ.get("ESFIS_IMAGE_FAILPOINTS", "").split(",") if n)
     previous = open_image(folder) if mode == "reuse" else None
-    build(folder, lance.dataset(lance_dir), dimension, previous)
+    build(folder, lance.dataset(lance_dir), dimension=dimension, previous=previous)
 
 
 def sweep(folder: Path) -> None:

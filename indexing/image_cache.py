@@ -45,6 +45,7 @@ class ImageCache:
         self,
         layout: Layout,
         locks: PartitionLocks,
+        *,
         dimension: int,
         session: Callable[[], Any],
         built: Counter[str],
@@ -84,7 +85,7 @@ class ImageCache:
             raise RuntimeError(f"the image of partition {key} could not be built")
         return mapped
 
-    def rebuild_if_purged(self, key: str, mapped: image.Image, gone: np.ndarray, since: pa.Table) -> bool:
+    def rebuild_if_purged(self, key: str, *, mapped: image.Image, gone: np.ndarray, since: pa.Table) -> bool:
         """On a shared store, rebuild an image that holds rows another machine forgot (a forget
         rebuilds only its own machine's image); whether it was rebuilt, and must be mapped again."""
         if not (self.layout.location.remote and _holds_purged(mapped, gone, since)):

@@ -107,7 +107,7 @@ def rows_table(batch: RowBatch, vectors: np.ndarray) -> pa.Table:
     )
 
 
-def create_table(uri: str, batches: Iterator[pa.RecordBatch], dimension: int, session: Any) -> int:
+def create_table(uri: str, batches: Iterator[pa.RecordBatch], *, dimension: int, session: Any) -> int:
     """Create a partition's table at ``uri`` from a stream of rows (``VectorStore.stream``'s
     columns, vector included) in one commit, with a new table identity; the rows written."""
     import lance

@@ -297,6 +297,7 @@ class LexicalIndex:
     @classmethod
     def from_arrays(
         cls,
+        *,
         terms: list[str] | pa.Array,
         offsets: np.ndarray,
         rows: np.ndarray,
@@ -418,7 +419,7 @@ class LexicalIndex:
     def query_terms(self, text: str) -> list[str]:
         return query_terms(text, self.stem)
 
-    def score(self, terms: list[str], valid: np.ndarray, k1: float = K1, b: float = B) -> LexicalScores:
+    def score(self, terms: list[str], valid: np.ndarray, *, k1: float = K1, b: float = B) -> LexicalScores:
         """BM25 of each row where ``valid`` (a mask over rows ``0..len(valid)``) for the query
         ``terms``; corpus statistics come from the valid rows alone."""
         n = len(valid)

@@ -176,7 +176,12 @@ def export(model_path: Path, base: Path) -> GraphSpec:
             lower_case=bool(getattr(transformer, "do_lower_case", False)),
             dimension=read_dimension(model_path),
         )
-        check(st, Graph(spec, base.parent, threads=max(1, os.cpu_count() or 1)), read_prompts(model_path), long_text)
+        check(
+            st,
+            Graph(spec, base.parent, threads=max(1, os.cpu_count() or 1)),
+            prompts=read_prompts(model_path),
+            long_text=long_text,
+        )
         os.replace(model_tmp, _beside(base, ".onnx"))  # each rename atomic: no half file is ever seen
         os.replace(tokenizer_tmp, _beside(base, ".tokenizer.json"))
         spec = dataclasses.replace(
@@ -216,7 +221,7 @@ def _index_based_masks() -> Iterator[None]:
         masking_utils.sdpa_mask = original
 
 
-def check(st, graph: Graph, prompts: Prompts, long_text: str) -> None:
+def check(st, graph: Graph, *, prompts: Prompts, long_text: str) -> None:
     """Refuse the export unless the graph gives sentence-transformers' vectors (within
     ``TOLERANCE``), one by one and in a padded batch, under both prompts."""
     texts = [*CHECK_TEXTS, long_text]

@@ -189,7 +189,7 @@ class LivePartition:
         return part
 
     @classmethod
-    def over(cls, image: Image, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> LivePartition:
+    def over(cls, image: Image, *, gone: np.ndarray, since: pa.Table, dimension: int, token: str) -> LivePartition:
         """A large partition: its image, less the rows ``gone``, and the rows written ``since``."""
         part = cls(dimension=dimension, token=token, base=image, base_live=~gone)
         part.base_counts = ValidityCounts(part.base_live, image.valid_from, image.valid_until)
@@ -310,7 +310,7 @@ class LivePartition:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+    def search(self, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
         """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
         query ``text``, relevance is cosine fused with BM25 over the same valid rows.
 
@@ -346,7 +346,15 @@ class LivePartition:
         postings = 0
         cosines = scores
         if text is not None:
-            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text, rows, scores, np.concatenate(valid_parts))  # type: ignore[arg-type]
+            fused = fuse_lexical(
+                self.lexicon(),
+                _Vectors(self),
+                query,
+                text=text,
+                rows=rows,
+                cos=scores,
+                valid=np.concatenate(valid_parts),
+            )
             rows, scores, postings = fused.rows, fused.scores, fused.postings
             cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
@@ -376,7 +384,7 @@ class LivePartition:
         n = self.rows
         live, start, end = self.live[:n], self.valid_from[:n], self.valid_until[:n]
         held_valid = live & (end > now) & (start <= now)
-        held_counts = _validity_counts(live, start, end, now)
+        held_counts = _validity_counts(live, valid_from=start, valid_until=end, now=now)
         if n:
             bounds = np.concatenate([start[live], end[live]])
             past, future = bounds[bounds <= now], bounds[bounds > now]
@@ -426,7 +434,7 @@ class LivePartition:
 
 
 def _validity_counts(
-    live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray, now: int
+    live: np.ndarray, *, valid_from: np.ndarray, valid_until: np.ndarray, now: int
 ) -> tuple[int, int, int]:
     """(ended, pending, valid) among live rows at ``now``: the delivery's cut counts."""
     ended_mask = live & (valid_until <= now)

@@ -95,7 +95,9 @@ class VectorStore:
         self.coordination = coordination or LocalCoordination(self.root, table_name)
         self.stats = IndexStats()
         self.locks = PartitionLocks(self.layout, self.coordination)
-        self.images = ImageCache(self.layout, self.locks, dimension, lambda: self.session, self.stats.built)
+        self.images = ImageCache(
+            self.layout, self.locks, dimension=dimension, session=lambda: self.session, built=self.stats.built
+        )
         self.compaction = compaction.Compaction()
         self._session: Any = None  # a lance.Session once a search needs one
         self._live: dict[str, LivePartition] = {}  # guarded by locks.threads
@@ -210,18 +212,18 @@ class VectorStore:
         self.stats.opened[key] += 1
         self.stats.loaded[key] += 1
         gone, since = image.changes(mapped, self.images.latest(key))
-        if self.images.rebuild_if_purged(key, mapped, gone, since):
+        if self.images.rebuild_if_purged(key, mapped=mapped, gone=gone, since=since):
             del mapped
             return self._load(key, token)
-        return LivePartition.over(mapped, gone, since, self.dimension, token)
+        return LivePartition.over(mapped, gone=gone, since=since, dimension=self.dimension, token=token)
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search(self, key: str, query: np.ndarray, k: int, now: int, text: str | None = None) -> PartitionResult:
+    def search(self, key: str, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
         """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given."""
         search_on_one_thread()  # on the first search, not at start: most commands never search
         with self.locks.threads:  # a write in another thread may be growing the partition
-            result = self.live_partition(key).search(query, k, now, text)
+            result = self.live_partition(key).search(query, k, now=now, text=text)
             self.stats.scored[key] += result.scored
             self.stats.postings[key] += result.postings
         return result
@@ -271,7 +273,7 @@ class VectorStore:
         with self._writing(key):
             if self.exists(key):
                 raise ValueError(f"partition {key} already has a table")
-            written = create_table(self.layout.uri(key), batches, self.dimension, self.session)
+            written = create_table(self.layout.uri(key), batches, dimension=self.dimension, session=self.session)
             self._known.add(key)
         return written
 

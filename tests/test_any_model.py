@@ -28,7 +28,7 @@ THRESHOLD = 600  # the image threshold, lowered so a large partition stays small
 
 
 def tiny(model: Path, cache: Path):
-    return load_embedder(str(model), "onnx", "cpu", cache)
+    return load_embedder(str(model), backend="onnx", device="cpu", cache=cache)
 
 
 def with_query_prompt(model: Path, folder: Path, prompt: str) -> Path:
@@ -117,7 +117,7 @@ def test_a_48_d_model_works_through_import_images_and_reindex(home, clock, tiny_
         assert svc._parts.store.vector(key, svc.recall(acme, "acme note n0042", limit=1).memories[0].id).shape == (
             DIMENSION,
         )
-        probe = svc._parts.store.search(key, own[42], 1, 10**18)
+        probe = svc._parts.store.search(key, own[42], 1, now=10**18)
         assert probe.hit(0).text == "acme note n0042"
         texts = [m.text for m in svc.recall(acme, "Acme invoices are paid monthly", limit=10).memories]
         assert "Acme invoices are paid monthly" in texts and not any("Clerk" in t for t in texts)

@@ -62,7 +62,7 @@ _WORKER = textwrap.dedent(
 
     def load(n):
         fresh = VectorStore(settings.vectors_path, model=embedder.name, dimension=embedder.dimension)
-        fresh.search(partition_key("acme"), query, 5, time.time_ns() // 1000)
+        fresh.search(partition_key("acme"), query, 5, now=time.time_ns() // 1000)
 
     steps = [write] if role == "writer" else [recall] + [load] * loaders
     threads = [threading.Thread(target=loop, args=(step,)) for step in steps]

@@ -66,7 +66,7 @@ def main(out: Path, rows: int) -> dict:
 
     data = lines(rows)
     texts = [json.loads(line)["text"] for line in data]
-    embedder = load_embedder(str(MODEL), "torch", DEV)
+    embedder = load_embedder(str(MODEL), backend="torch", device=DEV)
     embedder.embed_documents(texts[:2048])  # load, warm up, pick kernels
 
     started = time.perf_counter()

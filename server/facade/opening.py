@@ -58,7 +58,9 @@ def reindex_store(
     failpoints.arm(settings.failpoints)
     make_private(settings.home)
     try:
-        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+        embedder = embedder or load_embedder(
+            settings.model, backend=settings.embedder, device=settings.device, cache=settings.cache
+        )
         return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
     except IndexingError as exc:  # the model, or a store the reindex cannot open
         raise StoreUnavailable(str(exc)) from exc
@@ -210,7 +212,9 @@ def open_service(
     coordination = None
     try:
         coordination = open_coordination(settings)
-        embedder = embedder or load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+        embedder = embedder or load_embedder(
+            settings.model, backend=settings.embedder, device=settings.device, cache=settings.cache
+        )
         if batching and settings.batch_window_ms > 0:
             embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)
         store = _open_store(settings, embedder, coordination)

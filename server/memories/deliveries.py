@@ -147,7 +147,7 @@ def explain(
             and (delivery.scope is None or contains(delivery.scope, space))
         )
         reason: Literal["policy", "space"] = "policy" if in_reach else "space"
-        for hit in store.search(key, query_vector, delivery.limit, micros).hits:
+        for hit in store.search(key, query_vector, delivery.limit, now=micros).hits:
             if hit.score >= bar and book.current_ids([hit.id], now):
                 others.append(OtherSpaceMatch(hit.id, space, round(hit.score, 6), hit.text, reason))
     others.sort(key=lambda m: m.score, reverse=True)

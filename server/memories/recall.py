@@ -63,7 +63,7 @@ def run_recall(
         results: list[PartitionResult] = []
         for space in scope.allowed:
             key = partition_key(space)
-            result = store.search(key, query_vector, limit + RUNNERS_UP, micros, query_text)
+            result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text)
             superseded = counts.get(key, (0, 0))[1]
             cut["superseded"] += min(superseded, result.ended)
             cut["expired"] += max(result.ended - superseded, 0)

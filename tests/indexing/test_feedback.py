@@ -76,6 +76,8 @@ def test_one_moved_query_serves_every_partition_so_their_scores_still_compare():
     first = snapshot({"a": shared, **{f"a{i}": unit(rng.normal(size=DIM)) for i in range(5)}})
     second = snapshot({"b": shared, **{f"b{i}": unit(rng.normal(size=DIM)) for i in range(9)}})
     query = unit(shared + 0.8 * rng.normal(size=DIM))
-    results = with_feedback([first.search(query, 10, 1, "x"), second.search(query, 10, 1, "x")], query)
+    results = with_feedback(
+        [first.search(query, 10, now=1, text="x"), second.search(query, 10, now=1, text="x")], query
+    )
     same = [h for _, h in merge_best(results, 20) if h.id in ("a", "b")]
     assert len(same) == 2 and np.isclose(same[0].score, same[1].score)  # one vector, one score

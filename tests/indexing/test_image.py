@@ -233,7 +233,7 @@ def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
     counts = ValidityCounts(live, starts, ends)
     for step in range(300):
         now = int(rng.integers(-5, 130))
-        assert counts.at(now) == _validity_counts(live, starts, ends, now), step
+        assert counts.at(now) == _validity_counts(live, valid_from=starts, valid_until=ends, now=now), step
         row = int(rng.integers(0, n))
         if live[row] and step % 3 == 0:  # a forget
             counts.change(int(starts[row]), int(ends[row]), None)

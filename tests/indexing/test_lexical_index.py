@@ -139,7 +139,7 @@ def test_an_ended_row_neither_scores_nor_shifts_the_others():
 def test_fusions_keep_cosine_order_when_no_term_matches():
     cos = np.array([0.9, 0.1, 0.5])
     for fusion in (Fusion("anchored", 0.3), Fusion("z", 0.3), Fusion("rrf", 1.0)):
-        assert list(np.argsort(-fusion(cos, np.zeros(3), 0.0))) == [0, 2, 1]
+        assert list(np.argsort(-fusion(cos, np.zeros(3), ideal=0.0))) == [0, 2, 1]
 
 
 def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch, tmp_path):
@@ -175,7 +175,9 @@ def test_an_index_saved_with_sorted_terms_scores_exactly_as_the_one_it_was_saved
     original = LexicalIndex.build(texts)
     terms, offsets, rows, freqs, lengths = original.sorted_arrays()
     assert terms == sorted(terms) and len(set(terms)) == len(terms)
-    mapped = LexicalIndex.from_arrays(pa.array(terms, pa.large_string()), offsets, rows, freqs, lengths)
+    mapped = LexicalIndex.from_arrays(
+        terms=pa.array(terms, pa.large_string()), offsets=offsets, rows=rows, freqs=freqs, lengths=lengths
+    )
     assert mapped.vocabulary.base is not None and not mapped.vocabulary.extra  # nothing in a dict
     valid = np.ones(len(texts), dtype=bool)
     valid[::7] = False

@@ -104,7 +104,7 @@ def test_a_model_the_graph_cannot_carry_says_why_and_runs_on_torch(tmp_path, tin
     models do) is not in the graph: refused from the files, before any export is tried."""
     model = build_tiny_model(tmp_path / "tiny-no-prompt-pooling", include_prompt=False, seed=2)
     with caplog.at_level(logging.WARNING):
-        embedder = load_embedder(str(model), "onnx", "cpu", tiny_cache)
+        embedder = load_embedder(str(model), backend="onnx", device="cpu", cache=tiny_cache)
     assert isinstance(embedder, SentenceTransformerEmbedder)
     assert "runs on torch" in caplog.text and "include_prompt" in caplog.text
     from sentence_transformers import SentenceTransformer
@@ -124,7 +124,8 @@ def test_an_export_that_would_differ_is_refused_recorded_and_served_by_torch(tin
     assert not list((cache / "onnx").glob("*.onnx")), "a refused graph is never left to be served"
     assert [p.suffix for p in (cache / "onnx").iterdir()] == [".refused"]
     monkeypatch.undo()
-    again = load_embedder(str(tiny_model), "onnx", "cpu", cache)  # recorded: not tried at every start
+    # recorded: not tried at every start
+    again = load_embedder(str(tiny_model), backend="onnx", device="cpu", cache=cache)
     assert isinstance(again, SentenceTransformerEmbedder)
     assert cosines(again.embed_documents(TEXTS), vectors).min() > CLOSE
 
@@ -133,7 +134,7 @@ def test_the_onnx_runtime_never_imports_torch(tiny_model, tiny_cache):
     runtime_embedder("onnx", tiny_model, tiny_cache)  # exported here, once
     code = (
         "import sys; from pathlib import Path; from indexing.embedder import load_embedder; "
-        f"e = load_embedder({str(tiny_model)!r}, 'onnx', 'cpu', Path({str(tiny_cache)!r})); "
+        f"e = load_embedder({str(tiny_model)!r}, backend='onnx', device='cpu', cache=Path({str(tiny_cache)!r})); "
         "v = e.embed_query('how does login work?'); d = e.embed_documents(['a', 'b c']); "
         "print(type(e).__name__, e.runtime, v.shape[0], d.shape, "
         "[m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules])"

@@ -75,16 +75,16 @@ def test_a_partition_on_s3_is_written_searched_closed_and_forgotten(s3, bucket, 
     store.add(KEY, written)
     assert not list((tmp_path / "a").glob("*.lance")), "the table lies in the bucket, not on the disk"
     query = written[7].vector
-    assert store.search(KEY, query, 3, NOW).hits[0].id == "r7"
+    assert store.search(KEY, query, 3, now=NOW).hits[0].id == "r7"
     store.end_validity(KEY, "r3", 5)
-    assert "r3" not in {h.id for h in store.search(KEY, written[3].vector, 40, NOW).hits}
+    assert "r3" not in {h.id for h in store.search(KEY, written[3].vector, 40, now=NOW).hits}
     assert texts_in(s3, bucket, "secret plan 7"), "the text is in the bucket before the forget"
 
     store.purge(KEY, ["r7"])
 
     assert texts_in(s3, bucket, "secret plan 7") == []
     assert files_containing(tmp_path, "secret plan 7") == []
-    assert "r7" not in {h.id for h in store.search(KEY, query, 40, NOW).hits}
+    assert "r7" not in {h.id for h in store.search(KEY, query, 40, now=NOW).hits}
     assert texts_in(s3, bucket, "memory number 8"), "the other memories stay"
 
 
@@ -93,13 +93,13 @@ def test_a_second_machine_sees_every_write_and_forget_at_its_next_search(s3, buc
     b = machine(bucket, tmp_path / "b", tmp_path / "versions")
     first = rows(5)
     a.add(KEY, first)
-    assert {h.id for h in b.search(KEY, first[0].vector, 10, NOW).hits} == {f"r{i}" for i in range(5)}
+    assert {h.id for h in b.search(KEY, first[0].vector, 10, now=NOW).hits} == {f"r{i}" for i in range(5)}
     more = rows(5, start=5, seed=1)
     a.add(KEY, more)
-    assert "r9" in {h.id for h in b.search(KEY, more[4].vector, 10, NOW).hits}
+    assert "r9" in {h.id for h in b.search(KEY, more[4].vector, 10, now=NOW).hits}
     b.purge(KEY, ["r9"])
-    assert "r9" not in {h.id for h in a.search(KEY, more[4].vector, 10, NOW).hits}
-    assert {h.id for h in b.search(KEY, first[0].vector, 10, NOW).hits} == {f"r{i}" for i in range(9)}
+    assert "r9" not in {h.id for h in a.search(KEY, more[4].vector, 10, now=NOW).hits}
+    assert {h.id for h in b.search(KEY, first[0].vector, 10, now=NOW).hits} == {f"r{i}" for i in range(9)}
 
 
 def test_a_forget_on_one_machine_rebuilds_the_image_another_machine_keeps(s3, bucket, tmp_path, monkeypatch):
@@ -111,13 +111,13 @@ def test_a_forget_on_one_machine_rebuilds_the_image_another_machine_keeps(s3, bu
         a.add(KEY, written[start : start + 400], compact=False)
     a.settle(KEY)
     query = written[42].vector
-    assert b.search(KEY, query, 5, NOW).hits[0].id == "r42"  # b builds and maps an image of its own
+    assert b.search(KEY, query, 5, now=NOW).hits[0].id == "r42"  # b builds and maps an image of its own
     assert files_containing(tmp_path / "b", "the vault code is 42"), "b's image holds the text"
 
     a.purge(KEY, ["r42"])
 
     assert texts_in(s3, bucket, "the vault code is 42") == []
-    assert "r42" not in {h.id for h in b.search(KEY, query, 5, NOW).hits}
+    assert "r42" not in {h.id for h in b.search(KEY, query, 5, now=NOW).hits}
     assert files_containing(tmp_path / "b", "the vault code is 42") == []
     assert files_containing(tmp_path / "a", "the vault code is 42") == []
 
@@ -156,7 +156,7 @@ def test_dropping_a_partition_removes_every_object_of_its_table(s3, bucket, tmp_
     assert texts_in(s3, bucket, "doomed") == []
     assert not [key for key in s3.objects(bucket) if f"{table_name(KEY)}.lance" in key]
     assert texts_in(s3, bucket, "kept 1")
-    assert store.search(KEY, rows(1)[0].vector, 5, NOW).hits == []
+    assert store.search(KEY, rows(1)[0].vector, 5, now=NOW).hits == []
 
 
 class RecordingTurns(LocalCoordination):
@@ -194,7 +194,7 @@ def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bu
     store.purge(KEY, ["r42"])
     assert events == ["turn taken", "turn given back", "image built"]
     assert files_containing(tmp_path / "a", "the vault code is 42") == []
-    assert "r42" not in {h.id for h in store.search(KEY, written[42].vector, 5, NOW).hits}
+    assert "r42" not in {h.id for h in store.search(KEY, written[42].vector, 5, now=NOW).hits}
 
 
 def test_a_table_dropped_and_made_again_elsewhere_is_never_served_from_an_old_image(s3, bucket, tmp_path, monkeypatch):
@@ -204,13 +204,13 @@ def test_a_table_dropped_and_made_again_elsewhere_is_never_served_from_an_old_im
     old = rows(1200, text=lambda i: f"old memory {i}")
     a.add(KEY, old, compact=False)
     a.settle(KEY)
-    assert b.search(KEY, old[12].vector, 3, NOW).hits[0].id == "r12"  # b maps an image of its own
+    assert b.search(KEY, old[12].vector, 3, now=NOW).hits[0].id == "r12"  # b maps an image of its own
     a.drop(KEY)
-    assert b.search(KEY, old[12].vector, 3, NOW).hits == []  # gone, not an error, not the old rows
+    assert b.search(KEY, old[12].vector, 3, now=NOW).hits == []  # gone, not an error, not the old rows
     new = [Row(f"n{r.id}", f"new memory {r.id}", r.vector, 0, 0, None) for r in rows(1200, seed=5)]
     a.add(KEY, new, compact=False)
     a.settle(KEY)
-    found = b.search(KEY, new[10].vector, 3, NOW).hits
+    found = b.search(KEY, new[10].vector, 3, now=NOW).hits
     assert found[0].id == "nr10" and all(h.id.startswith("n") for h in found)
     assert files_containing(tmp_path / "b", "old memory 12") == []
 

@@ -49,11 +49,11 @@ def test_batch_order_is_preserved(real_embedder):
 def from_settings(**env: str):
     """The embedder the product would load under these environment variables."""
     settings = Settings.from_env(env)
-    return load_embedder(settings.model, settings.embedder, settings.device, settings.cache)
+    return load_embedder(settings.model, backend=settings.embedder, device=settings.device, cache=settings.cache)
 
 
 def test_torch_backend_can_be_chosen(monkeypatch):
-    assert isinstance(load_embedder(None, "torch"), SentenceTransformerEmbedder)
+    assert isinstance(load_embedder(None, backend="torch"), SentenceTransformerEmbedder)
     assert isinstance(from_settings(ESFIS_EMBEDDER="torch"), SentenceTransformerEmbedder)
 
 
@@ -67,11 +67,11 @@ def test_a_gpu_device_runs_the_model_on_torch_and_says_so_when_there_is_none(mon
         with pytest.raises(EmbedderUnavailable, match="ESFIS_DEVICE=cuda.*no CUDA device.*unset ESFIS_DEVICE"):
             embedder.embed_documents(["a note"])
     else:
-        cpu = load_embedder(None, "torch", "cpu").embed_documents(TEXTS)
+        cpu = load_embedder(None, backend="torch", device="cpu").embed_documents(TEXTS)
         assert np.min(np.sum(embedder.embed_documents(TEXTS) * cpu, axis=1)) > 1 - 1e-3
 
 
 @pytest.mark.parametrize("device", ["gpu", "cuda0", "CUDA", "cuda:x", "cpu:1"])
 def test_a_device_that_is_not_cpu_or_cuda_is_refused_by_name(monkeypatch, device):
     with pytest.raises(EmbedderUnavailable, match="ESFIS_DEVICE must be cpu, cuda or cuda:N"):
-        load_embedder(None, None, device)
+        load_embedder(None, backend=None, device=device)

@@ -89,17 +89,17 @@ def test_a_write_in_another_process_is_seen_on_the_next_search(tmp_path):
     second = VectorStore(tmp_path, model="m", dimension=DIM)  # another process, in effect
     v = unit(np.ones(DIM))
     first.add("space:acme", [Row("a", "one", v, 0, 0, None)])
-    assert [h.id for h in second.search("space:acme", v, 5, 1).hits] == ["a"]
+    assert [h.id for h in second.search("space:acme", v, 5, now=1).hits] == ["a"]
     first.add("space:acme", [Row("b", "two", v, 0, 0, None)])
-    assert {h.id for h in second.search("space:acme", v, 5, 1).hits} == {"a", "b"}
+    assert {h.id for h in second.search("space:acme", v, 5, now=1).hits} == {"a", "b"}
     second.end_validity("space:acme", "a", 1)
-    assert [h.id for h in first.search("space:acme", v, 5, 2).hits] == ["b"]
+    assert [h.id for h in first.search("space:acme", v, 5, now=2).hits] == ["b"]
 
 
 @pytest.mark.parametrize("key", ["space:globex", "personal"])
 def test_searching_a_partition_never_written_is_empty(tmp_path, key):
     store = VectorStore(tmp_path, model="m", dimension=DIM)
-    assert store.search(key, unit(np.ones(DIM)), 5, 1).hits == []
+    assert store.search(key, unit(np.ones(DIM)), 5, now=1).hits == []
     assert not store.exists(key)
 
 
@@ -123,7 +123,7 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
     from threadpoolctl import ThreadpoolController
 
     store = VectorStore(tmp_path, model="m", dimension=DIM)
-    store.search("space:acme", unit(np.ones(DIM)), 5, 1)
+    store.search("space:acme", unit(np.ones(DIM)), 5, now=1)
     libraries = ThreadpoolController().select(internal_api="openblas").info()
     numpys = [
         lib["num_threads"] for lib in libraries if "numpy" in lib["filepath"]
@@ -134,7 +134,7 @@ def test_a_search_runs_numpy_blas_on_one_thread(tmp_path):
 def _uncached(snap: LivePartition, query: np.ndarray, k: int, now: int):
     kept = snap._validity, snap._base_valid
     snap._validity = snap._base_valid = None
-    result = snap.search(query, k, now)
+    result = snap.search(query, k, now=now)
     snap._validity, snap._base_valid = kept  # the next search meets the cache as it was
     return [h.id for h in result.hits], (result.candidates, result.ended, result.pending)
 
@@ -155,7 +155,7 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
     query = unit(rng.normal(size=DIM))
     for step in range(600):
         now = int(rng.integers(-10, 1500))
-        got = snap.search(query, 8, now)  # fills the cache, or meets it
+        got = snap.search(query, 8, now=now)  # fills the cache, or meets it
         assert ([h.id for h in got.hits], (got.candidates, got.ended, got.pending)) == _uncached(snap, query, 8, now)
         change = step % 4
         if change == 1:
@@ -167,7 +167,7 @@ def test_the_validity_kept_between_searches_is_the_one_a_fresh_search_computes()
                 RowBatch.of([Row(f"new{step}", "t", unit(rng.normal(size=DIM)), 0, now + int(rng.integers(-2, 3)))])
             )
         later = now + int(rng.integers(0, 3))  # inside the cached window, mostly
-        again = snap.search(query, 8, later)
+        again = snap.search(query, 8, now=later)
         assert ([h.id for h in again.hits], (again.candidates, again.ended, again.pending)) == _uncached(
             snap, query, 8, later
         )
@@ -190,6 +190,6 @@ def test_merge_reads_only_the_rows_it_keeps_and_keeps_ties_in_partition_order():
     first, second = LivePartition(dimension=DIM), LivePartition(dimension=DIM)
     first.append(RowBatch.of([Row(f"a{i}", "t", v, 0, 0) for i in range(3)]))
     second.append(RowBatch.of([Row(f"b{i}", "t", v, 0, 0) for i in range(3)]))
-    results = [first.search(v, 3, 1), second.search(v, 3, 1)]
+    results = [first.search(v, 3, now=1), second.search(v, 3, now=1)]
     merged = merge_best(results, 4)
     assert [(i, h.id) for i, h in merged] == [(0, "a0"), (0, "a1"), (0, "a2"), (1, "b0")]
