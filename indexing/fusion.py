@@ -70,7 +70,7 @@ class Fusion:
         raise ValueError(f"unknown fusion {self.method!r}")
 
 
-DEFAULT = Fusion("scaled", 0.5)  # chosen on LongMemEval_S: README, "Hybrid recall"
+DEFAULT = Fusion("scaled", 0.5)  # chosen on LongMemEval_S: docs/recall.md, "Hybrid recall"
 
 
 @dataclass(frozen=True)

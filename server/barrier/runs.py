@@ -167,7 +167,7 @@ class RunBook:
             "(start a new run there)"
         )
 
-    def record(self, tx: Tx, run: Run, caller: Caller, steps: Iterable[Step], *, carry: Iterable[str] = ()) -> None:
+    def record(self, tx: Tx, run: Run, caller: Caller, *, steps: Iterable[Step], carry: Iterable[str] = ()) -> None:
         """Open the run if this is its first step, add what it now carries, append the steps."""
         now = to_micros(self.clock())
         if not run.opened:
@@ -231,7 +231,7 @@ class RunBook:
 
     def record_now(self, run: Run, caller: Caller, steps: Iterable[Step], *, carry: Iterable[str] = ()) -> None:
         with self.catalog.transaction() as tx:
-            self.record(tx, run, caller, steps, carry=carry)
+            self.record(tx, run, caller, steps=steps, carry=carry)
 
     # -- ending (operator) ------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ What is promised:
   the writer. There is no AI import: it would write where an AI's scope never reaches, around
   the façade's checks; agents write one memory at a time through ``Esfis.remember``.
 
-The façade's ``import_jsonl`` and ``import_parquet`` call this; ``esfis import`` (``server.cli``)
+The façade's ``import_jsonl`` and ``import_parquet`` call this; ``esfis import`` (``server.cli.bulk``)
 draws the progress bar and prints the report.
 """
 
@@ -121,7 +121,7 @@ def check_batch_size(batch_size: object) -> int:
 
 
 def import_stream(
-    service: Stores,
+    parts: Stores,
     lines: Iterable[bytes | str | LineTooLong],
     *,
     ai: str = "import",
@@ -129,19 +129,19 @@ def import_stream(
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed."""
-    dimension = service.store.dimension
+    dimension = parts.store.dimension
 
     def parsed() -> Iterator[Row | RowError | None]:
         for number, raw in enumerate(lines, start=1):
             if number % 256 == 1:
-                now = service.clock()  # "now" for rows without valid_from; read every 256 rows
+                now = parts.clock()  # "now" for rows without valid_from; read every 256 rows
             yield parse_line(number, raw, now=now, dimension=dimension)
 
-    return _Importer(service, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
+    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
 
 
 def import_records(
-    service: Stores,
+    parts: Stores,
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     ai: str = "import",
@@ -149,15 +149,15 @@ def import_records(
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import rows already split into fields, as ``(row number, fields)`` (Parquet)."""
-    dimension = service.store.dimension
+    dimension = parts.store.dimension
 
     def parsed() -> Iterator[Row | RowError | None]:
         for count, (number, fields) in enumerate(records):
             if count % 256 == 0:
-                now = service.clock()
+                now = parts.clock()
             yield check_row(number, fields, now=now, dimension=dimension)
 
-    return _Importer(service, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
+    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
 
 
 class _Importer:
@@ -165,19 +165,19 @@ class _Importer:
     worker thread and written in another, so parsing, embedding and writing overlap. The
     embedder and the stores release the GIL while they work."""
 
-    def __init__(self, service: Stores, *, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, parts: Stores, *, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
         validate_ai(ai)
         check_batch_size(batch_size)
-        self.service = service
+        self.parts = parts
         self.ai = ai
         self.batch_size = batch_size
         self.progress = progress
-        self.home = service.home
+        self.home = parts.home
 
     def run(self, parsed: Iterator[Row | RowError | None]) -> ImportReport:
         started = time.monotonic()
         limit_malloc_arenas()  # before the workers start: their arenas are the import's growth
-        service = self.service
+        parts = self.parts
         in_flight: deque[tuple[Future, Future, int]] = deque()  # (prepared, written, lines)
         stop = threading.Event()  # set by a step that fails, or here on the way out
         with ExitStack() as cleanup:  # undone in reverse: workers stop before the journal closes
@@ -185,12 +185,12 @@ class _Importer:
             # while the writer's transaction is open (it stays open until the batch's vectors
             # are on disk), where one shared connection would make everyone take turns, a
             # server's requests included.
-            reader = service.catalog.reopen()
+            reader = parts.catalog.reopen()
             cleanup.callback(reader.close)
-            writes = service.catalog.reopen()
+            writes = parts.catalog.reopen()
             cleanup.callback(writes.close)
-            journal = Journal.open(self.home, service.catalog, service.store)
-            cleanup.callback(journal.close, service.catalog, service.store)
+            journal = Journal.open(self.home, parts.catalog, parts.store)
+            cleanup.callback(journal.close, parts.catalog, parts.store)
             cleanup.enter_context(writes.bulk())
             # Entered in this order so they stop in the reverse one: the writer first (it may
             # still be waiting on a batch's vectors), the vectors' thread last.
@@ -200,15 +200,15 @@ class _Importer:
             )
             cleanup.callback(self._abandon, in_flight, stop)
             preparer = Preparer(
-                book=MemoryBook(reader, service.store),
-                registry=Registry(reader, service.clock),
-                embed=lambda texts: service.embedder.embed_documents(texts),  # the model loads only if needed
-                dimension=service.store.dimension,
+                book=MemoryBook(reader, parts.store),
+                registry=Registry(reader, parts.clock),
+                embed=lambda texts: parts.embedder.embed_documents(texts),  # the model loads only if needed
+                dimension=parts.store.dimension,
                 ai=self.ai,
-                clock=service.clock,
+                clock=parts.clock,
                 stop=stop,
             )
-            writer = Writer(MemoryBook(writes, service.store), journal=journal, vectors_in=vectors, stop=stop)
+            writer = Writer(MemoryBook(writes, parts.store), journal=journal, vectors_in=vectors, stop=stop)
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)
@@ -241,7 +241,7 @@ class _Importer:
         # The index is built when data is written: each large partition gets its image now,
         # not on its first recall (after the workers stopped, so no batch is still writing).
         for key in sorted(writer.partitions):
-            service.store.settle(key)
+            parts.store.settle(key)
         seconds = time.monotonic() - started
         failures = preparer.failures
         rows = writer.imported + writer.skipped + failures.count

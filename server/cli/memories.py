@@ -36,7 +36,7 @@ def _integer(value: str) -> int:
         dest="labels",
         action="append",
         metavar="MARK",
-        help=f"{inputs.LABELS} (one mark per flag, repeatable)",
+        help=f"{inputs.LABELS} (one mark per flag, repeatable; --label: the old name, until the next release)",
     ),
 )
 def remember(args: Namespace) -> None:

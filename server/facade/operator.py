@@ -162,13 +162,10 @@ class Operator:
 
     def end_web_session(self, nonce: str, expires: int) -> None:
         """Record a signed-out web session (until it would have expired), for every server."""
-        with self._parts.catalog.transaction() as tx:
-            tx.execute(
-                "INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires)
-            )
+        self._parts.tokens.end_session(nonce, expires)
 
     def web_session_ended(self, nonce: str) -> bool:
-        return self._parts.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
+        return self._parts.tokens.session_ended(nonce)
 
     def trail(self, run_id: str) -> tuple[Run, list[TrailStep]]:
         return self._parts.runs.trail(run_id)

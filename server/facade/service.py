@@ -224,7 +224,7 @@ class Esfis:
                 items=outcome.items,
                 cut=outcome.cut,
             )
-            self._parts.runs.record(tx, run, caller, [step], carry=marks)
+            self._parts.runs.record(tx, run, caller, steps=[step], carry=marks)
             return delivery_id
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
@@ -298,7 +298,7 @@ class Esfis:
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
 
         def trail(tx) -> None:
-            self._parts.runs.record(tx, run, caller, [*steps, step])
+            self._parts.runs.record(tx, run, caller, steps=[*steps, step])
             self._parts.contexts.scrub(tx, memory.id)
 
         self._parts.memories.forget(memory, self._parts.clock(), also=trail)
@@ -341,14 +341,16 @@ class Esfis:
         carry: tuple[str, ...] = (),
         old: str | None = None,
     ):
-        labels = Labels(memory.space, memory.labels, None, run.id, memory.from_spaces).marks()
+        labels = Labels(
+            space=memory.space, origin=memory.labels, digest=None, run=run.id, from_=memory.from_spaces
+        ).marks()
         write = Step(
             "write",
             labels,
             target=space_mark(memory.space),
             memory_ids=(memory.id,) if old is None else (memory.id, old),
         )
-        return lambda tx: self._parts.runs.record(tx, run, caller, [*steps, write], carry=carry)
+        return lambda tx: self._parts.runs.record(tx, run, caller, steps=[*steps, write], carry=carry)
 
     def _loaded(self, id_: str) -> Memory:
         memory = self._parts.memories.load(id_)

@@ -84,6 +84,7 @@ def _then(factory: Callable[[], Esfis], opened: Callable[[Esfis], None] | None) 
 
 
 def serve(
+    *,
     host: str = "127.0.0.1",
     port: int = 8765,
     workers: int | None = None,

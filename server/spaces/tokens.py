@@ -172,6 +172,19 @@ class TokenBook:
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
         return _token(row)
 
+    # -- the operator's web sessions, signed out ------------------------------------------------
+
+    def end_session(self, nonce: str, expires: int) -> None:
+        """A signed-out web session's nonce, kept until the session would have expired: every
+        server refuses its cookie from now on (``server.web.session``)."""
+        with self.catalog.transaction() as tx:
+            tx.execute(
+                "INSERT INTO ended_sessions (nonce, expires) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires)
+            )
+
+    def session_ended(self, nonce: str) -> bool:
+        return self.catalog.one("SELECT 1 FROM ended_sessions WHERE nonce = ?", (nonce,)) is not None
+
 
 def new_token_id() -> str:
     return "tok_" + secrets.token_hex(6)
