@@ -330,6 +330,18 @@ class TrustedOut(Shape):
         return cls(source=t.source, created_at=iso(t.created_at))
 
 
+class RunTokenOut(Shape):
+    run: str = Field(description="the run's id, as the trail and GET /v1/runs name it")
+    token: str = Field(description="the run token's secret, shown once: give the agent only this")
+    token_id: str
+    expires_at: str
+
+    @classmethod
+    def of(cls, t: Token, secret: str) -> RunTokenOut:
+        assert t.run_id is not None and t.expires_at is not None  # a run token's: one run, a life
+        return cls(run=t.run_id, token=secret, token_id=t.id, expires_at=iso(t.expires_at))
+
+
 class TokenOut(Shape):
     id: str
     ai: str | None

@@ -19,7 +19,6 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from server import inputs
-from server.clock import iso
 from server.facade import Esfis
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
@@ -30,11 +29,10 @@ from server.http.schemas import (
     RememberIn,
     ReplaceIn,
     RunIn,
-    RunTokenOut,
     Text,
 )
 from server.models import Caller, Token
-from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut
+from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut, RunTokenOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
@@ -94,7 +92,7 @@ def open_run(body: RunIn, request: Request, token: RunOpener) -> dict:
     runs-only token (``esfis token create --ai A --runs-only``), it starts carrying nothing."""
     run_token, secret = service_of(request).open_run(token, space=body.space, ttl=body.ttl)
     # The only time the secret is shown.
-    return {"run": run_token.run_id, "token": secret, "token_id": run_token.id, "expires_at": iso(run_token.expires_at)}
+    return RunTokenOut.of(run_token, secret).dump()
 
 
 @router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")

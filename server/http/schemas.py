@@ -1,5 +1,5 @@
-"""Pydantic models at the HTTP edge: request bodies (unknown fields refused, JSON types strict)
-and the shapes answered, as the OpenAPI document shows them. The core checks the values
+"""Pydantic models at the HTTP edge: request bodies (unknown fields refused, JSON types strict),
+as the OpenAPI document shows them; the answers' shapes are ``server.shapes``'. The core checks the values
 themselves (space names, text limits, times); these models check types only, plus what the
 core cannot see (text that is not UTF-8, a ``cwd`` that is not an absolute path). Each field's
 description and bounds are the core's (``server.inputs``), as MCP's and the CLI's are."""
@@ -72,13 +72,6 @@ class ContextIn(_In):
 class RunIn(_In):
     space: Text | None = Field(None, description="the run token's scope: the opener's, or a space inside it")
     ttl: int | Text | None = Field(None, description=inputs.TTL)
-
-
-class RunTokenOut(BaseModel):
-    run: str = Field(description="the run's id, as the trail and GET /v1/runs name it")
-    token: str = Field(description="the run token's secret, shown once: give the agent only this")
-    token_id: str
-    expires_at: str
 
 
 class GrantIn(_In):
