@@ -107,8 +107,10 @@ def test_context_references_open_only_where_their_labels_are_reached(server, age
         assert "acme/platform" not in refused.text
         refused_ids.append(run_id)
         client.close()
-    runs = {r["run"] for r in operator.get("/v1/runs", params={"last": 1000}).json()["runs"]}
-    assert opener_id in runs and not runs & set(refused_ids)  # a refused first step opens no run
+    runs = {r["run"]: r for r in operator.get("/v1/runs", params={"last": 1000}).json()["runs"]}
+    assert runs[opener_id]["opened_at"] is not None
+    # A refused first step opens no run: their tokens' runs are listed as not opened, with no step.
+    assert all(runs[r]["opened_at"] is None and runs[r]["step_count"] == 0 for r in refused_ids)
     unknown = opener.get("/v1/context/ctx_" + "a" * 26, params={"space": "acme"})
     malformed = opener.get("/v1/context/nonsense", params={"space": "acme"})
     assert unknown.status_code == malformed.status_code == 404
