@@ -53,7 +53,7 @@ async def test_laundering_over_mcp_needs_the_person_and_the_trail_says_so(world,
         saved = await session.ok("remember", text=LEAK, personal=True)
         assert saved["space"] is None and saved["labels"]["from"] == ["acme/platform"]
         assert len(person.seen) == 2
-    trail = trail_of(world, [saved["id"]])
+        trail = trail_of(world, [saved["id"]])  # while the session lives (at its exit it ends the run)
     kinds = [(s["kind"], s["decision"]) for s in trail["steps"]]
     assert kinds[0] == ("recall", None)
     assert kinds[1:4] == [("approval_requested", None), ("declined", None), ("gate", "refused")]
