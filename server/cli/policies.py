@@ -136,17 +136,16 @@ group("token", "create, list and revoke HTTP tokens")
         arg("--operator", action="store_true", help="a token that administers"),
         required=True,
     ),
-    arg("--space", dest="token_space", help="with --ai: act only inside this space's subtree"),
+    arg("--space", dest="token_space", field="space", help="with --ai: act only inside this space's subtree"),
     arg(
         "--runs-only",
         action="store_true",
+        field="runs_only",
         help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else",
     ),
 )
 def token_create(args: Namespace) -> None:
     """Prints the secret and nothing else."""
-    if args.runs_only and args.token_ai is None:
-        raise InvalidInput("--runs-only applies to AI tokens (--ai NAME)", field="runs_only")
     with open_service() as service:
         _, secret = service.operator.create_token(
             ai=args.token_ai, space=args.token_space, operator=args.operator, runs_only=args.runs_only

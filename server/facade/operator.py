@@ -60,7 +60,9 @@ class Operator:
         """Remove a space; refuses while it holds memories unless ``purge``. Returns purged count."""
         space = self._parts.registry.get(self._parts.registry.require(name))
         if space.memories and not purge:
-            raise SpaceNotEmpty(f"space {name!r} holds {space.memories} memories; pass --purge to forget them with it")
+            raise SpaceNotEmpty(
+                f"space {name!r} holds {space.memories} memories; remove it with purge (the CLI's --purge, HTTP's ?purge=true) to forget them with it"
+            )
         # Spaces below it stay: each is a space of its own, reached from its own folders.
         removed = self._parts.memories.drop_space(name, self._parts.clock())
         self._parts.registry.delete(name)

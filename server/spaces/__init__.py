@@ -98,7 +98,7 @@ def default_space_name(folder: Path, enclosing_space: str | None) -> str:
     base = folder.name
     if not SEGMENT.fullmatch(base):
         raise InvalidSpaceName(
-            f"the folder name {base!r} is not a valid space name; pass --name. {NAME_RULE}",
+            f"the folder name {base!r} is not a valid space name; give the space a name (the CLI's --name). {NAME_RULE}",
             field="name",
         )
     return base if enclosing_space is None else f"{enclosing_space}/{base}"

@@ -57,15 +57,15 @@ class TokenBook:
     ) -> tuple[Token, str]:
         """A new token and its secret (the only time the secret exists outside the caller)."""
         if operator == (ai is not None):
-            raise InvalidInput("a token acts either as one AI (--ai) or as the operator (--operator)", field="ai")
+            raise InvalidInput("a token acts either as one AI or as the operator (exactly one)", field="ai")
         if ai is not None:
             validate_ai(ai)
         if space is not None:
             if operator:
-                raise InvalidInput("--space applies to AI tokens only", field="space")
+                raise InvalidInput("space applies to AI tokens only", field="space")
             Registry(self.catalog, self.clock).require(space)  # a clear error, early
         if runs_only and operator:
-            raise InvalidInput("--runs-only applies to AI tokens only", field="runs_only")
+            raise InvalidInput("runs only applies to AI tokens only", field="runs_only")
         token = Token(
             id=new_token_id(), ai=ai, space=space, operator=operator, created_at=self.clock(), runs_only=runs_only
         )
