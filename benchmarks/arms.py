@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from benchmarks.synthetic import DIM, Store, Truth, recall_truth
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
-from indexing.partition import merge_best
+from indexing.rows import merge_best
 from indexing.testing import HashingEmbedder
 from server.facade import Esfis, open_service
 from server.memories.input import NewMemory, new_id

@@ -37,7 +37,8 @@ from benchmarks.longmemeval import Question, Workload
 from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT, with_feedback
 from indexing.fusion import DEFAULT, Fusion, fuse_lexical
 from indexing.lexical import STEM, LexicalIndex
-from indexing.partition import OPEN_END, LivePartition, RowBatch, merge_best
+from indexing.partition import LivePartition
+from indexing.rows import OPEN_END, RowBatch, merge_best
 from indexing.store import VectorStore
 from server.memories.recall import RUNNERS_UP
 

@@ -16,7 +16,7 @@ from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
 from indexing.feedback import with_feedback
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 from indexing.store import VectorStore
 
 SIZES = [250, 10_000, 100_000] if FULL else [250, 2_000]

@@ -18,7 +18,7 @@ import indexing.image_cache as image_cache
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from benchmarks.synthetic import exact_top_k, recall_at_k
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 from indexing.store import VectorStore
 
 KEY = "space:lme-all"

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from indexing.partition import PartitionResult
+from indexing.rows import PartitionResult
 
 FEEDBACK_ROWS = 2  # the recall's best candidates taken as relevant
 FEEDBACK_WEIGHT = 0.5  # how far the query moves towards their mean

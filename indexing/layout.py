@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from indexing.location import Location
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 
 IN_USE = "in-use.lock"
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")

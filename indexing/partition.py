@@ -1,5 +1,5 @@
-"""A partition as a search sees it, kept in memory and current (``LivePartition``), and the
-rows and results that go in and out of it.
+"""A partition as a search sees it, kept in memory and current (``LivePartition``); the rows
+and results that go in and out of it are ``indexing.rows``.
 
 LanceDB is the store of record; a query is served from the partition's ``LivePartition``: a
 float32 matrix, the validity interval of each row, and the texts. Validity is applied inside the
@@ -23,110 +23,10 @@ import pyarrow as pa
 from indexing.fusion import SPREAD_SAMPLE, fuse_lexical
 from indexing.image import Image
 from indexing.lexical import LexicalIndex
-
-OPEN_END = np.iinfo(np.int64).max  # valid_until of a row with no end
-
-
-@dataclass(frozen=True)
-class Row:
-    """One stored vector and its payload. Times are microseconds since the epoch, UTC."""
-
-    id: str
-    text: str
-    vector: np.ndarray
-    created_at: int
-    valid_from: int
-    valid_until: int | None = None
-
-
-@dataclass(frozen=True)
-class RowBatch:
-    """Rows by column: a bulk write hands the store one of these, not a row object per memory.
-
-    ``valid_until`` holds ``OPEN_END`` for a row with no end.
-    """
-
-    ids: list[str]
-    texts: list[str]
-    vectors: np.ndarray  # (n, dimension) float32
-    created_at: np.ndarray  # int64
-    valid_from: np.ndarray  # int64
-    valid_until: np.ndarray  # int64
-
-    @classmethod
-    def of(cls, rows: list[Row]) -> RowBatch:
-        return cls(
-            ids=[r.id for r in rows],
-            texts=[r.text for r in rows],
-            vectors=np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows]),
-            created_at=np.array([r.created_at for r in rows], dtype=np.int64),
-            valid_from=np.array([r.valid_from for r in rows], dtype=np.int64),
-            valid_until=np.array([OPEN_END if r.valid_until is None else r.valid_until for r in rows], dtype=np.int64),
-        )
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-@dataclass(frozen=True)
-class Hit:
-    id: str
-    score: float
-    text: str
-    created_at: int
-    valid_from: int
-    valid_until: int | None
-
-
-@dataclass(frozen=True)
-class PartitionResult:
-    """The best rows of one partition, best first, and what the search touched.
-
-    The rows are numbers in the partition that answered; a ``Hit`` (id, text, times) is made only
-    for a row that is asked for: a merge over several partitions keeps the best of all and drops
-    the rest unread.
-    """
-
-    rows: np.ndarray  # int64, best first
-    scores: np.ndarray  # float, the same order
-    scored: int  # vectors whose similarity was computed
-    candidates: int  # rows valid now (the candidates of relevance)
-    ended: int  # rows excluded because valid_until <= now
-    pending: int  # rows excluded because valid_from > now
-    postings: int = 0  # lexical postings read
-    partition: LivePartition | None = field(default=None, repr=False, compare=False)
-    cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
-
-    def vectors(self) -> np.ndarray:
-        """The rows' vectors, in their order."""
-        assert self.partition is not None
-        return _Vectors(self.partition)[self.rows]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def hit(self, j: int) -> Hit:
-        assert self.partition is not None
-        return self.partition.hit(int(self.rows[j]), float(self.scores[j]))
-
-    @property
-    def hits(self) -> list[Hit]:
-        return [self.hit(j) for j in range(len(self.rows))]
-
+from indexing.rows import OPEN_END, Hit, PartitionResult, RowBatch
+from indexing.validity import ValidityCounts, validity_counts
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-def merge_best(results: list[PartitionResult], k: int) -> list[tuple[int, Hit]]:
-    """The ``k`` best hits over several partitions' results, as (index of the result, hit), best
-    first; equal scores keep the results' order, then each result's own order."""
-    if not results:
-        return []
-    scores = np.concatenate([r.scores for r in results])
-    source = np.repeat(np.arange(len(results)), [len(r) for r in results])
-    rank = np.concatenate([np.arange(len(r)) for r in results])
-    best = np.argsort(-scores, kind="stable")[:k]
-    return [(int(source[b]), results[source[b]].hit(int(rank[b]))) for b in best]
 
 
 @dataclass(frozen=True)
@@ -384,7 +284,7 @@ class LivePartition:
         n = self.rows
         live, start, end = self.live[:n], self.valid_from[:n], self.valid_until[:n]
         held_valid = live & (end > now) & (start <= now)
-        held_counts = _validity_counts(live, valid_from=start, valid_until=end, now=now)
+        held_counts = validity_counts(live, valid_from=start, valid_until=end, now=now)
         if n:
             bounds = np.concatenate([start[live], end[live]])
             past, future = bounds[bounds <= now], bounds[bounds > now]
@@ -412,6 +312,10 @@ class LivePartition:
         self._base_valid = (validity.changes, validity.lo, mask)
         return mask
 
+    def vectors_of(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of ``rows`` in the partition's one numbering (the image's, then the held ones)."""
+        return _Vectors(self)[rows]
+
     def hit(self, i: int, score: float) -> Hit:
         """Row ``i`` (in the one numbering) as a hit."""
         if i < self._image_rows:
@@ -431,16 +335,6 @@ class LivePartition:
             valid_from=start,
             valid_until=None if until == OPEN_END else until,
         )
-
-
-def _validity_counts(
-    live: np.ndarray, *, valid_from: np.ndarray, valid_until: np.ndarray, now: int
-) -> tuple[int, int, int]:
-    """(ended, pending, valid) among live rows at ``now``: the delivery's cut counts."""
-    ended_mask = live & (valid_until <= now)
-    pending_mask = live & (valid_from > now) & ~ended_mask
-    ended, pending = int(ended_mask.sum()), int(pending_mask.sum())
-    return ended, pending, int(live.sum()) - ended - pending
 
 
 class _Vectors:
@@ -472,51 +366,6 @@ class _Vectors:
         if len(held):
             parts.append(part.vectors[held[:: max(1, len(held) // SPREAD_SAMPLE)]])
         return np.concatenate(parts) if parts else np.zeros((0, part.dimension), dtype=np.float32)
-
-
-class ValidityCounts:
-    """The cut counts of a large image at any time, without a pass over its rows: the live rows'
-    starts and ends, sorted, answer "how many ended by now" and "how many start later" by
-    binary search. Rows that end before they start (none, in practice) are counted directly."""
-
-    def __init__(self, live: np.ndarray, valid_from: np.ndarray, valid_until: np.ndarray) -> None:
-        self.starts = np.sort(valid_from[live])
-        self.ends = np.sort(valid_until[live])
-        odd = live & (valid_until < valid_from)
-        self.odd = list(zip(valid_from[odd].tolist(), valid_until[odd].tolist()))
-
-    def at(self, now: int) -> tuple[int, int, int]:
-        """(ended, pending, valid) at ``now``, as ``_validity_counts`` computes them."""
-        ended = int(np.searchsorted(self.ends, now, side="right"))
-        later = len(self.starts) - int(np.searchsorted(self.starts, now, side="right"))
-        both = sum(1 for start, end in self.odd if start > now and end <= now)  # ended, not pending
-        pending = later - both
-        return ended, pending, len(self.ends) - ended - pending
-
-    def window(self, now: int) -> tuple[int, int]:
-        """[lo, hi): the span around ``now`` in which no live row starts or ends."""
-        lo, hi = np.iinfo(np.int64).min, int(OPEN_END)
-        for bounds in (self.starts, self.ends):
-            i = int(np.searchsorted(bounds, now, side="right"))
-            if i:
-                lo = max(lo, int(bounds[i - 1]))
-            if i < len(bounds):
-                hi = min(hi, int(bounds[i]))
-        return lo, hi
-
-    def change(self, start: int | None, end: int | None, new: tuple[int, int] | None) -> None:
-        """Remove a row's (start, end) when given, add ``new`` when given: O(rows) memmoves of
-        8 bytes a row, for the rare write to a row of the image."""
-        if start is not None and end is not None:
-            self.starts = np.delete(self.starts, np.searchsorted(self.starts, start))
-            self.ends = np.delete(self.ends, np.searchsorted(self.ends, end))
-            if end < start:
-                self.odd.remove((start, end))
-        if new is not None:
-            self.starts = np.insert(self.starts, np.searchsorted(self.starts, new[0]), new[0])
-            self.ends = np.insert(self.ends, np.searchsorted(self.ends, new[1]), new[1])
-            if new[1] < new[0]:
-                self.odd.append(new)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

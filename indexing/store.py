@@ -44,7 +44,8 @@ from indexing.layout import IN_USE, Layout, check_row_ids, create_table, key_of,
 from indexing.location import Location, open_dataset
 from indexing.locks import PartitionLocks, share_store
 from indexing.manifest import check_manifest
-from indexing.partition import LivePartition, PartitionResult, Row, RowBatch
+from indexing.partition import LivePartition
+from indexing.rows import PartitionResult, Row, RowBatch
 
 # The layout's names, read by backup, restore and reindex through the store's door.
 __all__ = ["IN_USE", "IndexStats", "VectorStore", "key_of", "table_name"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from indexing.partition import Row
+from indexing.rows import Row
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
 from server.facade import backup_home, open_service, restore_home

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from indexing.partition import Row
+from indexing.rows import Row
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
 from server.facade import open_service

@@ -21,7 +21,7 @@ from datetime import datetime
 import numpy as np
 
 from indexing.errors import IndexingError
-from indexing.partition import OPEN_END
+from indexing.rows import OPEN_END
 from server.bulk.journal import Journal, batch_lock
 from server.bulk.rows import Row, RowError
 from server.clock import to_micros

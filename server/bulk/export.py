@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 from indexing.store import VectorStore
 from server.barrier.labels import check_origins
 from server.bulk.journal import batch_lock

@@ -38,7 +38,7 @@ from indexing import failpoints
 from indexing.embedder import Embedder
 from indexing.identity import ModelIdentity, identity_of
 from indexing.location import open_dataset
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 from indexing.store import IN_USE, VectorStore, key_of
 from server.errors import InvalidInput, StoreUnavailable
 

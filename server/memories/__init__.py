@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from indexing import failpoints
-from indexing.partition import OPEN_END, RowBatch
+from indexing.rows import OPEN_END, RowBatch
 from indexing.store import VectorStore
 from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx

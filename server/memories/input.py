@@ -17,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from indexing.partition import OPEN_END, Row, RowBatch
+from indexing.rows import OPEN_END, Row, RowBatch
 from server.clock import to_micros
 from server.errors import InvalidInput, InvalidMemoryId, TextTooLong
 from server.inputs import MAX_QUERY_BYTES as MAX_QUERY_BYTES  # the limits every interface states

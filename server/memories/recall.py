@@ -18,7 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from indexing.feedback import with_feedback
-from indexing.partition import Hit, PartitionResult, merge_best
+from indexing.rows import Hit, PartitionResult, merge_best
 from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook

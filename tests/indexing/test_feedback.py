@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from indexing.feedback import FEEDBACK_WEIGHT, with_feedback
-from indexing.partition import OPEN_END, LivePartition, RowBatch, merge_best
+from indexing.partition import LivePartition
+from indexing.rows import OPEN_END, RowBatch, merge_best
 
 DIM = 16
 

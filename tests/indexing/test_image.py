@@ -17,7 +17,7 @@ import pytest
 
 import indexing.image_cache as image_cache
 from indexing import compaction, image
-from indexing.partition import Row
+from indexing.rows import Row
 from indexing.store import VectorStore, table_name
 
 DIM = 32
@@ -152,7 +152,7 @@ KILLED_BUILD = textwrap.dedent(
     import indexing.image_cache as image_cache
     import indexing.store as store_module
     from indexing import failpoints
-    from indexing.partition import Row
+    from indexing.rows import Row
     import numpy as np
     image_cache.ANN_THRESHOLD = 2000
     store = store_module.VectorStore(sys.argv[1], model="m", dimension=32)
@@ -223,7 +223,8 @@ def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(
 
 
 def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
-    from indexing.partition import OPEN_END, ValidityCounts, _validity_counts
+    from indexing.rows import OPEN_END
+    from indexing.validity import ValidityCounts, validity_counts
 
     rng = np.random.default_rng(11)
     n = 5000
@@ -233,7 +234,7 @@ def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
     counts = ValidityCounts(live, starts, ends)
     for step in range(300):
         now = int(rng.integers(-5, 130))
-        assert counts.at(now) == _validity_counts(live, valid_from=starts, valid_until=ends, now=now), step
+        assert counts.at(now) == validity_counts(live, valid_from=starts, valid_until=ends, now=now), step
         row = int(rng.integers(0, n))
         if live[row] and step % 3 == 0:  # a forget
             counts.change(int(starts[row]), int(ends[row]), None)

@@ -10,7 +10,8 @@ import pytest
 
 from indexing.fusion import Fusion
 from indexing.lexical import BULK, K1, B, LexicalIndex, query_terms, stem, tokenize
-from indexing.partition import OPEN_END, LivePartition, RowBatch
+from indexing.partition import LivePartition
+from indexing.rows import OPEN_END, RowBatch
 
 TEXTS = [
     "The deploy pipeline runs on GitHub Actions",

@@ -23,7 +23,7 @@ from indexing import image
 from indexing.coordination import LocalCoordination
 from indexing.errors import StoreMismatch
 from indexing.identity import Prompts
-from indexing.partition import Row
+from indexing.rows import Row
 from indexing.store import VectorStore, table_name
 from tests.helpers import files_containing
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from indexing.ann import IvfLists, list_count_for, nearest, train, training_sample
-from indexing.partition import LivePartition, Row, RowBatch
+from indexing.partition import LivePartition
+from indexing.rows import Row, RowBatch
 from indexing.store import VectorStore, table_name
 
 DIM = 32
@@ -184,7 +185,7 @@ def test_a_row_becomes_valid_when_the_clock_reaches_its_start_though_nothing_cha
 
 
 def test_merge_reads_only_the_rows_it_keeps_and_keeps_ties_in_partition_order():
-    from indexing.partition import merge_best
+    from indexing.rows import merge_best
 
     v = unit(np.ones(DIM))
     first, second = LivePartition(dimension=DIM), LivePartition(dimension=DIM)
