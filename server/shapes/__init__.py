@@ -1,0 +1,92 @@
+"""The shapes answers take: each defined once, here, for every interface.
+
+CLI ``--json`` prints them (``server.cli.context.dumps``), HTTP declares and returns them (its OpenAPI
+document is generated from these), MCP returns them as structured tool output. Each shape is
+built from its domain object by ``of``; times are ISO 8601 UTC with a ``Z``; ``space`` null is
+personal. Nothing about other spaces, and no delivery id, is in any answer an agent receives
+(``agents``); the operator's answers are ``operator``'s.
+"""
+
+from server.shapes.agents import (
+    ContextOut,
+    ForgottenOut,
+    LabelsOut,
+    MemoryOut,
+    OpenedOut,
+    RecalledOut,
+    RecallOut,
+    ReferenceOut,
+    ReplacedOut,
+    RunTokenOut,
+    SharedOut,
+)
+from server.shapes.base import Shape
+from server.shapes.operator import (
+    BackupOut,
+    CutByLimitOut,
+    DeliveriesOut,
+    DeliveryItemOut,
+    DeliveryOut,
+    GrantOut,
+    GrantsOut,
+    ImportErrorOut,
+    ImportOut,
+    OtherMatchOut,
+    OtherSpacesOut,
+    PoliciesOut,
+    RuleOut,
+    RunOut,
+    RunsOut,
+    SpaceOut,
+    SpaceRemovedOut,
+    SpacesOut,
+    StepOut,
+    TokenOut,
+    TokensOut,
+    TrailOut,
+    TrustedListOut,
+    TrustedOut,
+    WentInOut,
+    WhyOut,
+)
+
+__all__ = [
+    "BackupOut",
+    "ContextOut",
+    "CutByLimitOut",
+    "DeliveriesOut",
+    "DeliveryItemOut",
+    "DeliveryOut",
+    "ForgottenOut",
+    "GrantOut",
+    "GrantsOut",
+    "ImportErrorOut",
+    "ImportOut",
+    "LabelsOut",
+    "MemoryOut",
+    "OpenedOut",
+    "OtherMatchOut",
+    "OtherSpacesOut",
+    "PoliciesOut",
+    "RecallOut",
+    "RecalledOut",
+    "ReferenceOut",
+    "ReplacedOut",
+    "RuleOut",
+    "RunOut",
+    "RunTokenOut",
+    "RunsOut",
+    "Shape",
+    "SharedOut",
+    "SpaceOut",
+    "SpaceRemovedOut",
+    "SpacesOut",
+    "StepOut",
+    "TokenOut",
+    "TokensOut",
+    "TrailOut",
+    "TrustedListOut",
+    "TrustedOut",
+    "WentInOut",
+    "WhyOut",
+]

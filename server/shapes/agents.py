@@ -1,0 +1,160 @@
+"""What an agent receives: memories and their labels, recalls, references and what they open,
+and a run token. Nothing about other spaces, and no delivery id."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from server.barrier.labels import Labels
+from server.clock import iso
+from server.models import (
+    Memory,
+    OpenedMemory,
+    RecalledMemory,
+    Reference,
+    Token,
+)
+from server.shapes.base import Shape
+
+
+class LabelsOut(Shape):
+    space: str | None = Field(description="where the memory lives; null: personal")
+    origin: list[str] = Field(description="origin marks (source:…): untrusted unless an operator trusts them")
+    digest: str | None = Field(description="sha256:… of the text; null once forgotten")
+    run: str | None = Field(description="the run that wrote it")
+    from_: list[str] = Field(alias="from", description="spaces whose data the writing run carried besides this one")
+
+    @classmethod
+    def of(cls, labels: Labels) -> LabelsOut:
+        return cls(
+            space=labels.space,
+            origin=list(labels.origin),
+            digest=None if labels.digest is None else "sha256:" + labels.digest,
+            run=labels.run,
+            from_=list(labels.from_),
+        )
+
+
+class MemoryOut(Shape):
+    id: str
+    text: str | None = Field(description="null once forgotten")
+    space: str | None
+    ai: str = Field(description="the AI that wrote it")
+    created_at: str
+    valid_from: str
+    valid_until: str | None
+    superseded_by: str | None
+    labels: LabelsOut
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            text=m.text,
+            space=m.space,
+            ai=m.ai,
+            created_at=iso(m.created_at),
+            valid_from=iso(m.valid_from),
+            valid_until=iso(m.valid_until),
+            superseded_by=m.superseded_by,
+            labels=LabelsOut.of(m.labels),
+        )
+
+
+class ReplacedOut(MemoryOut):
+    replaced: str = Field(description="the id of the memory it supersedes")
+
+
+class RecalledOut(Shape):
+    id: str
+    text: str
+    space: str | None
+    score: float = Field(description="cosine similarity to the query; higher is closer")
+    created_at: str
+    valid_until: str | None
+    labels: LabelsOut
+
+    @classmethod
+    def of(cls, m: RecalledMemory) -> RecalledOut:
+        return cls(
+            id=m.id,
+            text=m.text,
+            space=m.space,
+            score=m.score,
+            created_at=iso(m.created_at),
+            valid_until=iso(m.valid_until),
+            labels=LabelsOut.of(m.labels),
+        )
+
+
+class RecallOut(Shape):
+    memories: list[RecalledOut] = Field(description="best first")
+
+    @classmethod
+    def of(cls, memories: list[RecalledMemory]) -> RecallOut:
+        return cls(memories=[RecalledOut.of(m) for m in memories])
+
+
+class ForgottenOut(Shape):
+    id: str
+    forgotten: bool = True
+
+
+class SharedOut(Shape):
+    id: str
+    labels: LabelsOut
+
+
+class ReferenceOut(Shape):
+    ref: str = Field(description="the reference (ctx_…): hand it to another agent, which opens it")
+    run: str = Field(description="the run that shared it")
+    created_at: str
+    memories: list[SharedOut]
+
+    @classmethod
+    def of(cls, r: Reference) -> ReferenceOut:
+        return cls(
+            ref=r.ref,
+            run=r.run,
+            created_at=iso(r.created_at),
+            memories=[SharedOut(id=i, labels=LabelsOut.of(l)) for i, l in r.items],
+        )
+
+
+class OpenedOut(Shape):
+    id: str
+    text: str | None = Field(description="null: forgotten since it was shared")
+    forgotten: bool
+    labels: LabelsOut = Field(description="as shared")
+
+
+class ContextOut(Shape):
+    ref: str
+    run: str
+    memories: list[OpenedOut]
+
+    @classmethod
+    def of(cls, r: Reference, memories: list[OpenedMemory]) -> ContextOut:
+        return cls(
+            ref=r.ref,
+            run=r.run,
+            memories=[
+                OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels))
+                for m in memories
+            ],
+        )
+
+
+# -- the operator's ---------------------------------------------------------------------------
+
+
+class RunTokenOut(Shape):
+    run: str = Field(description="the run's id, as the trail and GET /v1/runs name it")
+    token: str = Field(description="the run token's secret, shown once: give the agent only this")
+    token_id: str
+    expires_at: str
+
+    @classmethod
+    def of(cls, t: Token, secret: str) -> RunTokenOut:
+        assert t.run_id is not None and t.expires_at is not None  # a run token's: one run, a life
+        return cls(run=t.run_id, token=secret, token_id=t.id, expires_at=iso(t.expires_at))
