@@ -99,7 +99,8 @@ def _forgeries(site, operator) -> dict[str, str]:
     return {
         "garbage": "not-a-session",
         "the token itself": site.tokens["operator"],
-        "bad mac": f"{version}.{payload}.{mac[:-2]}AA",
+        # One character changed, never to itself (ending it in "AA" matched 1 genuine MAC in 256).
+        "bad mac": f"{version}.{payload}.{'B' if mac[0] != 'B' else 'C'}{mac[1:]}",
         "payload swapped to another token": f"{version}.{swapped}.{mac}",
         "expiry pushed back": f"{version}.{later}.{mac}",
         "signed by another key": session_cookie(
