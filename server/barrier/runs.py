@@ -127,6 +127,10 @@ class Run:
         return self.everywhere or (self.space is not None and contains(self.space, space))
 
 
+# A run token still alive (its run may not be opened yet); the one parameter is now, in micros.
+_LIVE_RUN_TOKEN = "run_id IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+
+
 class RunBook:
     def __init__(self, catalog: Catalog, clock: Clock) -> None:
         self.catalog = catalog
@@ -286,8 +290,8 @@ class RunBook:
             raise InvalidInput("last must be from 1 to 10000", field="last")
         rows = self.catalog.all("SELECT * FROM runs ORDER BY opened_at DESC, id LIMIT ?", (last,))
         waiting = self.catalog.all(
-            "SELECT * FROM tokens WHERE run_id IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL "
-            "OR expires_at > ?) AND run_id NOT IN (SELECT id FROM runs) ORDER BY created_at DESC LIMIT ?",
+            f"SELECT * FROM tokens WHERE {_LIVE_RUN_TOKEN} AND run_id NOT IN (SELECT id FROM runs) "
+            "ORDER BY created_at DESC LIMIT ?",
             (to_micros(self.clock()), last),
         )
         found = [(r["opened_at"], r["id"], self._run(r, count_steps=True)) for r in rows]
@@ -300,8 +304,7 @@ class RunBook:
         row = self.catalog.one("SELECT * FROM runs WHERE id = ?", (run_id,))
         if row is None:
             token = self.catalog.one(
-                "SELECT * FROM tokens WHERE run_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
-                (run_id, to_micros(self.clock())),
+                f"SELECT * FROM tokens WHERE run_id = ? AND {_LIVE_RUN_TOKEN}", (run_id, to_micros(self.clock()))
             )
             if token is None:
                 raise RunNotFound(f"no run {str(run_id)[:80]}")

@@ -97,14 +97,7 @@ class Esfis:
         scope: str | None = None,
         token: Token | None = None,
     ) -> Caller:
-        """The one place a caller is resolved and checked, for every interface: standing in
-        ``space`` if named, else where ``cwd`` lies, else in its token's scope, else nowhere.
-
-        The run is the platform's choice, never the caller's (``server.barrier.runs``). With a
-        ``token`` (HTTP), the token decides: a run token is its one run; an agent token's
-        requests are its standing run. Otherwise ``run`` names an interface's session (an MCP
-        process, a CLI ``--run``; None: this call is a run of its own), and ``owner`` is who the
-        name belongs to (default: the transport and the AI)."""
+        """Who calls, from where, in which run (``server.facade.callers.resolve_caller``)."""
         return resolve_caller(
             self._parts.registry,
             ai,
