@@ -16,6 +16,7 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── RuleNotFound            not_found       404
     │   ├── GrantNotFound           not_found       404
     │   ├── RunNotFound             not_found       404
+│   ├── ApprovalNotFound        not_found       404   identical for unknown ids and another run's
     │   └── ContextNotFound         not_found       404   identical for unknown and malformed refs
     ├── Forbidden                   forbidden       403
     │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
@@ -27,8 +28,11 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
     │   ├── SpaceNotEmpty           space_not_empty 409
-    │   └── SpaceExists             space_exists    409
+    │   ├── SpaceExists             space_exists    409
+│   ├── ApprovalPending         approval_pending 409  the run already holds a call for a person
+│   └── ApprovalDecided         approval_decided 409  decided already (or expired, void, withdrawn)
     ├── PayloadTooLarge             too_large       413
+├── TooManyRequests             too_many_requests 429 a token's calls in flight over its share
     ├── NotServed                   not_served      503   this server does not serve that here (/mcp with several workers)
     └── StoreUnavailable            store_error     500   model or store cannot be used
 """
@@ -106,6 +110,10 @@ class RunNotFound(NotFound):
     pass
 
 
+class ApprovalNotFound(NotFound):
+    """Raised alike for an id that never existed and for another run's approval."""
+
+
 class ContextNotFound(NotFound):
     pass
 
@@ -162,9 +170,27 @@ class SpaceExists(Conflict):
     code = "space_exists"
 
 
+class ApprovalPending(Conflict):
+    """A run holds at most one call waiting for a person (``server.barrier.approvals``)."""
+
+    code = "approval_pending"
+
+
+class ApprovalDecided(Conflict):
+    code = "approval_decided"
+
+
 class PayloadTooLarge(EsfisError):
     code = "too_large"
     status = 413
+
+
+class TooManyRequests(EsfisError):
+    """Over a share the server keeps for every caller; ``retry_after`` in seconds."""
+
+    code = "too_many_requests"
+    status = 429
+    retry_after = 1
 
 
 class NotServed(EsfisError):

@@ -29,6 +29,9 @@ Action = Literal["remember", "replace", "forget"]  # the calls a person may be a
 # session (an MCP process, a CLI --run), or one CLI command.
 RunKind = Literal["standing", "token", "session", "once"]
 TokenKind = Literal["agent", "operator", "run", "runs"]
+# Who answers a token's approvals over /mcp: the operator's queue, or (an operator's choice, for
+# an agent token only) the prompt of the MCP host the token is configured in.
+Approvals = Literal["queue", "host"]
 
 DEFAULT_LIMIT = 10  # memories a recall answers unless asked
 MAX_LIMIT = 100  # the most it answers
@@ -172,6 +175,7 @@ class Token:
     parent_run: str | None = None  # the opener's standing run, whose labels the run shares
     expires_at: datetime | None = None
     standing: int = 0  # which of this token's standing runs is the current one
+    approvals: Approvals = "queue"  # "host": its MCP host's prompts count as a person's (docs/barrier.md)
 
     @property
     def kind(self) -> TokenKind:

@@ -11,6 +11,8 @@ from server.errors import InvalidInput
 
 TRAIL_DAYS = 90  # the default: runs that are over are pruned after this many days
 BATCH_WINDOW_MS = 2.0  # the default: the most a server's query waits for others to embed with
+APPROVAL_HOURS = 24.0  # the default: a call held for the operator expires after this long
+APPROVAL_WAIT_S = 300.0  # the default: how long an MCP host's prompt may take before it counts as declined
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class Settings:
     batch_window_ms: float = (
         BATCH_WINDOW_MS  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
     )
+    approval_hours: float = APPROVAL_HOURS  # ESFIS_APPROVAL_HOURS: a held call's life
+    approval_wait_s: float = APPROVAL_WAIT_S  # ESFIS_APPROVAL_WAIT_S: an MCP host's prompt's time to answer
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -44,6 +48,8 @@ class Settings:
             vectors=env.get("ESFIS_VECTORS") or None,
             trail_days=_days(env.get("ESFIS_TRAIL_DAYS")),
             batch_window_ms=_window(env.get("ESFIS_BATCH_WINDOW_MS")),
+            approval_hours=_number(env, "ESFIS_APPROVAL_HOURS", APPROVAL_HOURS, low=0.001, high=720, unit="hours"),
+            approval_wait_s=_number(env, "ESFIS_APPROVAL_WAIT_S", APPROVAL_WAIT_S, low=1, high=3600, unit="seconds"),
         )
 
     @property
@@ -82,3 +88,18 @@ def _window(value: str | None) -> float:
             field="ESFIS_BATCH_WINDOW_MS",
         )
     return window
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, low: float, high: float, unit: str) -> float:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not low <= number <= high:  # also refuses nan
+        raise InvalidInput(
+            f"{name} must be a number of {unit} from {low:g} to {high:g}, not {value[:40]!r}", field=name
+        )
+    return number

@@ -7,7 +7,14 @@ or another run.
 
 **A person at the call.** An interface that can ask a person passes an ``Ask``: it shows the
 request (the real text, escaped, and target) and answers True (approved), False (declined), or
-None (nobody can be asked: no terminal, a client without elicitation). HTTP passes none.
+None (nobody can be asked: no terminal, a client without elicitation). An ``Ask`` that must wait
+for its answer without holding a thread raises ``NeedsPerson`` instead, before anything is
+recorded; the interface asks on its event loop and calls again with the answer
+(``answered``). HTTP passes none: no answer of an HTTP caller is a person's.
+
+**Held for the operator.** With ``hold``, a call nobody could approve at the call is held
+(``server.barrier.approvals``): its row and an ``approval_requested`` step (decision ``held``)
+commit together, and the gate answers the ``Held`` instead of steps. Nothing is written yet.
 
 **Policies above all.** A grant or an approval moves data between spaces, never past a policy:
 data of a space this AI is denied crosses under neither, and nobody is asked.
@@ -16,8 +23,11 @@ data of a space this AI is denied crosses under neither, and nobody is asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from server.barrier import Crossing, judge, may_hold
+from server.barrier.approvals import ApprovalBook, Held
 from server.barrier.grants import GrantBook
 from server.barrier.labels import Carried, space_mark
 from server.barrier.runs import Run, RunBook, Step
@@ -29,10 +39,34 @@ from server.spaces.policies import PolicySet
 Ask = Callable[[ApprovalRequest], "bool | None"]  # True: approved, False: declined, None: nobody to ask
 
 
+class NeedsPerson(Exception):  # noqa: N818  (control flow, not an error: never reaches a caller)
+    """Raised by an ``Ask`` that answers later: ``request`` is what the person must see."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(request.action)
+        self.request = request
+
+
+def answered(request: ApprovalRequest, answer: bool | None) -> Ask:
+    """An ``Ask`` holding the person's answer to ``request``: it answers that request only. Asked
+    anything else (the run read more while the person looked), nobody answered it."""
+    return lambda asked: answer if asked == request else None
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """What a held call needs besides its request: kept with it, applied with it."""
+
+    origins: tuple[str, ...] = ()
+    memory_id: str | None = None  # replace: the old memory; forget: the memory
+    valid_until: datetime | None = None
+
+
 class Gates:
-    def __init__(self, runs: RunBook, grants: GrantBook, clock: Clock) -> None:
+    def __init__(self, runs: RunBook, grants: GrantBook, approvals: ApprovalBook, clock: Clock) -> None:
         self.runs = runs
         self.grants = grants
+        self.approvals = approvals
         self.clock = clock
 
     def enter(self, caller: Caller) -> Run:
@@ -60,8 +94,10 @@ class Gates:
         text: str,
         ask: Ask | None,
         policies: PolicySet,
-    ) -> list[Step]:
-        """Whether ``target`` may hold what the write carries; the steps to record with the write."""
+        hold: HeldCall | None = None,
+    ) -> list[Step] | Held:
+        """Whether ``target`` may hold what the write carries; the steps to record with the write,
+        or, with ``hold`` and nobody to ask, the call held for the operator."""
         crossing = judge(
             carried.spaces,
             may_hold(target),
@@ -86,6 +122,8 @@ class Gates:
             )  # for the person at the call
             request = ApprovalRequest(action, caller.ai, text, None, shown, "data_barrier")
             answer = ask(request) if ask is not None else None
+            if answer is None and hold is not None:
+                return self._hold(caller, run, request, carried=marks, blocked=blocked, call=hold)
             if answer is not None:
                 steps.append(Step("approval_requested", blocked, None, "data_barrier", None, target_mark))
                 if answer:
@@ -100,8 +138,16 @@ class Gates:
         raise DataBarrier(self._refusal(run, crossing, target, asked=bool(steps[:-1])))
 
     def forget(
-        self, caller: Caller, run: Run, *, trusted: Iterable[str], target: str | None, text: str, ask: Ask | None
-    ) -> list[Step]:
+        self,
+        caller: Caller,
+        run: Run,
+        *,
+        trusted: Iterable[str],
+        target: str | None,
+        text: str,
+        ask: Ask | None,
+        hold: HeldCall | None = None,
+    ) -> list[Step] | Held:
         """A run that carries untrusted content forgets only with a person's approval."""
         untrusted = tuple(sorted(run.carried.origins - set(trusted)))
         if not untrusted:
@@ -109,6 +155,8 @@ class Gates:
         target_mark = space_mark(target)
         request = ApprovalRequest("forget", caller.ai, text, target, untrusted, "untrusted_source")
         answer = ask(request) if ask is not None else None
+        if answer is None and hold is not None:
+            return self._hold(caller, run, request, carried=tuple(run.carried.marks()), blocked=untrusted, call=hold)
         steps: list[Step] = []
         if answer is not None:
             steps.append(Step("approval_requested", untrusted, None, "untrusted_source", None, target_mark))
@@ -126,6 +174,33 @@ class Gates:
             f"untrusted_source: this run carries untrusted content ({', '.join(untrusted)}), so forget needs "
             f"a person's approval at the call, and {how}"
         )
+
+    def _hold(
+        self,
+        caller: Caller,
+        run: Run,
+        request: ApprovalRequest,
+        *,
+        carried: tuple[str, ...],
+        blocked: tuple[str, ...],
+        call: HeldCall,
+    ) -> Held:
+        """Hold the call for the operator: its row and its step commit together."""
+        target_mark = space_mark(request.target)
+        with self.runs.catalog.transaction() as tx:
+            held = self.approvals.hold(
+                caller,
+                request,
+                carried=carried,
+                blocked=blocked,
+                origins=call.origins,
+                memory_id=call.memory_id,
+                valid_until=call.valid_until,
+                tx=tx,
+            )
+            step = Step("approval_requested", blocked, "held", request.rule, None, target_mark, memory_ids=(held.id,))
+            self.runs.record(tx, run, caller, steps=[step])
+        return held
 
     def open(
         self,

@@ -213,12 +213,20 @@ class RunBook:
                         "WHERE true ON CONFLICT DO NOTHING",
                         (holder, json.dumps(marks)),
                     )
+        self._insert_steps(tx, run.id, now, steps)
+
+    def note(self, tx: Tx, run_id: str, steps: Iterable[Step]) -> None:
+        """Steps that are not the run's own (an operator's answer to its held call): recorded
+        whether or not the run is still open, carrying nothing into it."""
+        self._insert_steps(tx, run_id, to_micros(self.clock()), steps)
+
+    def _insert_steps(self, tx: Tx, run_id: str, now: int, steps: Iterable[Step]) -> None:
         tx.executemany(
             "INSERT INTO run_steps (run, at, kind, labels, decision, rule, grant_id, target, memory_ids, actor) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    run.id,
+                    run_id,
                     now,
                     s.kind,
                     json.dumps(list(s.labels)),

@@ -38,7 +38,15 @@ from typing import Any
 
 import psycopg
 
-from server.catalog.shared import SCHEMA_VERSION, V6_COLUMNS, Dialect, redacted, refuse_newer
+from server.catalog.shared import (
+    APPROVALS_TABLE,
+    SCHEMA_VERSION,
+    V6_COLUMNS,
+    V7_COLUMNS,
+    Dialect,
+    redacted,
+    refuse_newer,
+)
 from server.errors import InvalidInput, StoreUnavailable
 
 POSTGRES = Dialect(
@@ -188,9 +196,11 @@ CREATE TABLE partition_versions (key {T} PRIMARY KEY, version BIGINT NOT NULL);
 CREATE INDEX run_steps_by_at ON run_steps (at);
 CREATE TABLE ended_sessions (nonce {T} PRIMARY KEY, expires BIGINT NOT NULL);
 """,
+    7: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V7_COLUMNS)
+    + APPROVALS_TABLE.format(T=T, I="BIGINT"),
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
-FORGET_TABLES = "memories, import_keys, contexts"  # where a forget clears or rewrites a row
+FORGET_TABLES = "memories, import_keys, contexts, approvals"  # where a forget clears or rewrites a row
 
 
 class PostgresCatalog:

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 6  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 7  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
-#                    runs, who took a step, signed-out web sessions
+#                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
+#                    answers a token's approvals
 
 # Version 6's columns, added to a catalog made before it: (table, column, type). Types are
 # written for both backends ({T}: the text type).
@@ -31,6 +32,45 @@ V6_COLUMNS = (
     ("runs", "expires_at", "BIGINT"),
     ("run_steps", "actor", "{T}"),  # who took a step that is not the run's (an operator ending it)
 )
+
+# Version 7's columns, added to a catalog made before it.
+V7_COLUMNS = (("tokens", "approvals", "{T} NOT NULL DEFAULT 'queue'"),)  # queue | host (server.barrier.approvals)
+
+# Version 7's table, for both backends ({T}: the text type, {I}: the 64-bit integer type). One
+# write a person must approve, held for the operator (server.barrier.approvals); its text is
+# cleared the moment it is decided, expires or is withdrawn.
+APPROVALS_TABLE = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id {T} PRIMARY KEY,
+    status {T} NOT NULL,            -- pending | approved | declined | expired | void | withdrawn
+    action {T} NOT NULL,            -- remember | replace | forget
+    rule {T} NOT NULL,              -- data_barrier | untrusted_source
+    ai {T} NOT NULL,
+    transport {T} NOT NULL,
+    run_id {T} NOT NULL,
+    run_kind {T} NOT NULL,
+    run_name {T} NOT NULL,
+    run_parent {T},
+    token_id {T},
+    scope {T},                      -- the token's subtree
+    space {T},                      -- where the caller stood
+    target {T},                     -- where it writes (NULL: personal)
+    carried {T} NOT NULL,           -- JSON marks the run carried when it was held
+    blocked {T} NOT NULL,           -- JSON marks that need the person
+    origins {T} NOT NULL,           -- JSON origin marks the write gave
+    text {T},                       -- NULL once decided, and for a forget (the memory holds it)
+    memory_id {T},                  -- replace: the old memory; forget: the memory
+    valid_until {I},
+    created_at {I} NOT NULL,
+    expires_at {I} NOT NULL,
+    decided_at {I},
+    decided_by {T},
+    reason {T},
+    result {T}                      -- the memory written
+);
+CREATE UNIQUE INDEX IF NOT EXISTS approvals_one_pending_per_run ON approvals (run_id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS approvals_by_created ON approvals (created_at);
+"""
 
 
 @dataclass(frozen=True)

@@ -143,12 +143,24 @@ group("token", "create, list and revoke HTTP tokens")
         field="runs_only",
         help="with --ai: a harness's credential that opens run tokens (POST /v1/runs) and nothing else",
     ),
+    arg(
+        "--approvals",
+        choices=("queue", "host"),
+        default="queue",
+        help="with --ai: who approves this token's held writes over /mcp: the operator on Settings › "
+        "Approvals (queue, the default), or the prompt of the MCP host it is configured in (host: "
+        "trust that host's user; never for a run token)",
+    ),
 )
 def token_create(args: Namespace) -> None:
     """Prints the secret and nothing else."""
     with open_service() as service:
         _, secret = service.operator.create_token(
-            ai=args.token_ai, space=args.token_space, operator=args.operator, runs_only=args.runs_only
+            ai=args.token_ai,
+            space=args.token_space,
+            operator=args.operator,
+            runs_only=args.runs_only,
+            approvals=args.approvals,
         )
     print(secret)
 

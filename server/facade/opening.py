@@ -232,6 +232,7 @@ def open_service(
             clock=clock,
             home=settings.home,
             trail_days=settings.trail_days,
+            approval_hours=settings.approval_hours,
         )
     )
     service.recover()

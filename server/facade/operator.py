@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from server.barrier import Grant
+from server.barrier.approvals import Held
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time, to_micros
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
+from server.facade import approvals
+from server.facade.approvals import HeldView
 from server.inputs import DEFAULT_BATCH
 from server.memories.deliveries import explain
 from server.models import EVERYWHERE, PERSONAL, Delivery, Place, Space, Token, TrustedSource, Why
@@ -65,6 +68,10 @@ class Operator:
             )
         # Spaces below it stay: each is a space of its own, reached from its own folders.
         removed = self._parts.memories.drop_space(name, self._parts.clock())
+        with self._parts.catalog.transaction() as tx:  # held texts of it go with its memories
+            cleared = self._parts.approvals.purge_space(tx, name)
+        if cleared:
+            self._parts.catalog.checkpoint()
         self._parts.registry.delete(name)
         return removed
 
@@ -109,6 +116,24 @@ class Operator:
             query_vector=vector,
             now=self._parts.clock(),
         )
+
+    # -- held calls (operator) --------------------------------------------------------------
+
+    def approvals(self, *, status: str | None = "pending", last: int = 100) -> list[HeldView]:
+        """Held calls, newest first (the pending ones by default), each rendered as the person
+        must read it; one that can no longer be applied is voided, never shown as approvable."""
+        return approvals.listing(self._parts, status=status, last=last)
+
+    def approval(self, approval_id: str) -> HeldView:
+        return approvals.view(self._parts, self._parts.approvals.get(approval_id))
+
+    def decide_approval(self, approval_id: str, *, approve: bool, by: str) -> Held:
+        """The operator's answer to a held call: approved, it is applied now as its run's step
+        (or void, with the reason, if it no longer can be); declined, its text is cleared."""
+        return approvals.decide(self._parts, approval_id, approve=approve, by=by)
+
+    def settle_approvals(self) -> int:
+        return self._parts.approvals.settle()
 
     # -- grants, trusted sources, runs (operator) -------------------------------------------
 
@@ -175,10 +200,19 @@ class Operator:
     # -- tokens ---------------------------------------------------------------------------
 
     def create_token(
-        self, *, ai: str | None = None, space: str | None = None, operator: bool = False, runs_only: bool = False
+        self,
+        *,
+        ai: str | None = None,
+        space: str | None = None,
+        operator: bool = False,
+        runs_only: bool = False,
+        approvals: str = "queue",
     ) -> tuple[Token, str]:
-        """A new HTTP token and its secret: the only time the secret exists outside its holder."""
-        return self._parts.tokens.create(ai=ai, space=space, operator=operator, runs_only=runs_only)
+        """A new HTTP token and its secret: the only time the secret exists outside its holder.
+        ``approvals="host"``: an agent token whose MCP host's prompts count as a person's."""
+        return self._parts.tokens.create(
+            ai=ai, space=space, operator=operator, runs_only=runs_only, approvals=approvals
+        )
 
     def tokens(self) -> list[Token]:
         return self._parts.tokens.list()

@@ -13,6 +13,7 @@ import numpy as np
 from indexing.embedder import Embedder
 from indexing.errors import BadVector, IndexingError
 from indexing.store import VectorStore
+from server.barrier.approvals import ApprovalBook
 from server.barrier.contexts import ContextBook
 from server.barrier.gates import Gates
 from server.barrier.grants import GrantBook
@@ -24,7 +25,7 @@ from server.memories import MemoryBook
 from server.memories.deliveries import DeliveryLog
 from server.memories.group_commit import GroupCommit
 from server.memories.journal import JOURNALS, WriteJournal
-from server.settings import TRAIL_DAYS
+from server.settings import APPROVAL_HOURS, TRAIL_DAYS
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook
 
@@ -50,6 +51,7 @@ class Parts:
     contexts: ContextBook
     gates: Gates
     tokens: TokenBook
+    approvals: ApprovalBook
 
     @classmethod
     def over(
@@ -61,11 +63,13 @@ class Parts:
         clock: Clock,
         home: Path,
         trail_days: int = TRAIL_DAYS,
+        approval_hours: float = APPROVAL_HOURS,
     ) -> Parts:
         """The books over one catalog and one store."""
         journal = WriteJournal(home / JOURNALS)
         runs = RunBook(catalog, clock)
         grants = GrantBook(catalog, clock)
+        approvals = ApprovalBook(catalog, clock, hours=approval_hours)
         return cls(
             home=home,
             trail_days=trail_days,
@@ -81,7 +85,8 @@ class Parts:
             runs=runs,
             grants=grants,
             contexts=ContextBook(catalog, clock),
-            gates=Gates(runs, grants, clock),
+            gates=Gates(runs, grants, approvals, clock),
+            approvals=approvals,
             tokens=TokenBook(catalog, clock),
         )
 

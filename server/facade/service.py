@@ -20,10 +20,11 @@ import numpy as np
 
 from indexing.batching import BatchingEmbedder
 from indexing.errors import IndexingError
+from server.barrier.approvals import Held, is_approval_id
 from server.barrier.contexts import MAX_SHARED
-from server.barrier.gates import Ask
-from server.barrier.labels import Carried, Labels, check_origins, space_mark
-from server.barrier.runs import Run, Step
+from server.barrier.gates import Ask, HeldCall
+from server.barrier.labels import check_origins, space_mark
+from server.barrier.runs import Step
 from server.bulk.journal import sweep
 from server.catalog import Tx
 from server.clock import Clock, parse_time
@@ -35,11 +36,13 @@ from server.errors import (
     PolicyDenied,
     StoreUnavailable,
 )
+from server.facade import approvals
 from server.facade.callers import resolve_caller
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, redact_labels, shown, shown_recalled, shown_reference
-from server.memories.input import MAX_QUERY_BYTES, NewMemory, check_id, check_text, new_id
+from server.facade.writing import new_memory, write_trail
+from server.memories.input import MAX_QUERY_BYTES, check_id, check_text
 from server.memories.journal import JOURNALS
 from server.memories.recall import run_recall
 from server.models import (
@@ -152,9 +155,12 @@ class Esfis:
         valid_until: str | datetime | None = None,
         labels: list[str] | None = None,
         ask: Ask | None = None,
-    ) -> Memory:
+        hold: bool = False,
+    ) -> Memory | Held:
         """Write a memory into the caller's space (or personal). ``labels`` are origin marks;
-        ``ask`` asks a person when the barrier needs one (None: nobody can be asked)."""
+        ``ask`` asks a person when the barrier needs one (None: nobody can be asked); with
+        ``hold``, a write nobody could approve at the call is held for the operator, and its
+        ``Held`` answered instead (``server.barrier.approvals``)."""
         text = check_text(text)
         origins = check_origins(labels)
         now = self._parts.clock()
@@ -179,11 +185,22 @@ class Esfis:
             text=text,
             ask=ask,
             policies=scope.policies,
+            hold=HeldCall(origins=origins, valid_until=until) if hold else None,
         )
-        memory = self._new(
-            caller, run, carried=run.carried, target=target, text=text, origins=origins, now=now, until=until
+        if isinstance(steps, Held):
+            return steps
+        memory = new_memory(
+            self._parts,
+            caller,
+            run,
+            carried=run.carried,
+            target=target,
+            text=text,
+            origins=origins,
+            now=now,
+            until=until,
         )
-        self._parts.memories.write([memory], also=self._trail(run, caller, steps, memory))
+        self._parts.memories.write([memory], also=write_trail(self._parts, run, caller, steps, memory))
         return shown(scope, self._loaded(memory.id))
 
     def recall(
@@ -239,8 +256,15 @@ class Esfis:
         return shown(scope, memory)
 
     def replace(
-        self, caller: Caller, id_: str, text: str, *, space: str | None = None, ask: Ask | None = None
-    ) -> Memory:
+        self,
+        caller: Caller,
+        id_: str,
+        text: str,
+        *,
+        space: str | None = None,
+        ask: Ask | None = None,
+        hold: bool = False,
+    ) -> Memory | Held:
         """Supersede a memory; the new one lives in ``space`` if given, else in the old one's.
         What the new memory holds is the old one's data and the run's: the barrier judges both."""
         old = self._visible(caller, id_)
@@ -256,15 +280,27 @@ class Esfis:
         run = self._parts.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
         steps = self._parts.gates.write(
-            caller, run, carried=carried, target=target, action="replace", text=text, ask=ask, policies=scope.policies
+            caller,
+            run,
+            carried=carried,
+            target=target,
+            action="replace",
+            text=text,
+            ask=ask,
+            policies=scope.policies,
+            hold=HeldCall(memory_id=old.id) if hold else None,
         )
+        if isinstance(steps, Held):
+            return steps
         now = self._parts.clock()
-        memory = self._new(caller, run, carried=carried, target=target, text=text, origins=(), now=now, until=None)
+        memory = new_memory(
+            self._parts, caller, run, carried=carried, target=target, text=text, origins=(), now=now, until=None
+        )
         try:
             self._parts.memories.write(
                 [memory],
                 supersedes=(old.id, now),
-                also=self._trail(run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
+                also=write_trail(self._parts, run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
             )
         except AlreadySuperseded:
             raise self._superseded(caller, self._parts.memories.load(old.id) or old) from None
@@ -280,14 +316,27 @@ class Esfis:
                 pass
         return AlreadySuperseded(f"memory {old.id} is already superseded")
 
-    def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None) -> None:
-        """Forget for good. A run carrying untrusted content needs a person's approval."""
+    def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None, hold: bool = False) -> Held | None:
+        """Forget for good. A run carrying untrusted content needs a person's approval (held
+        for the operator with ``hold``). An approval's id (``apr_…``) of the caller's own run
+        withdraws that held call: its text leaves the catalog."""
+        if is_approval_id(id_):
+            approvals.withdraw(self._parts, caller, id_)
+            return None
         memory = self._visible(caller, id_)
         run = self._parts.gates.enter(caller)
         trusted = [t.source for t in self._parts.grants.trusted()]
         steps = self._parts.gates.forget(
-            caller, run, trusted=trusted, target=memory.space, text=memory.text or "", ask=ask
+            caller,
+            run,
+            trusted=trusted,
+            target=memory.space,
+            text=memory.text or "",
+            ask=ask,
+            hold=HeldCall(memory_id=memory.id) if hold else None,
         )
+        if isinstance(steps, Held):
+            return steps
         step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
 
         def trail(tx) -> None:
@@ -295,55 +344,13 @@ class Esfis:
             self._parts.contexts.scrub(tx, memory.id)
 
         self._parts.memories.forget(memory, self._parts.clock(), also=trail)
+        return None
 
-    def _new(
-        self,
-        caller: Caller,
-        run: Run,
-        *,
-        carried: Carried,
-        target: str | None,
-        text: str,
-        origins: tuple[str, ...],
-        now: datetime,
-        until: datetime | None,
-    ) -> NewMemory:
-        """A memory as the run writes it: it inherits the origin marks the run carries, and names
-        the spaces whose data the run carried besides the target."""
-        return NewMemory(
-            id=new_id(),
-            space=target,
-            text=text,
-            vector=self._parts.embed_documents([text])[0],
-            ai=caller.ai,
-            created_at=now,
-            valid_from=now,
-            valid_until=until,
-            labels=tuple(sorted({*origins, *carried.origins})),
-            run_id=run.id,
-            from_spaces=tuple(sorted(carried.spaces - {target} if target is not None else carried.spaces)),
-        )
-
-    def _trail(
-        self,
-        run: Run,
-        caller: Caller,
-        steps: list[Step],
-        memory: NewMemory,
-        *,
-        carry: tuple[str, ...] = (),
-        old: str | None = None,
-    ):
-        labels = Labels(
-            space=memory.space, origin=memory.labels, digest=None, run=run.id, from_=memory.from_spaces
-        ).marks()
-        write = Step(
-            "write",
-            labels,
-            target=space_mark(memory.space),
-            memory_ids=(memory.id,) if old is None else (memory.id, old),
-        )
-        return lambda tx: self._parts.runs.record(tx, run, caller, steps=[*steps, write], carry=carry)
+    def check_approval(self, caller: Caller, approval_id: str) -> Held:
+        """A held call of the caller's own (its run's or its token's): pending, approved (with
+        the memory it made), declined, expired, void or withdrawn. Any other id answers as one
+        that never existed."""
+        return approvals.check(self._parts, caller, approval_id)
 
     def _loaded(self, id_: str) -> Memory:
         memory = self._parts.memories.load(id_)

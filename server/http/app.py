@@ -26,6 +26,7 @@ from server.http.errors import install_error_handlers
 from server.http.mcp import McpEndpoint, Protection
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
+from server.settings import Settings
 from server.web import mount_web
 
 log = logging.getLogger("esfis.http")
@@ -55,7 +56,11 @@ class Health(BaseModel):
 def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
     """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.http.mcp``),
     whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
-    endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.from_env())
+    endpoint = McpEndpoint(
+        lambda: app.state.service,
+        mcp or Protection.from_env(),
+        approval_wait_s=Settings.from_env().approval_wait_s,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server.errors import EsfisError, InvalidInput, NotFound, PayloadTooLarge, Unauthorized
+from server.errors import EsfisError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests, Unauthorized
 
 log = logging.getLogger("esfis.http")
 
@@ -45,7 +45,8 @@ def error_response(status: int, code: str, message: str, headers: Mapping[str, s
 
 
 def from_esfis(exc: EsfisError) -> JSONResponse:
-    return error_response(exc.status, exc.code, exc.message)
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
+    return error_response(exc.status, exc.code, exc.message, headers)
 
 
 def _field(loc: Iterable[Any]) -> str:

@@ -15,8 +15,11 @@ Who calls, and in which run, is the platform's choice (docs/barrier.md):
 - **Where a session stands**: the space named in the URL (``/mcp?space=acme/platform``), within
   the token's reach, else the token's scope (else no space: personal only), fixed for the
   session: a later request naming another space is refused. Never a folder of the server.
-- **Approvals** go to the person through elicitation, over the session's stream, as over stdio;
-  a client that does not advertise elicitation is never asked.
+- **Approvals**: no answer of an HTTP client counts as a person's, since whoever holds the token
+  answers, and that may be the model. A call that needs a person is held for the operator
+  (``server.barrier.approvals``) and the tool answers its approval's id. Only a token the
+  operator made with ``--approvals host`` has its host's prompts (elicitation, awaited on the
+  event loop, never in a thread) count as its user's.
 - **One worker.** A session lives in the process that opened it, so a server of several
   workers (``esfis serve --workers N``) answers ``/mcp`` with 503 ``not_served``.
 - **Protection** (the MCP specification's, for HTTP servers): a request whose ``Origin`` is not
@@ -113,10 +116,12 @@ class McpEndpoint:
     """The ASGI app behind ``/mcp``: protection, the token's kind, the session's space, then
     the SDK's session manager. The HTTP gate has already authenticated the token."""
 
-    def __init__(self, service: Callable[[], Esfis], protection: Protection) -> None:
+    def __init__(self, service: Callable[[], Esfis], protection: Protection, *, approval_wait_s: float) -> None:
         self.service = service
         self.protection = protection
-        self.server: MCPServer = build_server(service, None, caller_of=caller_of)
+        self.server: MCPServer = build_server(
+            service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=approval_wait_s
+        )
         self.server.streamable_http_app(  # makes the session manager; its routes are not used
             json_response=False, stateless_http=False, transport_security=None, host="0.0.0.0"
         )
@@ -202,6 +207,14 @@ def caller_of(ctx: Context, service: Esfis) -> Caller:
     if not isinstance(token, Token):
         raise Forbidden("MCP over HTTP acts as an AI: use an agent token or a run token")
     return service.caller(space=scope.get(SPACE_KEY), transport="mcp", token=token)
+
+
+def trusts_host(ctx: Context) -> bool:
+    """Whether this call's host may ask its user to approve: an agent token the operator made
+    with ``--approvals host``; never a run token, whoever opened it."""
+    request = ctx.request_context.request
+    token = (getattr(request, "scope", None) or {}).get(TOKEN_KEY)
+    return isinstance(token, Token) and token.kind == "agent" and token.approvals == "host"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -6,19 +6,23 @@ comes from ``space`` or ``cwd`` (in the body, or the query for GET and DELETE), 
 space when the request names none, and is refused (403, naming only its own space) anywhere
 outside it. The token is the run (``server.barrier.runs``): an agent token's requests form its standing
 run, a run token is its own run, and no header or argument names another. HTTP has no person at
-the call, so a write the barrier sends to a person is refused. Endpoints are plain ``def``:
+the call (whoever holds the token answers, and that may be the model), so a write or forget
+the barrier sends to a person is **held** for the operator: 202 with ``approval: {id, status:
+"pending"}``, nothing applied, the outcome at ``GET /v1/approvals/{id}``. Endpoints are plain ``def``:
 FastAPI runs them in its thread pool, so embedding and LanceDB work never block the event loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from server import inputs
+from server.barrier.approvals import Held
 from server.facade import Esfis
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
@@ -32,7 +36,7 @@ from server.http.schemas import (
     Text,
 )
 from server.models import Caller, Token
-from server.shapes import ContextOut, MemoryOut, RecallOut, ReferenceOut, RunTokenOut
+from server.shapes import ApprovalOut, ContextOut, HeldOut, MemoryOut, RecallOut, ReferenceOut, RunTokenOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
@@ -95,13 +99,23 @@ def open_run(body: RunIn, request: Request, token: RunOpener) -> dict:
     return RunTokenOut.of(run_token, secret).dump()
 
 
-@router.post("/memories", status_code=201, response_model=MemoryOut, summary="remember")
-def remember(body: RememberIn, agent: AsAgent) -> dict:
-    """Store a memory in the caller's space, or a personal one with ``personal: true``."""
+HELD: dict[int | str, dict[str, Any]] = {
+    202: {"model": HeldOut, "description": "held for the operator's approval: nothing is applied yet"}
+}
+
+
+def _held(held: Held) -> JSONResponse:
+    return JSONResponse(HeldOut.of(held).dump(), status_code=202)
+
+
+@router.post("/memories", status_code=201, response_model=MemoryOut, responses=HELD, summary="remember")
+def remember(body: RememberIn, agent: AsAgent) -> Response | dict:
+    """Store a memory in the caller's space, or a personal one with ``personal: true``. A write
+    that needs a person's approval (into personal, carrying a space's data) is held: 202."""
     memory = agent.service.remember(
-        agent.at(body), body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels
+        agent.at(body), body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels, hold=True
     )
-    return MemoryOut.of(memory).dump()
+    return _held(memory) if isinstance(memory, Held) else MemoryOut.of(memory).dump()
 
 
 @router.post("/recall", response_model=RecallOut, summary="recall")
@@ -124,17 +138,30 @@ def get_memory(memory_id: str, agent: AsAgent, where: InQuery) -> dict:
     return MemoryOut.of(agent.service.get(agent.at(where), memory_id)).dump()  # the core hides an unseen successor
 
 
-@router.post("/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, summary="replace")
-def replace_memory(memory_id: str, body: ReplaceIn, agent: AsAgent) -> dict:
-    """Supersede a memory with a new text, in the old one's space; answers the new memory."""
-    return MemoryOut.of(agent.service.replace(agent.at(body), memory_id, body.text, space=body.new_space)).dump()
+@router.post(
+    "/memories/{memory_id}/replace", status_code=201, response_model=MemoryOut, responses=HELD, summary="replace"
+)
+def replace_memory(memory_id: str, body: ReplaceIn, agent: AsAgent) -> Response | dict:
+    """Supersede a memory with a new text, in the old one's space; answers the new memory (or
+    202: held for the operator's approval)."""
+    memory = agent.service.replace(agent.at(body), memory_id, body.text, space=body.new_space, hold=True)
+    return _held(memory) if isinstance(memory, Held) else MemoryOut.of(memory).dump()
 
 
-@router.delete("/memories/{memory_id}", status_code=204, summary="forget")
+@router.delete("/memories/{memory_id}", status_code=204, responses=HELD, summary="forget")
 def forget_memory(memory_id: str, agent: AsAgent, where: InQuery) -> Response:
-    """Forget a memory for good: its text and vector leave the store."""
-    agent.service.forget(agent.at(where), memory_id)
-    return Response(status_code=204)
+    """Forget a memory for good: its text and vector leave the store. A run that read untrusted
+    content is held for the operator's approval (202). An approval's id (``apr_…``) of this run
+    withdraws that held call."""
+    held = agent.service.forget(agent.at(where), memory_id, hold=True)
+    return _held(held) if held is not None else Response(status_code=204)
+
+
+@router.get("/approvals/{approval_id}", response_model=ApprovalOut, summary="check an approval")
+def check_approval(approval_id: str, agent: AsAgent, where: InQuery) -> dict:
+    """A held call of this token's (or this run's): pending, approved (with the memory it
+    wrote), declined, expired, void or withdrawn. Any other id answers 404, as an unknown one."""
+    return ApprovalOut.of(agent.service.check_approval(agent.at(where), approval_id)).dump()
 
 
 @router.post("/context", status_code=201, response_model=ReferenceOut, summary="share")

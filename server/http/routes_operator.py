@@ -190,6 +190,43 @@ def trail(run_id: str, request: Request, _: OperatorToken) -> dict:
     return shapes.TrailOut.of(run, steps).dump()
 
 
+# -- held calls -----------------------------------------------------------------------------
+
+
+def _call(view) -> dict:
+    return shapes.HeldCallOut.of_view(view.held, rendering=view.message, approvable=view.approvable).dump()
+
+
+@router.get("/approvals", response_model=shapes.HeldCallsOut)
+def list_approvals(
+    request: Request,
+    _: OperatorToken,
+    status: Annotated[
+        Text | None, Query(description="pending (the default), approved, declined, expired, void, withdrawn, or all")
+    ] = None,
+    last: Annotated[int, Query(ge=1, le=10_000, description="the most recent N")] = 100,
+) -> dict:
+    """Calls held for a person, newest first, each with its text rendered as the person must
+    read it (escaped and quoted). One that can no longer be applied is void, never approvable."""
+    wanted = "pending" if status is None else None if status == "all" else status
+    views = service_of(request).operator.approvals(status=wanted, last=last)
+    return {"approvals": [_call(v) for v in views]}
+
+
+@router.post("/approvals/{approval_id}/approve", response_model=shapes.ApprovalOut)
+def approve(approval_id: str, request: Request, token: OperatorToken) -> dict:
+    """Apply a held call now, as its run's step (or void it, with the reason, if it no longer can be)."""
+    held = service_of(request).operator.decide_approval(approval_id, approve=True, by=f"operator {token.id}")
+    return shapes.ApprovalOut.of(held).dump()
+
+
+@router.post("/approvals/{approval_id}/decline", response_model=shapes.ApprovalOut)
+def decline(approval_id: str, request: Request, token: OperatorToken) -> dict:
+    """Decline a held call: nothing is applied, and its text leaves the catalog."""
+    held = service_of(request).operator.decide_approval(approval_id, approve=False, by=f"operator {token.id}")
+    return shapes.ApprovalOut.of(held).dump()
+
+
 # -- backup ---------------------------------------------------------------------------------
 
 

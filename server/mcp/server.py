@@ -1,14 +1,21 @@
-"""The MCP server: six tools over the service façade, served over stdio.
+"""The MCP server: seven tools over the service façade, served over stdio.
 
     remember(text, personal=false, labels=null)   recall(query, limit=10)
     replace(id, text, space=null)                 forget(id)
     share(ids)                                    open_context(ref)
+    check_approval(id)
 
 The session is one run: what it recalls, gets and opens, it carries, and the data barrier
 judges every write by it. When a write needs a person (into personal, carrying a space's
-data) or a forget does (the run carries untrusted content), the server asks the client by an
-elicitation request showing the real text and target; a client that cannot elicit, or a
-person who declines, leaves the call refused.
+data) or a forget does (the run carries untrusted content), a person answers:
+
+- **the host's user**, by an elicitation request showing the real text and target, when the
+  host is trusted to ask its user (over stdio the host is the application the user runs; over
+  HTTP only a token made with ``--approvals host``) and the client advertises elicitation. The
+  wait runs on the event loop, never in a thread, for at most ``approval_wait_s`` (then it is
+  declined), and a run has at most one such prompt open;
+- **the operator** otherwise: the call is held (``server.barrier.approvals``), the tool answers
+  its approval's id, and ``check_approval`` tells the outcome.
 
 The server stands where it was started (``standing``); no tool takes a space to recall from.
 Every ``EsfisError`` becomes an MCP tool error in one place (``_serve``), so an id the agent may
@@ -41,11 +48,22 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from server import inputs
+from server.barrier.approvals import Held
+from server.barrier.gates import Ask, NeedsPerson, answered
 from server.errors import EsfisError, InvalidInput, RunNotFound, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller
-from server.settings import Settings
-from server.shapes import ContextOut, ForgottenOut, MemoryOut, RecallOut, ReferenceOut, ReplacedOut
+from server.settings import APPROVAL_WAIT_S, Settings
+from server.shapes import (
+    ApprovalOut,
+    ContextOut,
+    ForgottenOut,
+    HeldOut,
+    MemoryOut,
+    RecallOut,
+    ReferenceOut,
+    ReplacedOut,
+)
 
 if TYPE_CHECKING:
     from server.facade import Esfis
@@ -112,8 +130,9 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             f'Auth0"), one fact per memory. {target} Set `labels` (e.g. ["source:slack"]) when the '
             "fact comes from outside (slack, email, a webhook, a web page). esfis follows what this "
             "session has read: a write that would carry one space's data where it may not go is "
-            "refused (data_barrier), or, into personal memories, needs the user's approval. Returns "
-            "the new id and its labels."
+            "refused (data_barrier), or, into personal memories, needs a person's approval: then "
+            "nothing is written yet and the answer is an approval (apr_…) to check with "
+            "check_approval. Returns the new id and its labels."
         ),
         "recall": (
             "Find the memories that best answer a question or fit a task: conventions, past "
@@ -132,7 +151,14 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "Delete a memory for good: its text leaves the store. Use it only for a memory that "
             "should never have been kept (wrong, private, a secret) or when the user asks; to "
             "correct a fact, use replace. If this session has read content from an outside source "
-            "(a memory with an origin mark), the user is asked to approve."
+            "(a memory with an origin mark), a person must approve: the answer may then be an "
+            "approval (apr_…) to check with check_approval. forget(apr_…) withdraws a call of this "
+            "session that waits for approval."
+        ),
+        "check_approval": (
+            "Ask whether a call of this session that waited for a person's approval (an id apr_… "
+            "that remember, replace or forget answered) was approved and applied, declined, or "
+            "expired. Approved: `memory` is the id it wrote. Do not retry a held call; check it."
         ),
         "share": (
             "Make a context reference to memories you can see, to hand to another agent instead "
@@ -169,22 +195,56 @@ def origin_marks(labels: list[str] | None, source: str | None) -> list[str] | No
 # -- the server -----------------------------------------------------------------------------
 
 
-def asker(ctx: Context) -> Callable[["ApprovalRequest"], bool | None]:
-    """A person at the call, over MCP: an elicitation request to the client. Called from the
-    façade's worker thread; the request runs on the event loop. None: the client cannot ask."""
+def _defer(request: ApprovalRequest) -> bool | None:
+    """The first pass's ``Ask``: the answer is awaited on the event loop, not here."""
+    raise NeedsPerson(request)
 
-    def ask(request: "ApprovalRequest") -> bool | None:
-        params = ctx.session.client_params
-        if params is None or params.capabilities.elicitation is None:
-            return None
+
+def _can_elicit(ctx: Context) -> bool:
+    params = ctx.session.client_params
+    return params is not None and params.capabilities.elicitation is not None
+
+
+class PersonAtCall:
+    """Who answers a call that needs a person, for one server: the host's user (elicitation,
+    when ``trusts_host`` says this call's host may ask) or the operator's queue.
+
+    A gated call runs in two passes, each one trip to a worker thread: the first stops before
+    anything is recorded if a person must answer (``NeedsPerson``); the prompt is awaited on
+    the event loop with a deadline, holding no thread; the second pass runs the call with that
+    answer, for that exact request only (``answered``)."""
+
+    def __init__(self, *, wait_s: float, trusts_host: Callable[[Context], bool]) -> None:
+        self.wait_s = wait_s
+        self.trusts_host = trusts_host
+        self._asking: set[str] = set()  # runs with a prompt open: at most one each
+
+    def how(self, ctx: Context) -> tuple[Ask | None, bool]:
+        """The ``ask`` and ``hold`` for a call: prompt the host's user, or hold for the operator."""
+        if self.trusts_host(ctx) and _can_elicit(ctx):
+            return _defer, False
+        return None, True
+
+    async def ask(self, ctx: Context, run_id: str, request: ApprovalRequest) -> bool:
+        """The person's answer: True only for an explicit approval within the deadline."""
+        if run_id in self._asking:
+            raise ToolError(
+                "this run already waits for the person's answer to another call; retry once it is answered "
+                "(approval_pending)"
+            )
+        self._asking.add(run_id)
         try:
-            answer = anyio.from_thread.run(ctx.elicit, request.message(), Approval)
+            with anyio.fail_after(self.wait_s):
+                answer = await ctx.elicit(request.message(), Approval)
+        except TimeoutError:
+            log.info("nobody answered the approval request in time: declined")
+            return False
         except Exception:  # the client failed to answer: nobody approved
             log.warning("the client did not answer the approval request", exc_info=True)
             return False
+        finally:
+            self._asking.discard(run_id)
         return answer.action == "accept" and bool(answer.data.approve)
-
-    return ask
 
 
 def _client_name(ctx: Context) -> str | None:
@@ -265,12 +325,17 @@ def build_server(
     *,
     warm: Callable[[], None] | None = None,
     caller_of: CallerOf | None = None,
+    trusts_host: Callable[[Context], bool] | None = None,
+    approval_wait_s: float = APPROVAL_WAIT_S,
 ) -> MCPServer:
     """The MCP server over ``service`` (or a function that waits for it).
 
     Over stdio the server stands at ``standing`` and every call is its one run. Over HTTP
     (``server.http.mcp``) ``standing`` is None and ``caller_of`` makes each call's caller from
     the HTTP request that carried it: its token and the session's space.
+
+    ``trusts_host`` says whether a call's host may ask its user to approve (stdio: always; over
+    HTTP, ``server.http.mcp`` asks the token); otherwise such a call is held for the operator.
 
     ``warm`` (idempotent) runs once the handshake is answered: after the first request other
     than ``initialize``, or ``WARM_AFTER_S`` after start, whichever comes first. Heavy imports
@@ -314,6 +379,7 @@ def build_server(
     )
     about = descriptions(standing)
     who = caller_of
+    person = PersonAtCall(wait_s=approval_wait_s, trusts_host=trusts_host or (lambda _: True))
 
     async def call(ctx: Context, act: Callable[["Esfis", Caller], T]) -> T:
         """Run ``act(service, caller)`` for this tool call's caller, off the event loop."""
@@ -324,6 +390,23 @@ def build_server(
 
         return await _serve(run)
 
+    async def gated(ctx: Context, act: Callable[["Esfis", Caller, Ask | None, bool], T]) -> T:
+        """``act(service, caller, ask, hold)`` for a call a person may have to approve."""
+        ask, hold = person.how(ctx)
+        run_id = ""
+
+        def first(service: "Esfis", caller: Caller) -> T:
+            nonlocal run_id
+            run_id = caller.run_id
+            return act(service, caller, ask, hold)
+
+        try:
+            return await call(ctx, first)
+        except NeedsPerson as need:
+            request = need.request
+        answer = answered(request, await person.ask(ctx, run_id, request))
+        return await call(ctx, lambda service, caller: act(service, caller, answer, False))
+
     @server.tool(description=about["remember"], annotations=ToolAnnotations(title="Remember", read_only_hint=False))
     async def remember(
         text: Annotated[str, Field(description=inputs.TEXT)],
@@ -331,15 +414,14 @@ def build_server(
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
         source: Annotated[str | None, Field(description=OLD_SOURCE, json_schema_extra={"deprecated": True})] = None,
-    ) -> MemoryOut:
-        ask = asker(ctx)
-        memory = await call(
+    ) -> MemoryOut | HeldOut:
+        memory = await gated(
             ctx,
-            lambda service, who: service.remember(
-                who, text, personal=personal, labels=origin_marks(labels, source), ask=ask
+            lambda service, who, ask, hold: service.remember(
+                who, text, personal=personal, labels=origin_marks(labels, source), ask=ask, hold=hold
             ),
         )
-        return MemoryOut.of(memory)
+        return HeldOut.of(memory) if isinstance(memory, Held) else MemoryOut.of(memory)
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
@@ -359,19 +441,32 @@ def build_server(
         text: Annotated[str, Field(description=inputs.NEW_TEXT)],
         ctx: Context,
         space: Annotated[str | None, Field(description="rarely needed: " + inputs.NEW_SPACE)] = None,
-    ) -> ReplacedOut:
-        ask = asker(ctx)
-        memory = await call(ctx, lambda service, who: service.replace(who, id, text, space=space, ask=ask))
+    ) -> ReplacedOut | HeldOut:
+        memory = await gated(
+            ctx, lambda service, who, ask, hold: service.replace(who, id, text, space=space, ask=ask, hold=hold)
+        )
+        if isinstance(memory, Held):
+            return HeldOut.of(memory)
         return ReplacedOut(**MemoryOut.of(memory).model_dump(), replaced=id)
 
     @server.tool(description=about["forget"], annotations=ToolAnnotations(title="Forget", destructive_hint=True))
     async def forget(
         id: Annotated[str, Field(description="the id of the memory to delete")],
         ctx: Context,
-    ) -> ForgottenOut:
-        ask = asker(ctx)
-        await call(ctx, lambda service, who: service.forget(who, id, ask=ask))
-        return ForgottenOut(id=id)
+    ) -> ForgottenOut | HeldOut:
+        held = await gated(ctx, lambda service, who, ask, hold: service.forget(who, id, ask=ask, hold=hold))
+        return HeldOut.of(held) if held is not None else ForgottenOut(id=id)
+
+    @server.tool(
+        description=about["check_approval"],
+        annotations=ToolAnnotations(title="Check approval", read_only_hint=True),
+    )
+    async def check_approval(
+        id: Annotated[str, Field(description="the approval's id (apr_…) a held call answered")],
+        ctx: Context,
+    ) -> ApprovalOut:
+        held = await call(ctx, lambda service, who: service.check_approval(who, id))
+        return ApprovalOut.of(held)
 
     @server.tool(description=about["share"], annotations=ToolAnnotations(title="Share", read_only_hint=True))
     async def share(
@@ -449,7 +544,7 @@ def run_stdio() -> None:
 
     opening = Opening(open_)
     try:
-        build_server(opening.get, standing, warm=opening.start).run("stdio")
+        build_server(opening.get, standing, warm=opening.start, approval_wait_s=settings.approval_wait_s).run("stdio")
     finally:
         _end_session(opening, standing)
 

@@ -20,6 +20,7 @@ from server.shapes.agents import (
     RunTokenOut,
     SharedOut,
 )
+from server.shapes.approvals import ApprovalOut, HeldCallOut, HeldCallsOut, HeldOut
 from server.shapes.base import Shape
 from server.shapes.operator import (
     BackupOut,
@@ -51,6 +52,10 @@ from server.shapes.operator import (
 )
 
 __all__ = [
+    "ApprovalOut",
+    "HeldCallOut",
+    "HeldCallsOut",
+    "HeldOut",
     "BackupOut",
     "ContextOut",
     "CutByLimitOut",

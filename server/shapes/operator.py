@@ -191,6 +191,7 @@ class TokenOut(Shape):
     created_at: str
     revoked_at: str | None
     expires_at: str | None
+    approvals: str = Field(description="who approves its held calls over /mcp: queue (the operator) or host")
 
     @classmethod
     def of(cls, t: Token) -> TokenOut:
@@ -203,6 +204,7 @@ class TokenOut(Shape):
             created_at=iso(t.created_at),
             revoked_at=iso(t.revoked_at),
             expires_at=iso(t.expires_at),
+            approvals=t.approvals,
         )
 
 

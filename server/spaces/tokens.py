@@ -53,9 +53,16 @@ class TokenBook:
         self.clock = clock
 
     def create(
-        self, *, ai: str | None = None, space: str | None = None, operator: bool = False, runs_only: bool = False
+        self,
+        *,
+        ai: str | None = None,
+        space: str | None = None,
+        operator: bool = False,
+        runs_only: bool = False,
+        approvals: str = "queue",
     ) -> tuple[Token, str]:
-        """A new token and its secret (the only time the secret exists outside the caller)."""
+        """A new token and its secret (the only time the secret exists outside the caller).
+        ``approvals="host"`` (an agent token only): its MCP host's prompts count as a person's."""
         if operator == (ai is not None):
             raise InvalidInput("a token acts either as one AI or as the operator (exactly one)", field="ai")
         if ai is not None:
@@ -66,8 +73,21 @@ class TokenBook:
             Registry(self.catalog, self.clock).require(space)  # a clear error, early
         if runs_only and operator:
             raise InvalidInput("runs only applies to AI tokens only", field="runs_only")
+        if approvals not in ("queue", "host"):
+            raise InvalidInput("approvals must be queue or host", field="approvals")
+        if approvals == "host" and (operator or runs_only):
+            raise InvalidInput(
+                "approvals host applies to agent tokens only (never to operator, runs-only or run tokens)",
+                field="approvals",
+            )
         token = Token(
-            id=new_token_id(), ai=ai, space=space, operator=operator, created_at=self.clock(), runs_only=runs_only
+            id=new_token_id(),
+            ai=ai,
+            space=space,
+            operator=operator,
+            created_at=self.clock(),
+            runs_only=runs_only,
+            approvals="host" if approvals == "host" else "queue",
         )
         return token, self._insert(token)
 
@@ -108,7 +128,7 @@ class TokenBook:
                 raise SpaceNotFound(f"no space named {token.space!r} (esfis space list shows them)")
             tx.execute(
                 "INSERT INTO tokens (id, hash, ai, space, operator, created_at, runs_only, run_id, parent, parent_run, "
-                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expires_at, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     token.id,
                     hash_token(secret),
@@ -121,6 +141,7 @@ class TokenBook:
                     token.parent,
                     token.parent_run,
                     None if token.expires_at is None else to_micros(token.expires_at),
+                    token.approvals,
                 ),
             )
         return secret
@@ -228,4 +249,5 @@ def _token(row) -> Token:
         parent_run=row["parent_run"],
         expires_at=from_micros(row["expires_at"]),
         standing=int(row["standing"]),
+        approvals="host" if row["approvals"] == "host" else "queue",
     )

@@ -1,0 +1,65 @@
+"""A memory as a run writes it, and the trail of that write: shared by the agents' verbs
+(``server.facade.service``) and by an approved held call (``server.facade.approvals``), so a
+write the operator approves later is labelled and recorded exactly as one made at the call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from server.barrier.labels import Carried, Labels, space_mark
+from server.barrier.runs import Run, Step
+from server.catalog import Tx
+from server.facade.parts import Parts
+from server.memories.input import NewMemory, new_id
+from server.models import Caller
+
+
+def new_memory(
+    parts: Parts,
+    caller: Caller,
+    run: Run,
+    *,
+    carried: Carried,
+    target: str | None,
+    text: str,
+    origins: tuple[str, ...],
+    now: datetime,
+    until: datetime | None,
+) -> NewMemory:
+    """A memory as the run writes it: it inherits the origin marks the run carries, and names
+    the spaces whose data the run carried besides the target."""
+    return NewMemory(
+        id=new_id(),
+        space=target,
+        text=text,
+        vector=parts.embed_documents([text])[0],
+        ai=caller.ai,
+        created_at=now,
+        valid_from=now,
+        valid_until=until,
+        labels=tuple(sorted({*origins, *carried.origins})),
+        run_id=run.id,
+        from_spaces=tuple(sorted(carried.spaces - {target} if target is not None else carried.spaces)),
+    )
+
+
+def write_trail(
+    parts: Parts,
+    run: Run,
+    caller: Caller,
+    steps: list[Step],
+    memory: NewMemory,
+    *,
+    carry: tuple[str, ...] = (),
+    old: str | None = None,
+) -> Callable[[Tx], None]:
+    """The steps of a write, to record in the write's own transaction."""
+    labels = Labels(space=memory.space, origin=memory.labels, digest=None, run=run.id, from_=memory.from_spaces).marks()
+    write = Step(
+        "write",
+        labels,
+        target=space_mark(memory.space),
+        memory_ids=(memory.id,) if old is None else (memory.id, old),
+    )
+    return lambda tx: parts.runs.record(tx, run, caller, steps=[*steps, write], carry=carry)
