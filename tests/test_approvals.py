@@ -201,7 +201,9 @@ def test_purging_the_space_it_carries_clears_the_held_text(svc):
 
 
 def test_a_held_forget_of_untrusted_content_is_applied_on_approval(svc):
-    slack = svc.remember(svc.caller("seeder", space="acme"), "the deploy channel is #acme-deploys", labels=["source:slack"])
+    slack = svc.remember(
+        svc.caller("seeder", space="acme"), "the deploy channel is #acme-deploys", labels=["source:slack"]
+    )
     token, _ = svc.operator.create_token(ai="cursor")
     caller = svc.caller(space="acme", transport="http", token=token)
     svc.recall(caller, "deploy channel")

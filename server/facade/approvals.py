@@ -82,7 +82,9 @@ def decide(parts: Parts, approval_id: str, *, approve: bool, by: str) -> Held:
         raise InvalidInput("approve must be true or false", field="approve")
     held = parts.approvals.get(approval_id, settle=False)
     if not held.pending:
-        raise ApprovalDecided(f"approval {held.id} is {held.status} already" + (f": {held.reason}" if held.reason else ""))
+        raise ApprovalDecided(
+            f"approval {held.id} is {held.status} already" + (f": {held.reason}" if held.reason else "")
+        )
     lapsed = parts.approvals.lapsed(held)
     if lapsed is not None:
         status, reason = lapsed
