@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from server.barrier import visible
 from server.barrier.labels import Labels
@@ -25,6 +26,8 @@ EVERYWHERE: Literal[Place.EVERYWHERE] = Place.EVERYWHERE
 
 Transport = Literal["cli", "http", "mcp"]
 Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve
+# A held call's state (server.barrier.approvals): waiting, or how it ended.
+Status = Literal["pending", "approved", "declined", "expired", "void", "withdrawn"]
 # How a run came to be (server.barrier.runs): a token's standing run, a run token's run, an interface's
 # session (an MCP process, a CLI --run), or one CLI command.
 RunKind = Literal["standing", "token", "session", "once"]
@@ -152,6 +155,92 @@ class ApprovalRequest:
             f"{visible.quoted(self.text)}\n"
             "Approve this one call?"
         )
+
+
+@dataclass(frozen=True)
+class Held:
+    """One held call, as the book keeps it."""
+
+    id: str
+    status: Status
+    action: Action
+    rule: Literal["data_barrier", "untrusted_source"]
+    ai: str
+    transport: str
+    run_id: str
+    run_kind: str
+    run_name: str
+    run_parent: str | None
+    token_id: str | None
+    scope: str | None
+    space: str | None  # where the caller stood
+    target: str | None  # None: personal
+    carried: tuple[str, ...]  # what the run carried when it was held
+    blocked: tuple[str, ...]  # of those, what needs the person
+    origins: tuple[str, ...]
+    text: str | None  # None once decided (and for a forget: the memory holds its text)
+    memory_id: str | None  # replace: the old memory; forget: the memory
+    valid_until: datetime | None
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+    result: str | None = None  # the memory an approved write made
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    def caller(self) -> Caller:
+        """The caller that made the call, as it stood then: the approved write is its run's step."""
+        return Caller(
+            ai=self.ai,
+            space=self.space,
+            transport=cast(Transport, self.transport),  # stored from a Caller's own
+            run_id=self.run_id,
+            scope=self.scope,
+            run_name=self.run_name,
+            run_kind=cast(RunKind, self.run_kind),
+            run_parent=self.run_parent,
+            token_id=self.token_id,
+        )
+
+    def request(self, text: str | None = None) -> ApprovalRequest:
+        """What the operator is shown: the call's real text (a forget's: the memory's), escaped."""
+        return ApprovalRequest(
+            self.action, self.ai, text if text is not None else self.text or "", self.target, self.blocked, self.rule
+        )
+
+
+@dataclass(frozen=True)
+class HeldView:
+    """A held call as the operator reads it: the request rendered as the person must see it
+    (escaped and quoted), and whether it can still be approved."""
+
+    held: Held
+    message: str
+    approvable: bool
+    why_not: str | None = None
+
+
+# -- a person at the call (server.barrier.gates) ---------------------------------------------
+
+Ask = Callable[[ApprovalRequest], "bool | None"]  # True: approved, False: declined, None: nobody to ask
+
+
+class NeedsPerson(Exception):  # noqa: N818  (control flow, never a caller's error)
+    """Raised by an ``Ask`` that answers later: ``request`` is what the person must see."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(request.action)
+        self.request = request
+
+
+def answered(request: ApprovalRequest, answer: bool | None) -> Ask:
+    """An ``Ask`` holding the person's answer to ``request``: it answers that request only. Asked
+    anything else (the run read more while the person looked), nobody answered it."""
+    return lambda asked: answer if asked == request else None
 
 
 @dataclass(frozen=True)

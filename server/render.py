@@ -11,6 +11,7 @@ from server.barrier.runs import Run, TrailStep
 from server.clock import iso
 from server.models import (
     Delivery,
+    HeldView,
     RecalledMemory,
     Space,
     Token,
@@ -80,6 +81,27 @@ def runs_table(runs: list[Run]) -> str:
         + (f"  ended by {r.ended_by}" if r.ended_at else "")
         for r in runs
     )
+
+
+def approvals_text(views: list[HeldView]) -> str:
+    """Held calls, each with its request as the person must read it (already escaped)."""
+    if not views:
+        return "(no calls wait for approval)"
+    out = []
+    for v in views:
+        h = v.held
+        where = "personal" if h.target is None else h.target
+        line = f"{h.id}  {h.status}  {h.ai}  {h.action} into {where}  run {h.run_id}  held {_time(h.created_at)}"
+        if h.pending:
+            line += f"  expires {_time(h.expires_at)}"
+        elif h.reason:
+            line += f"  ({h.reason})"
+        out.append(line)
+        if v.approvable:
+            out.append(v.message)
+            out.append(f"  esfis approvals approve {h.id}    esfis approvals decline {h.id}")
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def trail_text(r: Run, steps: list[TrailStep]) -> str:

@@ -30,16 +30,14 @@ import json
 import re
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, cast, get_args
+from typing import get_args
 
 from server.catalog import Catalog, Tx
 from server.clock import Clock, from_micros, to_micros
 from server.errors import ApprovalDecided, ApprovalNotFound, ApprovalPending, InvalidInput, RunEnded
-from server.models import Action, ApprovalRequest, Caller, RunKind, Transport
+from server.models import ApprovalRequest, Caller, Held, Status
 
-Status = Literal["pending", "approved", "declined", "expired", "void", "withdrawn"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 APPROVAL_ID = re.compile(r"apr_[0-9a-f]{24}")
 DEFAULT_HOURS = 24
@@ -47,62 +45,6 @@ DEFAULT_HOURS = 24
 
 def is_approval_id(value: object) -> bool:
     return isinstance(value, str) and value.startswith("apr_")
-
-
-@dataclass(frozen=True)
-class Held:
-    """One held call, as the book keeps it."""
-
-    id: str
-    status: Status
-    action: Action
-    rule: Literal["data_barrier", "untrusted_source"]
-    ai: str
-    transport: str
-    run_id: str
-    run_kind: str
-    run_name: str
-    run_parent: str | None
-    token_id: str | None
-    scope: str | None
-    space: str | None  # where the caller stood
-    target: str | None  # None: personal
-    carried: tuple[str, ...]  # what the run carried when it was held
-    blocked: tuple[str, ...]  # of those, what needs the person
-    origins: tuple[str, ...]
-    text: str | None  # None once decided (and for a forget: the memory holds its text)
-    memory_id: str | None  # replace: the old memory; forget: the memory
-    valid_until: datetime | None
-    created_at: datetime
-    expires_at: datetime
-    decided_at: datetime | None = None
-    decided_by: str | None = None
-    reason: str | None = None
-    result: str | None = None  # the memory an approved write made
-
-    @property
-    def pending(self) -> bool:
-        return self.status == "pending"
-
-    def caller(self) -> Caller:
-        """The caller that made the call, as it stood then: the approved write is its run's step."""
-        return Caller(
-            ai=self.ai,
-            space=self.space,
-            transport=cast(Transport, self.transport),  # stored from a Caller's own
-            run_id=self.run_id,
-            scope=self.scope,
-            run_name=self.run_name,
-            run_kind=cast(RunKind, self.run_kind),
-            run_parent=self.run_parent,
-            token_id=self.token_id,
-        )
-
-    def request(self, text: str | None = None) -> ApprovalRequest:
-        """What the operator is shown: the call's real text (a forget's: the memory's), escaped."""
-        return ApprovalRequest(
-            self.action, self.ai, text if text is not None else self.text or "", self.target, self.blocked, self.rule
-        )
 
 
 class ApprovalBook:

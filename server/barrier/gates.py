@@ -27,30 +27,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from server.barrier import Crossing, judge, may_hold
-from server.barrier.approvals import ApprovalBook, Held
+from server.barrier.approvals import ApprovalBook
 from server.barrier.grants import GrantBook
 from server.barrier.labels import Carried, space_mark
 from server.barrier.runs import Run, RunBook, Step
 from server.clock import Clock
 from server.errors import DataBarrier, UntrustedSource
-from server.models import Action, ApprovalRequest, Caller
+from server.models import Action, ApprovalRequest, Ask, Caller, Held
 from server.spaces.policies import PolicySet
-
-Ask = Callable[[ApprovalRequest], "bool | None"]  # True: approved, False: declined, None: nobody to ask
-
-
-class NeedsPerson(Exception):  # noqa: N818  (control flow, not an error: never reaches a caller)
-    """Raised by an ``Ask`` that answers later: ``request`` is what the person must see."""
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        super().__init__(request.action)
-        self.request = request
-
-
-def answered(request: ApprovalRequest, answer: bool | None) -> Ask:
-    """An ``Ask`` holding the person's answer to ``request``: it answers that request only. Asked
-    anything else (the run read more while the person looked), nobody answered it."""
-    return lambda asked: answer if asked == request else None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ ORDER = (
     "trail",
     "grant",
     "trust",
+    "approvals",
     "deliveries",
     "serve",
     "mcp",

@@ -127,3 +127,60 @@ def trust_remove(args: Namespace) -> None:
     with open_service() as service:
         service.operator.distrust(args.source)
     print(f"{args.source} is untrusted again")
+
+
+# -- held calls ---------------------------------------------------------------------------------
+
+
+@command(
+    "approvals",
+    "calls held for a person's approval, each as the person must read it (operator)",
+    arg("--all", action="store_true", dest="every", help="every status, not only the pending ones"),
+    arg("--last", type=int, default=100),
+    arg("--json", action="store_true"),
+)
+def approvals(args: Namespace) -> None:
+    with open_service() as service:
+        views = service.operator.approvals(status=None if args.every else "pending", last=args.last)
+    if args.json:
+        out = shapes().HeldCallOut
+        print(
+            dumps(
+                {"approvals": [out.of_view(v.held, rendering=v.message, approvable=v.approvable).dump() for v in views]}
+            )
+        )
+    else:
+        print(render.approvals_text(views))
+
+
+@command(
+    "approvals approve",
+    "apply held call ID now, as its run's step (or void it, saying why, if it no longer can be)",
+    arg("approval_id", metavar="ID"),
+    arg("--json", action="store_true"),
+)
+def approvals_approve(args: Namespace) -> None:
+    _decide(args, approve=True)
+
+
+@command(
+    "approvals decline",
+    "decline held call ID: nothing is applied, and its text leaves the catalog",
+    arg("approval_id", metavar="ID"),
+    arg("--json", action="store_true"),
+)
+def approvals_decline(args: Namespace) -> None:
+    _decide(args, approve=False)
+
+
+def _decide(args: Namespace, *, approve: bool) -> None:
+    with open_service() as service:
+        held = service.operator.decide_approval(args.approval_id, approve=approve, by="cli")
+    if args.json:
+        print(dumps(shapes().ApprovalOut.of(held).dump()))
+    else:
+        print(
+            f"{held.id} {held.status}"
+            + (f": {held.reason}" if held.status in ("void", "expired") else "")
+            + (f" ({held.result})" if held.result else "")
+        )

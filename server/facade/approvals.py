@@ -12,28 +12,14 @@ caller reads why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from server.barrier.approvals import Held, Status
 from server.barrier.labels import Carried, space_mark
 from server.barrier.runs import Step
 from server.catalog import Tx
 from server.errors import ApprovalDecided, ApprovalNotFound, EsfisError, InvalidInput
 from server.facade.parts import Parts
 from server.facade.writing import new_memory, write_trail
-from server.models import Caller, Memory
+from server.models import Caller, Held, HeldView, Memory, Status
 from server.spaces.scope import scope_for
-
-
-@dataclass(frozen=True)
-class HeldView:
-    """A held call as the operator reads it: the request rendered as the person must see it
-    (escaped and quoted), and whether it can still be approved."""
-
-    held: Held
-    message: str
-    approvable: bool
-    why_not: str | None = None
 
 
 def check(parts: Parts, caller: Caller, approval_id: str) -> Held:

@@ -16,17 +16,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
+import server.facade.approvals as held_calls
 from server.barrier import Grant
-from server.barrier.approvals import Held
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time, to_micros
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
-from server.facade import approvals
-from server.facade.approvals import HeldView
 from server.inputs import DEFAULT_BATCH
 from server.memories.deliveries import explain
-from server.models import EVERYWHERE, PERSONAL, Delivery, Place, Space, Token, TrustedSource, Why
+from server.models import EVERYWHERE, PERSONAL, Delivery, Held, HeldView, Place, Space, Token, TrustedSource, Why
 from server.spaces import validate_space_name
 from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
@@ -122,15 +120,15 @@ class Operator:
     def approvals(self, *, status: str | None = "pending", last: int = 100) -> list[HeldView]:
         """Held calls, newest first (the pending ones by default), each rendered as the person
         must read it; one that can no longer be applied is voided, never shown as approvable."""
-        return approvals.listing(self._parts, status=status, last=last)
+        return held_calls.listing(self._parts, status=status, last=last)
 
     def approval(self, approval_id: str) -> HeldView:
-        return approvals.view(self._parts, self._parts.approvals.get(approval_id))
+        return held_calls.view(self._parts, self._parts.approvals.get(approval_id))
 
     def decide_approval(self, approval_id: str, *, approve: bool, by: str) -> Held:
         """The operator's answer to a held call: approved, it is applied now as its run's step
         (or void, with the reason, if it no longer can be); declined, its text is cleared."""
-        return approvals.decide(self._parts, approval_id, approve=approve, by=by)
+        return held_calls.decide(self._parts, approval_id, approve=approve, by=by)
 
     def settle_approvals(self) -> int:
         return self._parts.approvals.settle()

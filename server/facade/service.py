@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+import server.facade.approvals as held_calls
 from indexing.batching import BatchingEmbedder
 from indexing.errors import IndexingError
-from server.barrier.approvals import Held, is_approval_id
+from server.barrier.approvals import is_approval_id
 from server.barrier.contexts import MAX_SHARED
-from server.barrier.gates import Ask, HeldCall
+from server.barrier.gates import HeldCall
 from server.barrier.labels import check_origins, space_mark
 from server.barrier.runs import Step
 from server.bulk.journal import sweep
@@ -36,7 +37,6 @@ from server.errors import (
     PolicyDenied,
     StoreUnavailable,
 )
-from server.facade import approvals
 from server.facade.callers import resolve_caller
 from server.facade.operator import Operator
 from server.facade.parts import Parts
@@ -48,7 +48,9 @@ from server.memories.recall import run_recall
 from server.models import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
+    Ask,
     Caller,
+    Held,
     Memory,
     OpenedMemory,
     Recall,
@@ -321,7 +323,7 @@ class Esfis:
         for the operator with ``hold``). An approval's id (``apr_…``) of the caller's own run
         withdraws that held call: its text leaves the catalog."""
         if is_approval_id(id_):
-            approvals.withdraw(self._parts, caller, id_)
+            held_calls.withdraw(self._parts, caller, id_)
             return None
         memory = self._visible(caller, id_)
         run = self._parts.gates.enter(caller)
@@ -350,7 +352,7 @@ class Esfis:
         """A held call of the caller's own (its run's or its token's): pending, approved (with
         the memory it made), declined, expired, void or withdrawn. Any other id answers as one
         that never existed."""
-        return approvals.check(self._parts, caller, approval_id)
+        return held_calls.check(self._parts, caller, approval_id)
 
     def _loaded(self, id_: str) -> Memory:
         memory = self._parts.memories.load(id_)

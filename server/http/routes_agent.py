@@ -22,7 +22,6 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from server import inputs
-from server.barrier.approvals import Held
 from server.facade import Esfis
 from server.http.auth import AgentToken, RunOpener, service_of
 from server.http.schemas import (
@@ -35,7 +34,7 @@ from server.http.schemas import (
     RunIn,
     Text,
 )
-from server.models import Caller, Token
+from server.models import Caller, Held, Token
 from server.shapes import ApprovalOut, ContextOut, HeldOut, MemoryOut, RecallOut, ReferenceOut, RunTokenOut
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)

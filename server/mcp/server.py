@@ -48,11 +48,9 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from server import inputs
-from server.barrier.approvals import Held
-from server.barrier.gates import Ask, NeedsPerson, answered
 from server.errors import EsfisError, InvalidInput, RunNotFound, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
-from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Caller
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Ask, Caller, Held, NeedsPerson, answered
 from server.settings import APPROVAL_WAIT_S, Settings
 from server.shapes import (
     ApprovalOut,

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from server.barrier.approvals import Held
 from server.clock import iso
+from server.models import Held
 from server.shapes.base import Shape
 
 HOW = (
