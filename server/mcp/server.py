@@ -55,12 +55,13 @@ from server.settings import APPROVAL_WAIT_S, Settings
 from server.shapes import (
     ApprovalOut,
     ContextOut,
-    ForgottenOut,
+    ForgottenOrHeldOut,
     HeldOut,
     MemoryOut,
     RecallOut,
     ReferenceOut,
-    ReplacedOut,
+    ReplacedOrHeldOut,
+    WrittenOut,
 )
 
 if TYPE_CHECKING:
@@ -412,14 +413,14 @@ def build_server(
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
         source: Annotated[str | None, Field(description=OLD_SOURCE, json_schema_extra={"deprecated": True})] = None,
-    ) -> MemoryOut | HeldOut:
+    ) -> WrittenOut:
         memory = await gated(
             ctx,
             lambda service, who, ask, hold: service.remember(
                 who, text, personal=personal, labels=origin_marks(labels, source), ask=ask, hold=hold
             ),
         )
-        return HeldOut.of(memory) if isinstance(memory, Held) else MemoryOut.of(memory)
+        return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(MemoryOut.of(memory))
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
@@ -439,21 +440,25 @@ def build_server(
         text: Annotated[str, Field(description=inputs.NEW_TEXT)],
         ctx: Context,
         space: Annotated[str | None, Field(description="rarely needed: " + inputs.NEW_SPACE)] = None,
-    ) -> ReplacedOut | HeldOut:
+    ) -> ReplacedOrHeldOut:
         memory = await gated(
             ctx, lambda service, who, ask, hold: service.replace(who, id, text, space=space, ask=ask, hold=hold)
         )
         if isinstance(memory, Held):
-            return HeldOut.of(memory)
-        return ReplacedOut(**MemoryOut.of(memory).model_dump(), replaced=id)
+            return ReplacedOrHeldOut(**WrittenOut.held(memory).model_dump())
+        return ReplacedOrHeldOut(**MemoryOut.of(memory).model_dump(), replaced=id)
 
     @server.tool(description=about["forget"], annotations=ToolAnnotations(title="Forget", destructive_hint=True))
     async def forget(
         id: Annotated[str, Field(description="the id of the memory to delete")],
         ctx: Context,
-    ) -> ForgottenOut | HeldOut:
+    ) -> ForgottenOrHeldOut:
         held = await gated(ctx, lambda service, who, ask, hold: service.forget(who, id, ask=ask, hold=hold))
-        return HeldOut.of(held) if held is not None else ForgottenOut(id=id)
+        if held is None:
+            return ForgottenOrHeldOut(id=id, forgotten=True)
+        return ForgottenOrHeldOut(
+            id=id, forgotten=False, approval=ApprovalOut.of(held), message=HeldOut.of(held).message
+        )
 
     @server.tool(
         description=about["check_approval"],

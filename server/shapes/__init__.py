@@ -20,7 +20,15 @@ from server.shapes.agents import (
     RunTokenOut,
     SharedOut,
 )
-from server.shapes.approvals import ApprovalOut, HeldCallOut, HeldCallsOut, HeldOut
+from server.shapes.approvals import (
+    ApprovalOut,
+    ForgottenOrHeldOut,
+    HeldCallOut,
+    HeldCallsOut,
+    HeldOut,
+    ReplacedOrHeldOut,
+    WrittenOut,
+)
 from server.shapes.base import Shape
 from server.shapes.operator import (
     BackupOut,
@@ -53,6 +61,9 @@ from server.shapes.operator import (
 
 __all__ = [
     "ApprovalOut",
+    "ForgottenOrHeldOut",
+    "ReplacedOrHeldOut",
+    "WrittenOut",
     "HeldCallOut",
     "HeldCallsOut",
     "HeldOut",

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from server.clock import iso
 from server.models import Held
+from server.shapes.agents import LabelsOut, MemoryOut
 from server.shapes.base import Shape
 
 HOW = (
@@ -89,3 +90,45 @@ class HeldCallOut(ApprovalOut):
 
 class HeldCallsOut(Shape):
     approvals: list[HeldCallOut] = Field(description="newest first")
+
+
+# -- MCP: one object whether the call was applied or held -------------------------------------
+# A tool's structured output is one object type, so a call that may be held answers the
+# memory's fields (null while held) beside ``approval`` (null when applied).
+
+_WHILE_HELD = "null while the call is held for approval"
+
+
+class WrittenOut(Shape):
+    id: str | None = Field(None, description="the memory's id; " + _WHILE_HELD)
+    text: str | None = Field(None, description="null once forgotten, or " + _WHILE_HELD)
+    space: str | None = None
+    ai: str | None = Field(None, description="the AI that wrote it")
+    created_at: str | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    superseded_by: str | None = None
+    labels: LabelsOut | None = None
+    approval: ApprovalOut | None = Field(
+        None, description="set when the call was held for a person's approval: nothing is written yet"
+    )
+    message: str | None = Field(None, description="while held: what happens next")
+
+    @classmethod
+    def held(cls, held: Held) -> WrittenOut:
+        return cls(approval=ApprovalOut.of(held), message=HOW)
+
+    @classmethod
+    def written(cls, memory: MemoryOut) -> WrittenOut:
+        return cls(**memory.model_dump())
+
+
+class ReplacedOrHeldOut(WrittenOut):
+    replaced: str | None = Field(None, description="the id of the memory it supersedes; " + _WHILE_HELD)
+
+
+class ForgottenOrHeldOut(Shape):
+    id: str
+    forgotten: bool = Field(description="false while the forget is held for approval")
+    approval: ApprovalOut | None = Field(None, description="set when the forget was held for a person's approval")
+    message: str | None = None

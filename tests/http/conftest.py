@@ -57,7 +57,7 @@ class Server:
     def token(self, *argv: str) -> str:
         return self.cli("token", "create", *argv).stdout.strip()
 
-    def agent_token(self, ai: str = "claude-code", space: str | None = None) -> str:
+    def agent_token(self, ai: str = "claude-code", space: str | None = None, approvals: str = "queue") -> str:
         """A new agent token (a standing run that carries nothing yet), made through the core's
         own token book in this process: what ``esfis token create --ai`` does, without its start-up."""
         from server.catalog import open_catalog
@@ -66,7 +66,7 @@ class Server:
 
         catalog = open_catalog(Settings(home=self.home, model=None, catalog=self.env.get("ESFIS_CATALOG")))
         try:
-            return TokenBook(catalog).create(ai=ai, space=space)[1]
+            return TokenBook(catalog).create(ai=ai, space=space, approvals=approvals)[1]
         finally:
             catalog.close()
 

@@ -1,7 +1,8 @@
 """The data barrier over MCP, with real ``esfis mcp`` processes and the SDK's client: one
 session is one run; what it recalled cannot be written into personal memories unless the person
 approves that one write through an elicitation request (which shows the real text and target);
-a client that cannot elicit is refused; a grant lets the write through and the trail says so;
+a client that cannot elicit has the write held for the operator; a grant lets the write through
+and the trail says so;
 shared context opens only where its labels are reached."""
 
 from __future__ import annotations
@@ -63,20 +64,31 @@ async def test_laundering_over_mcp_needs_the_person_and_the_trail_says_so(world,
     world.cli("forget", saved["id"])
 
 
-async def test_a_client_that_cannot_elicit_is_refused_and_a_grant_lets_it_through(world, fleet):
+async def test_a_client_that_cannot_elicit_is_held_for_the_operator_and_a_grant_lets_it_through(world, fleet):
     platform = fleet["platform"]  # the shared session in acme/platform; its client has no elicitation
     secret = world.cli(
         "remember", "the platform's TLS key is rotated by cert-manager", "--space", "acme/platform"
     ).stdout.strip()
     assert secret in [m["id"] for m in await platform.recall("TLS key rotation cert-manager")]
-    refused = await platform.error("remember", text="TLS keys rotate via cert-manager", personal=True)
-    assert "data_barrier" in refused
+    held = (await platform.ok("remember", text="TLS keys rotate via cert-manager", personal=True))["approval"]
+    assert held["status"] == "pending" and held["target"] is None
+    assert (await platform.ok("check_approval", id=held["id"]))["status"] == "pending"
+    (listed,) = [a for a in world.cli_json("approvals")["approvals"] if a["id"] == held["id"]]
+    assert "│ TLS keys rotate via cert-manager" in listed["rendering"] and listed["needs"] == ["space:acme/platform"]
+    assert world.cli("approvals", "approve", held["id"]).stdout.startswith(f"{held['id']} approved")
+    checked = await platform.ok("check_approval", id=held["id"])
+    assert checked["status"] == "approved" and checked["memory"].startswith("mem_")
+    written = world.cli_json("get", checked["memory"], "--space", "acme")
+    assert written["text"] == "TLS keys rotate via cert-manager" and written["labels"]["from"] == ["acme/platform"]
+    world.cli("forget", checked["memory"])
     granted = world.cli("grant", "add", "acme/platform", "--personal", "--ai", "claude-code").stdout.strip()
     saved = await platform.ok("remember", text="TLS keys rotate via cert-manager", personal=True)
     trail = trail_of(world, [saved["id"]])
     assert [s["grant"] for s in trail["steps"] if s["kind"] == "gate"][-1] == granted
     world.cli("grant", "revoke", granted)
-    assert "data_barrier" in await platform.error("remember", text="once more", personal=True)
+    again = (await platform.ok("remember", text="once more", personal=True))["approval"]
+    await platform.ok("forget", id=again["id"])  # withdrawn by its own run: nothing waits
+    assert (await platform.ok("check_approval", id=again["id"]))["status"] == "withdrawn"
     world.cli("forget", saved["id"])
 
 

@@ -1,7 +1,8 @@
 """MCP over streamable HTTP at ``/mcp`` of a real ``esfis serve``, with the Python SDK's own
 streamable HTTP client: the same tools and isolation as ``esfis mcp``, the token as the run,
-sessions bound to their token, approvals by elicitation, and the protection the MCP
-specification asks of HTTP servers."""
+sessions bound to their token, approvals held for the operator (a host's prompt counts only for
+a token made with ``--approvals host``), and the protection the MCP specification asks of HTTP
+servers."""
 
 from __future__ import annotations
 
@@ -114,20 +115,50 @@ async def test_auth0_and_clerk_stay_apart_across_sessions_of_scoped_tokens(serve
 
 
 @pytest.mark.anyio
-async def test_laundering_is_refused_without_a_person_then_approved_by_elicitation(served):
+async def test_a_client_that_approves_its_own_laundering_only_gets_it_held_for_the_operator(served):
+    """The review's hole: a client advertising elicitation that accepts every request. Its
+    answer is not a person's: the write is held, nothing reaches Globex until the operator
+    approves it, and the client is never even asked."""
     token = served.agent_token()
+    yes_man = Person("accept")
     async with AsyncExitStack() as stack:
-        blind = await session(stack, served, token, query="?space=acme/platform")
-        assert texts(await ok(blind, "recall", query="staging database password"))[0] == SECRET
-        refused = await error(blind, "remember", text=LEAK, personal=True)
-        assert "data_barrier" in refused
-    person = Person("accept")
+        client = await session(stack, served, token, query="?space=acme/platform", person=yes_man)
+        assert texts(await ok(client, "recall", query="staging database password"))[0] == SECRET
+        held = await ok(client, "remember", text=LEAK, personal=True)
+        assert held["id"] is None and held["approval"]["status"] == "pending"
+        assert yes_man.seen == []  # never asked: its answer would not count
+        on_globex = await session(stack, served, served.agent_token(ai="cursor"), query="?space=globex")
+        assert LEAK not in texts(await ok(on_globex, "recall", query="staging db password vault"))
+        again = await error(client, "remember", text=LEAK + " (again)", personal=True)
+        assert "approval_pending" in again  # one held call a run
+        listed = served.cli("approvals", "--json").stdout
+        assert held["approval"]["id"] in listed and "│ " + LEAK in listed.replace("\\u2502", "│")
+        served.cli("approvals", "approve", held["approval"]["id"])
+        checked = await ok(client, "check_approval", id=held["approval"]["id"])
+        assert checked["status"] == "approved" and checked["memory"]
+        assert LEAK in texts(await ok(on_globex, "recall", query="staging db password vault"))
+        await ok(client, "forget", id=checked["memory"])
+
+
+@pytest.mark.anyio
+async def test_a_token_made_to_trust_its_host_has_the_hosts_prompt_answer(served):
+    """``--approvals host``: the operator trusts this host's user, so its elicitation counts."""
+    token = served.agent_token(approvals="host")
+    person = Person("decline")
     async with AsyncExitStack() as stack:
-        # A new session of the same token: the same standing run, still carrying what it read.
-        asking = await session(stack, served, token, person=person)
-        saved = await ok(asking, "remember", text=LEAK, personal=True)
-        assert saved["space"] is None and saved["labels"]["from"] == ["(elsewhere)"]
-    assert len(person.seen) == 1 and "│ " + LEAK in person.seen[0] and "space:acme/platform" in person.seen[0]
+        client = await session(stack, served, token, query="?space=acme/platform", person=person)
+        assert texts(await ok(client, "recall", query="staging database password"))[0] == SECRET
+        assert "data_barrier" in await error(client, "remember", text=LEAK, personal=True)
+        person.answer = "accept"
+        saved = await ok(client, "remember", text=LEAK, personal=True)
+        assert saved["space"] is None and saved["labels"]["from"] == ["acme/platform"] and saved["approval"] is None
+    assert len(person.seen) == 2 and "│ " + LEAK in person.seen[0] and "space:acme/platform" in person.seen[0]
+    async with AsyncExitStack() as stack:  # a host-trusted client that cannot elicit: held
+        blind = await session(stack, served, token)
+        held = await ok(blind, "remember", text=LEAK + " once more", personal=True)
+        assert held["approval"]["status"] == "pending"
+        await ok(blind, "forget", id=held["approval"]["id"])
+        await ok(blind, "forget", id=saved["id"])
 
 
 @pytest.mark.anyio
@@ -244,7 +275,8 @@ async def test_a_new_session_still_carries_what_the_last_read_across_a_restart(t
     server = start_server(tmp_path / "home", work)
     try:
         async with AsyncExitStack() as stack:
-            client = await session(stack, server, token)  # a client without elicitation
-            assert "data_barrier" in await error(client, "remember", text="the key is in the HSM", personal=True)
+            client = await session(stack, server, token)
+            held = await ok(client, "remember", text="the key is in the HSM", personal=True)
+            assert held["approval"]["status"] == "pending"  # it still carries acme's data: a person must approve
     finally:
         stop_server(server)

@@ -1,8 +1,9 @@
 """MCP over HTTP with the official TypeScript SDK's client (``@modelcontextprotocol/sdk``,
 installed from npm by name), against a real ``esfis serve``: Auth0 and Clerk apart for tokens of
-acme and globex, and the laundering case refused for a client without elicitation, then
-approved by one that asks its person. It validates every answer against the tools' declared
-output schemas, as hosts built on it do."""
+acme and globex; the laundering case held for the operator even for a client that approves
+every elicitation itself, and applied once the operator approves it; a host the operator
+trusts (``--approvals host``) asking its person. It validates every answer against the tools'
+declared output schemas, as hosts built on it do."""
 
 from __future__ import annotations
 
@@ -78,12 +79,23 @@ def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client,
             ["recall", {"query": "staging database password"}],
             ["remember", {"text": "staging db password: vault secret/acme-stg", "personal": True}],
         ]
-        blind = probe(node_client, f"{server.url}/mcp?space=acme/platform", token, leak)
-        assert blind["results"][0]["structured"]["memories"][0]["text"] == SECRET
-        assert blind["results"][1]["isError"] and "data_barrier" in blind["results"][1]["text"]
-        asking = probe(node_client, f"{server.url}/mcp", token, leak[1:], elicit=True)
+        # The review's hole: a client that answers every elicitation "accept" is not a person.
+        self_approving = probe(node_client, f"{server.url}/mcp?space=acme/platform", token, leak, elicit=True)
+        assert self_approving["results"][0]["structured"]["memories"][0]["text"] == SECRET
+        held = self_approving["results"][1]
+        assert not held["isError"] and held["structured"]["approval"]["status"] == "pending", held
+        assert held["structured"]["id"] is None and self_approving["seen"] == []
+        approval = held["structured"]["approval"]["id"]
+        server.cli("approvals", "approve", approval)
+        checked = probe(node_client, f"{server.url}/mcp", token, [["check_approval", {"id": approval}]])
+        assert checked["results"][0]["structured"]["status"] == "approved"
+
+        trusted = server.agent_token(approvals="host")  # the operator trusts this host's prompt
+        probe(node_client, f"{server.url}/mcp?space=acme/platform", trusted, leak[:1])
+        asking = probe(node_client, f"{server.url}/mcp", trusted, leak[1:], elicit=True)
         assert not asking["results"][0]["isError"], asking
         assert asking["results"][0]["structured"]["space"] is None
+        assert asking["results"][0]["structured"]["approval"] is None
         assert len(asking["seen"]) == 1 and "space:acme/platform" in asking["seen"][0]
     finally:
         stop_server(server)

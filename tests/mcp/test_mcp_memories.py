@@ -48,7 +48,12 @@ async def test_forget_of_a_foreign_id_reads_exactly_like_a_missing_id(fleet, see
 async def test_forget_removes_the_memory_and_a_second_forget_reads_as_missing(fleet):
     globex = fleet["globex"]
     saved = await globex.ok("remember", text="Globex's office wifi password rotates monthly")
-    assert await globex.ok("forget", id=saved["id"]) == {"id": saved["id"], "forgotten": True}
+    assert await globex.ok("forget", id=saved["id"]) == {
+        "id": saved["id"],
+        "forgotten": True,
+        "approval": None,
+        "message": None,
+    }
     assert "Globex's office wifi password rotates monthly" not in await globex.recall_texts("wifi password", limit=100)
     again = await globex.error("forget", id=saved["id"])
     never = random_id()

@@ -83,7 +83,7 @@ def test_stdout_carries_only_json_rpc_messages(world):
         proc.stdin.write(request(3, "tools/call", {"name": "remember", "arguments": {"text": "Acme logs go to Loki"}}))
         proc.stdin.write(request(5, "tools/call", {"name": "forget", "arguments": {"id": "not-an-id"}}))
         proc.stdin.flush()
-        assert len(answer(2)["result"]["tools"]) == 6
+        assert len(answer(2)["result"]["tools"]) == 7
         assert answer(3)["result"]["isError"] is False  # the model loaded: the noisy part is over
         proc.stdin.write(request(4, "tools/call", {"name": "recall", "arguments": {"query": "where do logs go?"}}))
         proc.stdin.flush()
