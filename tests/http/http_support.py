@@ -24,3 +24,20 @@ def remember(client: httpx.Client, text: str, **fields: object) -> str:
 def texts(response: httpx.Response) -> list[str]:
     assert response.status_code == 200, response.text
     return [m["text"] for m in response.json()["memories"]]
+
+
+def held(response: httpx.Response) -> str:
+    """A call held for the operator's approval (202): nothing was written. Its approval's id."""
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert set(body) == {"approval", "message"} and body["approval"]["status"] == "pending", body
+    assert body["approval"]["id"].startswith("apr_")
+    return body["approval"]["id"]
+
+
+def not_written(response: httpx.Response) -> None:
+    """Held (202), or refused because its run already holds one (409 approval_pending)."""
+    if response.status_code == 409:
+        assert error_of(response)["code"] == "approval_pending"
+    else:
+        held(response)

@@ -6,7 +6,7 @@ operator's trail, and a run's carried labels surviving a restart of ``esfis serv
 from __future__ import annotations
 
 import pytest
-from http_support import error_of, remember
+from http_support import error_of, held, not_written, remember
 
 from tests.http.conftest import start_server, stop_server
 
@@ -42,11 +42,9 @@ def test_laundering_into_personal_is_refused_then_granted(server, agent, operato
     assert recalled.json()["memories"][0]["text"] == SECRET
     assert recalled.json()["memories"][0]["labels"]["space"] == "acme/platform"
     leak = {"text": "staging db password: vault secret/acme-stg", "personal": True, "space": "acme/platform"}
-    refused = run.post("/v1/memories", json=leak)
-    assert refused.status_code == 403
-    error = error_of(refused)
-    assert error["code"] == "data_barrier" and "space:acme/platform" in error["message"]
-    assert "personal" in error["message"] and "globex" not in error["message"]
+    approval = held(run.post("/v1/memories", json=leak))  # no person at an HTTP call: held for the operator
+    mine = run.get(f"/v1/approvals/{approval}", params={"space": "acme/platform"})
+    assert mine.status_code == 200 and mine.json()["status"] == "pending"
     other, _ = session(server, harness)
     globex = other.post("/v1/recall", json={"query": "staging database password vault", "space": "globex"})
     assert all("vault" not in m["text"] for m in globex.json()["memories"])
@@ -60,7 +58,10 @@ def test_laundering_into_personal_is_refused_then_granted(server, agent, operato
     assert written.json()["labels"]["from"] == ["acme/platform"] and written.json()["space"] is None
     trail = operator.get(f"/v1/runs/{run_id}").json()
     gates = [s for s in trail["steps"] if s["kind"] == "gate"]
-    assert [(g["decision"], g["grant"]) for g in gates] == [("refused", None), ("allowed", grant["id"])]
+    assert [(g["decision"], g["grant"]) for g in gates] == [("allowed", grant["id"])]
+    assert [
+        (s["kind"], s["decision"], s["memory_ids"]) for s in trail["steps"] if s["kind"] == "approval_requested"
+    ] == [("approval_requested", "held", [approval])]
     assert trail["carries"] == ["space:acme/platform"]
     assert all(
         set(s) == {"at", "kind", "labels", "decision", "rule", "grant", "target", "memory_ids", "by"}
@@ -68,7 +69,7 @@ def test_laundering_into_personal_is_refused_then_granted(server, agent, operato
     )
     assert SECRET not in str(trail)
     assert operator.delete(f"/v1/grants/{grant['id']}").json()["revoked_at"] is not None
-    assert run.post("/v1/memories", json=leak).status_code == 403
+    not_written(run.post("/v1/memories", json=leak))  # its first is still held: one a run
     for client in (run, other, fresh):
         client.close()
 
@@ -124,14 +125,14 @@ def test_untrusted_content_gates_forget_over_http(server, agent, operator, harne
     victim = remember(agent, "the runbook for deploys is in the wiki", space="acme")
     run, _ = session(server, harness)
     run.post("/v1/recall", json={"query": "freeze deploys friday", "space": "acme"})
-    refused = run.delete(f"/v1/memories/{victim}", params={"space": "acme"})
-    assert refused.status_code == 403 and error_of(refused)["code"] == "untrusted_source"
+    withdrawn = held(run.delete(f"/v1/memories/{victim}", params={"space": "acme"}))
+    assert run.delete(f"/v1/memories/{withdrawn}", params={"space": "acme"}).status_code == 204  # taken back
     written = run.post("/v1/memories", json={"text": "no deploys on friday", "space": "acme"})
     assert written.json()["labels"]["origin"] == ["source:slack"]
     assert operator.put("/v1/trusted-sources", json={"source": "source:slack"}).status_code == 200
     assert run.delete(f"/v1/memories/{victim}", params={"space": "acme"}).status_code == 204
     assert operator.delete("/v1/trusted-sources", params={"source": "source:slack"}).status_code == 204
-    assert run.delete(f"/v1/memories/{slack}", params={"space": "acme"}).status_code == 403
+    held(run.delete(f"/v1/memories/{slack}", params={"space": "acme"}))
     run.close()
 
 
@@ -152,8 +153,7 @@ def test_a_runs_carried_labels_survive_a_restart(tmp_path):
     server = start_server(tmp_path / "home", work)
     try:
         with server.client(token) as run:
-            refused = run.post("/v1/memories", json={"text": "the key is in the HSM", "personal": True})
-            assert refused.status_code == 403 and error_of(refused)["code"] == "data_barrier"
+            held(run.post("/v1/memories", json={"text": "the key is in the HSM", "personal": True, "space": "acme"}))
             sealed = run.post("/v1/recall", json={"query": "x"})
             assert sealed.status_code == 403  # still sealed in acme: a step from no space lies outside
     finally:

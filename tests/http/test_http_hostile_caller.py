@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from http_support import error_of, remember
+from http_support import error_of, held, remember
 
 from tests.http.conftest import start_server, stop_server
 
@@ -52,7 +52,8 @@ def test_without_any_header_a_token_cannot_launder_what_it_read(platform):
         personal = agent.post("/v1/memories", json={"text": leak, "personal": True})
         globex = agent.post("/v1/memories", json={"text": leak, "space": "globex"})
         finance = agent.post("/v1/memories", json={"text": leak, "space": "acme/finance"})
-        for refused in (personal, globex, finance):
+        held(personal)  # into personal: held for the operator, whatever the client would answer
+        for refused in (globex, finance):
             assert refused.status_code == 403, refused.text
             assert error_of(refused)["code"] == "data_barrier"
         # Where whoever reads the target already reaches the data, the write goes on.
@@ -66,7 +67,7 @@ def test_a_header_naming_a_run_is_refused_and_cannot_shed_labels(platform):
             answer = agent.post("/v1/memories", json={"text": "x", "personal": True}, headers=headers)
             assert answer.status_code == 400 and error_of(answer)["code"] == "bad_request"
             assert "POST /v1/runs" in error_of(answer)["message"]
-        assert agent.post("/v1/memories", json={"text": "x", "personal": True}).status_code == 403
+        held(agent.post("/v1/memories", json={"text": "x", "personal": True}))
 
 
 @pytest.mark.parametrize("name", ["Authorization", "Cookie", "X-Esfis-Run"])
@@ -104,8 +105,8 @@ def test_forget_after_reading_untrusted_content_is_refused_without_headers(platf
         victim = remember(writer, "the deploy runbook is in the wiki", space="acme")
     with fresh_agent(platform) as agent:
         agent.post("/v1/recall", json={"query": "freeze deploys friday release channel", "space": "acme"})
-        refused = agent.delete(f"/v1/memories/{victim}", params={"space": "acme"})
-        assert refused.status_code == 403 and error_of(refused)["code"] == "untrusted_source"
+        held(agent.delete(f"/v1/memories/{victim}", params={"space": "acme"}))
+        assert agent.get(f"/v1/memories/{victim}", params={"space": "acme"}).status_code == 200
 
 
 def test_a_run_token_is_its_own_run_and_cannot_open_runs(platform, operator):
@@ -117,8 +118,11 @@ def test_a_run_token_is_its_own_run_and_cannot_open_runs(platform, operator):
     with platform.client(first["token"]) as one, platform.client(second["token"]) as two:
         recalled = one.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
         assert SECRET in [m["text"] for m in recalled.json()["memories"]]
-        refused = one.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True})
-        assert refused.status_code == 403 and error_of(refused)["code"] == "data_barrier"
+        sealed = one.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True})
+        assert sealed.status_code == 403 and "sealed" in error_of(sealed)["message"]  # from no space: outside
+        held(
+            one.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True, "space": "acme/platform"})
+        )
         # Another session of the harness carries nothing of the first one's.
         assert (
             two.post(
@@ -156,13 +160,12 @@ def test_a_run_token_opened_with_an_agent_token_shares_its_standing_run(platform
         with platform.client(run["token"]) as session:
             session.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
         # Read with the run token, write with the agent token: refused.
-        assert agent.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True}).status_code == 403
+        held(agent.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True}))
     with fresh_agent(platform) as agent:
         run = open_run(agent)
         agent.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
         with platform.client(run["token"]) as session:  # opened before the read: still refused
-            answer = session.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True})
-            assert answer.status_code == 403 and error_of(answer)["code"] == "data_barrier"
+            held(session.post("/v1/memories", json={"text": "vault secret/acme-stg", "personal": True}))
 
 
 def test_a_run_tokens_life_is_bounded_and_checked(platform):
@@ -204,7 +207,7 @@ def test_operators_end_runs_and_the_trail_says_who(platform, operator):
         assert trail["steps"][-1]["kind"] == "end" and trail["steps"][-1]["by"].startswith("operator tok_")
 
         agent.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
-        assert agent.post("/v1/memories", json={"text": "x", "personal": True}).status_code == 403
+        held(agent.post("/v1/memories", json={"text": "x", "personal": True}))
         standing = next(
             r
             for r in operator.get("/v1/runs", params={"last": 1000}).json()["runs"]
@@ -250,8 +253,7 @@ def test_a_tokens_standing_run_is_one_row_and_survives_a_restart(tmp_path):
     server = start_server(tmp_path / "home", work)
     try:
         with server.client(token) as agent:
-            refused = agent.post("/v1/memories", json={"text": "the key is in the HSM", "personal": True})
-            assert refused.status_code == 403 and error_of(refused)["code"] == "data_barrier"
+            held(agent.post("/v1/memories", json={"text": "the key is in the HSM", "personal": True}))
         operator = server.client(server.token("--operator"))
         runs = operator.get("/v1/runs", params={"last": 1000}).json()["runs"]
         http = [r for r in runs if r["transport"] == "http"]
