@@ -14,7 +14,13 @@ body without one is counted as it arrives. JSON endpoints take at most ``BODY_LI
 import endpoint streams and takes up to ``IMPORT_BODY_LIMIT``.
 
 The token is looked up on every request (no cache), off the event loop: a token the CLI revokes
-is refused on the next request.
+is refused on the next request. The lookup has threads of its own (``AUTH_THREADS``), so routes
+that fill the shared pool never stop a request from being authenticated and answered.
+
+**A share per token.** A token has at most ``TOKEN_CALLS`` requests in flight in one worker
+(a stream an MCP session keeps open, ``GET /mcp``, is not counted); another answers 429 with
+``Retry-After`` at once. So no one agent, however many calls it opens, holds the threads the
+others need.
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge
+from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge, TooManyRequests
 from server.facade import Esfis
 from server.http.errors import from_esfis
 from server.inputs import size
 from server.models import Token
 
 BODY_LIMIT = 64 * 1024
+AUTH_THREADS = 8  # threads for token lookups, apart from the routes' pool
+TOKEN_CALLS = 32  # requests in flight per token and worker, beyond which it answers 429
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
@@ -56,9 +64,12 @@ def too_large(limit: int) -> PayloadTooLarge:
 class Gate:
     """Pure ASGI middleware: token, then body limit, for every ``/v1`` request."""
 
-    def __init__(self, app: ASGIApp, service: Callable[[], Esfis]) -> None:
+    def __init__(self, app: ASGIApp, service: Callable[[], Esfis], *, token_calls: int = TOKEN_CALLS) -> None:
         self.app = app
         self.service = service
+        self.token_calls = token_calls
+        self._in_flight: dict[str, int] = {}
+        self._auth_threads: anyio.CapacityLimiter | None = None  # made on the event loop, at first use
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,10 +83,33 @@ class Gate:
             return
         if path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
             try:
-                scope[TOKEN_KEY] = await self._authenticate(headers)
+                token = await self._authenticate(headers)
             except EsfisError as exc:
                 await from_esfis(exc)(scope, receive, send)
                 return
+            scope[TOKEN_KEY] = token
+            if not (path == MCP_PATH and scope["method"] == "GET"):  # a session's stream: not a call
+                if self._in_flight.get(token.id, 0) >= self.token_calls:
+                    busy = TooManyRequests(
+                        f"this token has {self.token_calls} requests in flight already: wait for one to finish"
+                    )
+                    await from_esfis(busy)(scope, receive, send)
+                    return
+                self._in_flight[token.id] = self._in_flight.get(token.id, 0) + 1
+                try:
+                    await self._pass(scope, receive, send, path, headers)
+                finally:
+                    left = self._in_flight[token.id] - 1
+                    if left:
+                        self._in_flight[token.id] = left
+                    else:
+                        del self._in_flight[token.id]
+                return
+        await self._pass(scope, receive, send, path, headers)
+
+    async def _pass(
+        self, scope: Scope, receive: Receive, send: Send, path: str, headers: list[tuple[bytes, bytes]]
+    ) -> None:
         limit = body_limit(path)
         lengths = [v for k, v in headers if k == b"content-length"]
         if lengths and (not lengths[0].isdigit() or int(lengths[0]) > limit):
@@ -96,7 +130,9 @@ class Gate:
     async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> Token:
         values = [v for k, v in headers if k == b"authorization"]
         value = values[0].decode("latin-1") if len(values) == 1 else None  # two headers: as bad as none
-        return await anyio.to_thread.run_sync(self.service().authenticate, value)
+        if self._auth_threads is None:
+            self._auth_threads = anyio.CapacityLimiter(AUTH_THREADS)
+        return await anyio.to_thread.run_sync(self.service().authenticate, value, limiter=self._auth_threads)
 
 
 def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:

@@ -83,6 +83,9 @@ def _then(factory: Callable[[], Esfis], opened: Callable[[Esfis], None] | None) 
     return opening
 
 
+GRACE_S = 5  # SIGTERM: how long requests in flight may finish before the rest is cancelled
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -99,7 +102,16 @@ def serve(
         raise InvalidInput("--workers must be at least 1", field="workers")
     os.environ[SERVE_WORKERS] = str(workers)  # /mcp is served by one worker only (Protection's sibling)
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
-    common: dict[str, Any] = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
+    # SIGTERM: stop taking requests, let those in flight finish for a few seconds, then cancel
+    # what still waits (an MCP session's stream, a prompt nobody answers), so a stop is bounded.
+    common: dict[str, Any] = dict(
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        log_config=log_config(),
+        timeout_graceful_shutdown=GRACE_S,
+    )
     if workers == 1:
         uvicorn.run(create_app(_then(serving_service, opened)), **common)
         return
