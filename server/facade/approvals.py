@@ -40,11 +40,10 @@ def withdraw(parts: Parts, caller: Caller, approval_id: str) -> Held:
 
 def listing(parts: Parts, *, status: str | None = "pending", last: int = 100) -> list[HeldView]:
     """Newest first, each with its rendering; a pending call that can no longer be applied
-    (a policy now denies it, its memory is gone) is voided here, never shown as approvable."""
-    views = []
-    for held in parts.approvals.list(status=status, last=last):  # type: ignore[arg-type]  # checked there
-        views.append(view(parts, held))
-    return views
+    (a policy now denies it, its memory is gone) is voided here, never shown as approvable,
+    and so is not among the pending ones."""
+    views = [view(parts, held) for held in parts.approvals.list(status=status, last=last)]  # type: ignore[arg-type]
+    return [v for v in views if v.held.pending] if status == "pending" else views
 
 
 def view(parts: Parts, held: Held) -> HeldView:

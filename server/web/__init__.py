@@ -7,6 +7,7 @@ from outside this package), and maps every error to a page in one place (``pages
     routes_auth    sign-in (an operator token on a form), sign-out, the style sheet, 404 pages
     routes_spaces  the tree of spaces, folders, adding and removing; who sees what
     routes_log     deliveries and their why, runs and their trails, grants, trusted sources
+    routes_approvals  calls held for a person: each as it would be written; approve, decline
     routes_tokens  tokens: list, create (secret shown once), revoke
     session        signed, expiring session cookies and CSRF tokens
     operators      who may sign in, the session key, a fresh home's first operator token
@@ -25,9 +26,9 @@ SETTINGS_PATH = "/settings/"
 
 def mount_web(app: FastAPI) -> None:
     """Add the Settings pages to the HTTP application (its lifespan opens the service)."""
-    from server.web import routes_auth, routes_log, routes_spaces, routes_tokens
+    from server.web import routes_approvals, routes_auth, routes_log, routes_spaces, routes_tokens
 
-    for module in (routes_auth, routes_spaces, routes_log, routes_tokens):
+    for module in (routes_auth, routes_spaces, routes_log, routes_approvals, routes_tokens):
         app.include_router(module.router)
     app.include_router(routes_auth.fallback)  # last: every other /settings/… is a 404 page
 
