@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -63,6 +64,7 @@ from server.spaces.scope import Scope, scope_for
 _log = logging.getLogger("esfis")
 UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
 UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
+SETTLE_EVERY_S = 60  # held calls past their time are cleared this often (and at every read)
 
 
 class Esfis:
@@ -449,9 +451,15 @@ class Esfis:
         threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
 
     def _prune_now_and_then(self) -> None:
-        wait = UPKEEP_FIRST_S  # soon after start, then every few hours
-        while not self._closing.wait(wait):
-            wait = UPKEEP_EVERY_S
+        last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
+        while not self._closing.wait(SETTLE_EVERY_S):
+            try:  # held calls that expired or lost their run: their texts leave the catalog
+                self.operator.settle_approvals()
+            except Exception:
+                _log.warning("settling held calls did not finish", exc_info=True)
+            if time.monotonic() - last_prune < UPKEEP_EVERY_S:
+                continue
+            last_prune = time.monotonic()
             try:
                 self.operator.prune_trail()
             except Exception:  # the next round tries again; a request never sees it

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
+import anyio
 from mcp import Client
 from mcp.client.stdio import stdio_client
-from mcp.types import Implementation
+from mcp.types import ElicitResult, Implementation
 
 from tests.mcp.conftest import SERVERS, Person, Server, Spec, server_params, start
 
@@ -169,3 +170,34 @@ async def test_a_session_that_ends_ends_its_run(world, fleet):
     runs = [r for r in world.cli_json("runs", "--last", "10000")["runs"] if r["ai"] in ("exit-probe", "idle-probe")]
     assert [(r["ai"], r["ended_by"]) for r in runs] == [("exit-probe", "mcp exit")]
     assert runs[0]["ended_at"] is not None
+
+
+async def test_a_prompt_nobody_answers_is_declined_when_its_time_passes(world, fleet):
+    """Over stdio the host's user answers, but not for ever: past ``ESFIS_APPROVAL_WAIT_S`` the
+    call is declined, recorded as such, and the server goes on serving."""
+    world.cli("remember", SECRET, "--space", "acme/platform")
+    asked: list[str] = []
+
+    async def away(context, params) -> ElicitResult:
+        asked.append(params.message)
+        await anyio.sleep(3600)
+        return ElicitResult(action="accept", content={"approve": True})
+
+    async with AsyncExitStack() as stack:
+        log = world.logs / "away.stderr"
+        client = Client(
+            stdio_client(
+                server_params(world, Spec(SERVERS["platform"].folder, "Claude Code", {"ESFIS_APPROVAL_WAIT_S": "2"})),
+                errlog=stack.enter_context(open(log, "w")),
+            ),
+            mode="legacy",
+            client_info=Implementation(name="Claude Code", version="1.0"),
+            elicitation_callback=away,
+        )
+        await stack.enter_async_context(client)
+        session = Server("away", client, log)
+        await session.recall("where is the staging database password?")
+        with anyio.fail_after(30):
+            refused = await session.error("remember", text=LEAK, personal=True)
+        assert "data_barrier" in refused and "declined" in refused and len(asked) == 1
+        assert await session.recall("staging database password")  # still serving
