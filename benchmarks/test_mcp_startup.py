@@ -51,6 +51,7 @@ async def launch_to_tools_list(home: Path, folder: Path) -> float:
         tools = await client.list_tools()
         ready = time.perf_counter() - started
         assert sorted(t.name for t in tools.tools) == [
+            "check_approval",
             "forget",
             "open_context",
             "recall",

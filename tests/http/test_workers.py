@@ -92,7 +92,7 @@ def workers(two: Server) -> list[int]:
     return found
 
 
-def test_a_run_that_read_on_one_worker_is_refused_its_crossing_write_on_the_other(two, workers):
+def test_a_run_that_read_on_one_worker_is_refused_or_held_its_crossing_write_on_the_other(two, workers):
     a, b = workers
     token = two.agent_token("claude-code")
     with closing(pinned(two, a, token)) as first, closing(pinned(two, b, token)) as second:
@@ -101,7 +101,9 @@ def test_a_run_that_read_on_one_worker_is_refused_its_crossing_write_on_the_othe
         crossing = second.post("/v1/memories", json={"text": "deploys happen on Fridays", "space": "globex"})
         assert crossing.status_code == 403 and "data_barrier" in crossing.text
         personal = second.post("/v1/memories", json={"text": "deploys happen on Fridays", "personal": True})
-        assert personal.status_code == 403 and "data_barrier" in personal.text
+        assert personal.status_code == 202, personal.text  # held for the operator, in the catalog:
+        approval = personal.json()["approval"]["id"]  # the other worker knows it
+        assert first.get(f"/v1/approvals/{approval}").json()["status"] == "pending"
         assert second.post("/v1/memories", json={"text": "Acme deploys at noon", "space": "acme"}).status_code == 201
 
 
