@@ -44,12 +44,14 @@ def personal_texts(svc):
 
 
 def catalog_holds(svc, text: str) -> bool:
-    """Whether the text is anywhere in the catalog's database files (the WAL included)."""
+    """Whether the text is anywhere in the catalog: on SQLite, in its database files (the WAL
+    included, bytes on disk); on PostgreSQL, in any approval's row."""
     svc.operator.settle_approvals()
-    found = False
-    for path in svc.home.glob("esfis.db*"):
-        found = found or text.encode() in path.read_bytes()
-    return found
+    files = list(svc.home.glob("esfis.db*"))
+    if not files:
+        row = svc._parts.catalog.one("SELECT count(*) AS n FROM approvals WHERE text LIKE ?", (f"%{text}%",))
+        return int(row["n"]) > 0
+    return any(text.encode() in path.read_bytes() for path in files)
 
 
 def test_a_write_nobody_can_approve_at_the_call_is_held_and_nothing_is_written(svc):
