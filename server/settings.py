@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from server.errors import InvalidInput
 
@@ -27,6 +28,10 @@ class Settings:
     batch_window_ms: float = (
         BATCH_WINDOW_MS  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
     )
+    # ESFIS_PUBLIC_URL: the server's public origin behind a proxy (https://esfis.example.com),
+    # where the settings pages are announced and their cookies bound (server.web.site); None: the
+    # address it listens on.
+    public_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -44,6 +49,7 @@ class Settings:
             vectors=env.get("ESFIS_VECTORS") or None,
             trail_days=_days(env.get("ESFIS_TRAIL_DAYS")),
             batch_window_ms=_window(env.get("ESFIS_BATCH_WINDOW_MS")),
+            public_url=_origin(env.get("ESFIS_PUBLIC_URL")),
         )
 
     @property
@@ -82,3 +88,32 @@ def _window(value: str | None) -> float:
             field="ESFIS_BATCH_WINDOW_MS",
         )
     return window
+
+
+def _origin(value: str | None) -> str | None:
+    """An origin, ``scheme://host[:port]`` (a trailing ``/`` is dropped): esfis is served at the
+    root of its public address, so a path, a query or a user name is refused."""
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = urlsplit("")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or "@" in parts.netloc
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or "#" in text
+        or "?" in text
+    ):
+        raise InvalidInput(
+            "ESFIS_PUBLIC_URL must be the server's public origin, like https://esfis.example.com "
+            f"(http or https, no path), not {text[:80]!r}",
+            field="ESFIS_PUBLIC_URL",
+        )
+    return f"{parts.scheme}://{parts.netloc.lower()}"
