@@ -52,9 +52,12 @@ class Health(BaseModel):
     model: Literal["loading", "ready", "failed"]
 
 
-def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
+def create_app(
+    service_factory: Callable[[], Esfis], *, mcp: Protection | None = None, public_url: str | None = None
+) -> FastAPI:
     """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.http.mcp``),
-    whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
+    whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback);
+    ``public_url`` is ESFIS_PUBLIC_URL, where a proxy serves the web page (``server.web.site``)."""
     endpoint = McpEndpoint(lambda: app.state.service, mcp or Protection.from_env())
 
     @asynccontextmanager
@@ -88,7 +91,7 @@ def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None =
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)
     app.include_router(operator_router)
-    mount_web(app)  # the operator's web page, Settings › Spaces, under /settings/
+    mount_web(app, public_url=public_url)  # the operator's web page, under /settings/SEGMENT/
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> dict:

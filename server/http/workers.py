@@ -54,7 +54,7 @@ def serving_service() -> Esfis:
 
 def worker_app() -> FastAPI:
     """The application of one worker process (uvicorn's factory)."""
-    return create_app(serving_service)
+    return create_app(serving_service, public_url=Settings.from_env().public_url)
 
 
 def log_config() -> dict[str, Any]:
@@ -89,9 +89,11 @@ def serve(
     port: int = 8765,
     workers: int | None = None,
     opened: Callable[[Esfis], None] | None = None,
+    public_url: str | None = None,
 ) -> None:
     """Serve until stopped; ``opened`` is told of the first service opened (``esfis serve``
-    announces the settings page with it)."""
+    announces the settings page with it); ``public_url`` is ESFIS_PUBLIC_URL (the workers read
+    it from the environment themselves)."""
     import uvicorn
 
     workers = 1 if workers is None else workers
@@ -101,7 +103,7 @@ def serve(
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
     common: dict[str, Any] = dict(host=host, port=port, log_level="info", access_log=False, log_config=log_config())
     if workers == 1:
-        uvicorn.run(create_app(_then(serving_service, opened)), **common)
+        uvicorn.run(create_app(_then(serving_service, opened), public_url=public_url), **common)
         return
     _then(lambda: open_service(Settings.from_env()), opened)().close()
     # Workers are spawned: glibc reads the arena cap from the environment at their start.

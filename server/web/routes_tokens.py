@@ -5,13 +5,12 @@ at the next request what it could do, the web sessions of an operator token incl
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError
 from server.web.pages import (
     Posted,
-    WebRoute,
     current_session,
     operator,
     operator_of,
@@ -19,9 +18,11 @@ from server.web.pages import (
     posted,
     redirect,
     service_of,
+    settings_router,
+    url,
 )
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+router = settings_router()
 
 
 def _tokens_page(
@@ -78,5 +79,5 @@ def revoke(request: Request, done: Posted = Depends(posted)) -> Response:
     except EsfisError as exc:
         return _tokens_page(request, status=exc.status, error=exc.message)
     if current_session(request) is None:  # the operator revoked the token of this very session
-        return redirect(request, "/settings/sign-in", f"token {token.id} revoked; it signed this session in")
-    return redirect(request, "/settings/tokens", f"token {token.id} revoked")
+        return redirect(request, url(request, "sign-in"), f"token {token.id} revoked; it signed this session in")
+    return redirect(request, url(request, "tokens"), f"token {token.id} revoked")
