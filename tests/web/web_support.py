@@ -9,10 +9,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from server.web.session import SESSION_COOKIE as SESSION  # its name on plain HTTP
+
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 360, "height": 740}
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
-SESSION = "esfis_settings_session"  # the session cookie's name (server.web.session), on plain HTTP
 
 
 def csrf_of(html: str) -> str:
