@@ -263,3 +263,9 @@ def test_behind_https_the_cookies_are_host_prefixed_secure_and_the_address_publi
         assert client.post(path + "access", data=deny, headers=public).status_code == 303
         deny["effect"] = "inherit"
         assert client.post(path + "access", data=deny, headers=public).status_code == 303
+        # A cookie that leaked with the segment still mints no operator token: that takes the token.
+        mint = {"csrf": csrf, "kind": "operator", "ai": "", "space": ""}
+        made = client.post(path + "tokens", data=mint, headers=public)
+        assert made.status_code == 403 and 'id="secret"' not in made.text
+        mint["confirm"] = proxied.tokens["operator"]
+        assert 'id="secret"' in client.post(path + "tokens", data=mint, headers=public).text  # control

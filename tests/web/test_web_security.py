@@ -381,3 +381,51 @@ def test_a_memory_text_is_shown_as_text_never_as_markup(site, operator):
     why = operator.get(at(site, f"deliveries/{number}")).text
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in why
     assert "<script" not in why and "<img" not in why
+
+
+# -- an operator token is made only by one who can type the session's token --------------------
+
+
+def _operator_tokens(site) -> list[str]:
+    tokens = json.loads(site.cli("token", "list", "--json").stdout)["tokens"]
+    return [t["id"] for t in tokens if t["operator"] and t["revoked_at"] is None]
+
+
+def _make_operator_token(site, client: httpx.Client, **fields: str) -> httpx.Response:
+    csrf = csrf_of(client.get(at(site, "tokens")).text)
+    return client.post(at(site, "tokens"), data={"csrf": csrf, "kind": "operator", "ai": "", "space": "", **fields})
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ["nothing", "blank", "another operator token", "an AI token", "a near miss", "the token's id"],
+)
+def test_a_session_alone_cannot_make_an_operator_token(site, typed):
+    """A stolen session cookie (and its CSRF field) is not enough: the form asks for the
+    operator token this session signed in with, and refuses anything else."""
+    mine = site.token("--operator")
+    theirs = site.token("--operator")
+    given = {
+        "nothing": None,
+        "blank": "",
+        "another operator token": theirs,
+        "an AI token": site.tokens["claude-code"],
+        "a near miss": mine[:-1] + ("A" if mine[-1] != "A" else "B"),
+        "the token's id": _operator_tokens(site)[-2],
+    }[typed]
+    with closing(signed_in(site, mine)) as client:
+        before = _operator_tokens(site)
+        answer = _make_operator_token(site, client, **({} if given is None else {"confirm": given}))
+        assert answer.status_code == 403, answer.text[:300]
+        assert "the operator token you signed in with" in answer.text
+        assert not re.search(r'id="secret"', answer.text) and _operator_tokens(site) == before
+        done = _make_operator_token(site, client, confirm=mine)  # control: typed right, it is made
+        assert done.status_code == 200 and re.search(r'id="secret">esfis_[A-Za-z0-9_-]{43}<', done.text)
+        assert len(_operator_tokens(site)) == len(before) + 1
+    assert mine not in answer.text and mine not in done.text  # what was typed is never shown back
+
+
+def test_an_ai_token_is_made_without_retyping(site, operator):
+    csrf = csrf_of(operator.get(at(site, "tokens")).text)
+    answer = operator.post(at(site, "tokens"), data={"csrf": csrf, "kind": "ai", "ai": "cursor", "space": ""})
+    assert answer.status_code == 200 and 'id="secret"' in answer.text
