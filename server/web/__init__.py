@@ -32,6 +32,7 @@ def mount_web(app: FastAPI, *, public_url: str | None = None) -> None:
 
     app.state.web_site = Site(public_url)
     app.include_router(routes_auth.assets)  # the style sheet, outside the segment
+    # A module of pages declares ``router = pages.settings_router()`` and joins this tuple.
     for module in (routes_auth, routes_spaces, routes_log, routes_tokens):
         app.include_router(module.router)
     app.include_router(routes_auth.missing_pages)  # every other /settings/SEGMENT/… is a 404 page
