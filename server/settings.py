@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from server.errors import InvalidInput
 
@@ -31,6 +32,10 @@ class Settings:
     )
     approval_hours: float = APPROVAL_HOURS  # ESFIS_APPROVAL_HOURS: a held call's life
     approval_wait_s: float = APPROVAL_WAIT_S  # ESFIS_APPROVAL_WAIT_S: an MCP host's prompt's time to answer
+    # ESFIS_PUBLIC_URL: the server's public origin behind a proxy (https://esfis.example.com),
+    # where the settings pages are announced and their cookies bound (server.web.site); None: the
+    # address it listens on.
+    public_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -50,6 +55,7 @@ class Settings:
             batch_window_ms=_window(env.get("ESFIS_BATCH_WINDOW_MS")),
             approval_hours=_number(env, "ESFIS_APPROVAL_HOURS", APPROVAL_HOURS, low=0.001, high=720, unit="hours"),
             approval_wait_s=_number(env, "ESFIS_APPROVAL_WAIT_S", APPROVAL_WAIT_S, low=1, high=3600, unit="seconds"),
+            public_url=_origin(env.get("ESFIS_PUBLIC_URL")),
         )
 
     @property
@@ -103,3 +109,32 @@ def _number(env: Mapping[str, str], name: str, default: float, *, low: float, hi
             f"{name} must be a number of {unit} from {low:g} to {high:g}, not {value[:40]!r}", field=name
         )
     return number
+
+
+def _origin(value: str | None) -> str | None:
+    """An origin, ``scheme://host[:port]`` (a trailing ``/`` is dropped): esfis is served at the
+    root of its public address, so a path, a query or a user name is refused."""
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = urlsplit("")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or "@" in parts.netloc
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or "#" in text
+        or "?" in text
+    ):
+        raise InvalidInput(
+            "ESFIS_PUBLIC_URL must be the server's public origin, like https://esfis.example.com "
+            f"(http or https, no path), not {text[:80]!r}",
+            field="ESFIS_PUBLIC_URL",
+        )
+    return f"{parts.scheme}://{parts.netloc.lower()}"

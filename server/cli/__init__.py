@@ -6,7 +6,7 @@ Each command is declared beside its handler (``registry``), in a module of its c
     policies   spaces, policy rules (--allow, --deny), deliveries (--why), tokens
     barrier    runs and trails, grants, trusted sources
     bulk       import, export, backup, restore, reindex, sweep
-    serving    serve, mcp
+    serving    serve, settings-url, mcp
     context    what commands stand on: the service (one ``with`` per command), the caller,
                a person at the terminal, progress bars
 
@@ -44,6 +44,7 @@ ORDER = (
     "approvals",
     "deliveries",
     "serve",
+    "settings-url",
     "mcp",
     "import",
     "reindex",

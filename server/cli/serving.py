@@ -10,6 +10,7 @@ from argparse import Namespace
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from server.cli.context import settings
 from server.cli.registry import arg, command
 from server.settings import BATCH_WINDOW_MS
 
@@ -17,13 +18,14 @@ if TYPE_CHECKING:
     from server.facade import Esfis
 
 
-def _say_where(host: str, port: int) -> Callable[[Esfis], None]:
+def _say_where(host: str, port: int, public_url: str | None) -> Callable[[Esfis], None]:
     """What ``serve`` prints once the service is open: the settings page, and on a fresh home a
     first operator token, only to a person at a terminal (``server.web.announcement``)."""
     from server.web import announcement
 
     def say(service: Esfis) -> None:
-        for line in announcement(service, host, port, at_terminal=sys.stderr.isatty()):
+        lines = announcement(service, host, port, at_terminal=sys.stderr.isatty(), public_url=public_url)
+        for line in lines:
             print(line, file=sys.stderr)
         sys.stderr.flush()
 
@@ -55,7 +57,24 @@ def serve(args: Namespace) -> None:
     limit_malloc_arenas()  # a long-lived process with many threads
     if args.batch_window_ms is not None:  # the workers read it from the environment
         os.environ["ESFIS_BATCH_WINDOW_MS"] = str(args.batch_window_ms)
-    serve_http(host=args.host, port=args.port, workers=args.workers, opened=_say_where(args.host, args.port))
+    public_url = settings().public_url  # ESFIS_PUBLIC_URL, refused here when malformed
+    opened = _say_where(args.host, args.port, public_url)
+    serve_http(host=args.host, port=args.port, workers=args.workers, opened=opened, public_url=public_url)
+
+
+@command(
+    "settings-url",
+    "print the address of the operator's settings pages, as esfis serve prints it",
+    arg("--host", default="127.0.0.1", help="the address esfis serve listens on (default 127.0.0.1)"),
+    arg("--port", type=int, default=8765, help="its port (default 8765)"),
+)
+def settings_url(args: Namespace) -> None:
+    from server.home import make_private
+    from server.web import settings_url as url_of
+
+    found = settings()
+    make_private(found.home)  # the address's key is made in the home on first use, 0600
+    print(url_of(found.home, args.host, args.port, found.public_url))
 
 
 @command("mcp", "serve MCP over stdio, in the space of the current folder")

@@ -22,7 +22,9 @@ from starlette.routing import Route
 from server.facade import Esfis
 from server.http.access_log import AccessLog
 from server.http.auth import MCP_PATH, Gate
+from server.http.docs import mount_docs
 from server.http.errors import install_error_handlers
+from server.http.html_policy import HtmlPolicy
 from server.http.mcp import McpEndpoint, Protection
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
@@ -53,9 +55,12 @@ class Health(BaseModel):
     model: Literal["loading", "ready", "failed"]
 
 
-def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None = None) -> FastAPI:
+def create_app(
+    service_factory: Callable[[], Esfis], *, mcp: Protection | None = None, public_url: str | None = None
+) -> FastAPI:
     """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.http.mcp``),
-    whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback)."""
+    whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback);
+    ``public_url`` is ESFIS_PUBLIC_URL, where a proxy serves the web page (``server.web.site``)."""
     endpoint = McpEndpoint(
         lambda: app.state.service,
         mcp or Protection.from_env(),
@@ -85,15 +90,19 @@ def create_app(service_factory: Callable[[], Esfis], *, mcp: Protection | None =
         ),
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's loads Swagger UI from a CDN: ours is served from a package
+        redoc_url=None,
     )
     install_error_handlers(app)
     endpoint.route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.router.routes.append(endpoint.route)
     app.add_middleware(Gate, service=lambda: app.state.service)
+    app.add_middleware(HtmlPolicy)  # every HTML answer carries a Content-Security-Policy
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)
     app.include_router(operator_router)
-    mount_web(app)  # the operator's web page, Settings › Spaces, under /settings/
+    mount_web(app, public_url=public_url)  # the operator's web page, under /settings/SEGMENT/
+    mount_docs(app)  # /docs: Swagger UI from a packaged copy
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> dict:

@@ -54,7 +54,7 @@ def serving_service() -> Esfis:
 
 def worker_app() -> FastAPI:
     """The application of one worker process (uvicorn's factory)."""
-    return create_app(serving_service)
+    return create_app(serving_service, public_url=Settings.from_env().public_url)
 
 
 def log_config() -> dict[str, Any]:
@@ -92,9 +92,11 @@ def serve(
     port: int = 8765,
     workers: int | None = None,
     opened: Callable[[Esfis], None] | None = None,
+    public_url: str | None = None,
 ) -> None:
     """Serve until stopped; ``opened`` is told of the first service opened (``esfis serve``
-    announces the settings page with it)."""
+    announces the settings page with it); ``public_url`` is ESFIS_PUBLIC_URL (the workers read
+    it from the environment themselves)."""
     import uvicorn
 
     workers = 1 if workers is None else workers
@@ -113,7 +115,7 @@ def serve(
         timeout_graceful_shutdown=GRACE_S,
     )
     if workers == 1:
-        uvicorn.run(create_app(_then(serving_service, opened)), **common)
+        uvicorn.run(create_app(_then(serving_service, opened), public_url=public_url), **common)
         return
     _then(lambda: open_service(Settings.from_env()), opened)().close()
     # Workers are spawned: glibc reads the arena cap from the environment at their start.

@@ -1,5 +1,6 @@
-"""Who may sign in to the settings pages: an active operator token, its session's signing key,
-and the first operator token of a fresh home. Calls on the façade's operator, nothing more.
+"""Who may sign in to the settings pages: an active operator token, its session's signing key
+(and the pages' secret address, ``server.web.site``), and the first operator token of a fresh
+home. Calls on the façade's operator, nothing more.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def first_operator_token(operator: Operator) -> str | None:
     return operator.create_token(operator=True)[1]
 
 
-def private_key(home: Path, name: str) -> bytes:
-    """A random 32-byte key kept in ``ESFIS_HOME/NAME.key`` (0600), made on first use; the
-    web sessions are signed with one. Deleting the file ends every session signed with it."""
+def private_key(home: Path, name: str, *, size: int = 32) -> bytes:
+    """A random key of ``size`` bytes kept in ``ESFIS_HOME/NAME.key`` (0600, in hex), made on
+    first use: the web sessions are signed with one, the settings pages' address holds another.
+    Deleting the file ends every session signed with it (or moves the pages)."""
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", name):
         raise InvalidInput(f"invalid key name {name[:40]!r}", field="name")
     path = home / f"{name}.key"
@@ -48,7 +50,7 @@ def private_key(home: Path, name: str) -> bytes:
         temporary = path.with_name(f".{name}.{secrets.token_hex(6)}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32) + "\n")
+            out.write(secrets.token_hex(size) + "\n")
         try:
             os.link(temporary, path)
         except FileExistsError:
@@ -57,7 +59,10 @@ def private_key(home: Path, name: str) -> bytes:
             temporary.unlink()
     if path.stat().st_mode & 0o077:
         os.chmod(path, 0o600)
-    key = bytes.fromhex(path.read_text().strip())
-    if len(key) != 32:
-        raise StoreUnavailable(f"{path} does not hold a 32-byte key in hex: delete it to make a new one")
+    try:
+        key = bytes.fromhex(path.read_text().strip())
+    except ValueError:
+        key = b""
+    if len(key) != size:
+        raise StoreUnavailable(f"{path} does not hold a {size}-byte key in hex: delete it to make a new one")
     return key

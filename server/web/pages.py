@@ -3,23 +3,27 @@ checks as dependencies, and the one place that turns every error into a page.
 
 Every error a route raises ends here (``WebRoute``): the core's ``EsfisError`` shows its own
 message with its status, a missing page is a 404 page, and anything unexpected is logged and
-shown as "internal error" — never a stack trace. Pages are rendered on the server with Jinja2
+shown as "internal error" — never a stack trace. ``WebRoute`` also checks, before anything else
+and before any cookie is read, that the request names the pages' secret segment
+(``server.web.site``): at any other address the answer is the page that says where to look. Pages are rendered on the server with Jinja2
 (autoescaped: memory texts and queries are shown as text), with no script at all, and sent with
 headers that keep them out of caches and frames (``Cache-Control: no-store``, a strict CSP).
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from fastapi import Depends, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -30,14 +34,8 @@ from starlette.exceptions import HTTPException
 from server.errors import EsfisError
 from server.facade import Esfis, Operator
 from server.web.operators import active_operator_token, private_key
-from server.web.session import (
-    COOKIE_PATH,
-    FLASH_COOKIE,
-    KEY_NAME,
-    SESSION_COOKIE,
-    Session,
-    Signer,
-)
+from server.web.session import FLASH_COOKIE, KEY_NAME, SESSION_COOKIE, Session, Signer
+from server.web.site import PREFIX, SETTINGS, STYLE_URL, segment, site_of, url
 
 log = logging.getLogger("esfis.web")
 
@@ -80,6 +78,10 @@ class WebError(Exception):
 
 class SignInRequired(Exception):
     """No valid operator session: the answer is a redirect to the sign-in form."""
+
+
+class ElsewhereRequired(Exception):
+    """The request does not name the pages' segment: the answer says where the pages are."""
 
 
 # -- templates ------------------------------------------------------------------------------
@@ -130,8 +132,9 @@ def operator_of(request: Request) -> Operator:
 
 
 def signer_of(request: Request) -> Signer:
-    """Read per request (a stat and a read): deleting the key file ends every session at once."""
-    return Signer(private_key(service_of(request).home, KEY_NAME))
+    """Read per request (a stat and a read): deleting the key file ends every session at once.
+    Bound to the pages' segment: a cookie signed for another address is refused."""
+    return Signer(private_key(service_of(request).home, KEY_NAME), segment(request))
 
 
 def now_of(request: Request) -> float:
@@ -141,7 +144,8 @@ def now_of(request: Request) -> float:
 def current_session(request: Request) -> Session | None:
     """The operator session of this request, or None: a forged, expired or signed-out cookie, or
     one whose token is no longer an active operator token."""
-    session = signer_of(request).session(request.cookies.get(SESSION_COOKIE), now_of(request))
+    value = request.cookies.get(site_of(request).cookie(SESSION_COOKIE))
+    session = signer_of(request).session(value, now_of(request))
     if session is None or operator_of(request).web_session_ended(session.nonce):
         return None
     if active_operator_token(operator_of(request), session.token_id) is None:
@@ -177,12 +181,13 @@ async def form_of(request: Request) -> dict[str, str]:
 
 
 def same_site(request: Request) -> None:
-    """Refuse a POST that another site sent: by Fetch Metadata, else by ``Origin``."""
+    """Refuse a POST that another origin sent (another port of this host too): by Fetch
+    Metadata, else by ``Origin`` (ESFIS_PUBLIC_URL's, when set)."""
     fetch_site = request.headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site not in ("same-origin", "none"):
         raise WebError(403, CROSS_SITE)
     origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+    if origin is not None and origin != site_of(request).origin(request):
         raise WebError(403, CROSS_SITE)
 
 
@@ -210,27 +215,41 @@ def posted(request: Request, session: Session = Depends(operator), form: dict[st
 
 
 def page(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    """A settings page (the request named the segment): ``url`` builds its links."""
     session: Session | None = getattr(request.state, "session", None)
+    flash_cookie = site_of(request).cookie(FLASH_COOKIE)
     flash = None
-    if FLASH_COOKIE in request.cookies:
-        flash = signer_of(request).unsign("flash", request.cookies[FLASH_COOKIE])
+    if flash_cookie in request.cookies:
+        flash = signer_of(request).unsign("flash", request.cookies[flash_cookie])
     context.setdefault("error", None)
     context.setdefault("section", "")
     html = ENV.get_template(template).render(
         session=session,
         csrf_field=Markup('<input type="hidden" name="csrf" value="%s">') % (session.csrf if session else ""),
         flash=flash,
+        url=partial(url, request),
+        style_url=STYLE_URL,
         **context,
     )
     response = HTMLResponse(html, status_code=status, headers=HEADERS)
-    if FLASH_COOKIE in request.cookies:
-        response.delete_cookie(FLASH_COOKIE, path=COOKIE_PATH)
+    if flash_cookie in request.cookies:
+        forget_cookie(request, response, FLASH_COOKIE)
     return response
 
 
-def redirect(request: Request, url: str, notice: str | None = None) -> RedirectResponse:
-    """After a POST, to a page (303), with a one-time notice shown there."""
-    response = RedirectResponse(url, status_code=303, headers=HEADERS)
+def elsewhere_page(request: Request) -> HTMLResponse:
+    """The answer at ``/settings/`` and at any address without the pages' segment: where to find
+    them. It reads no cookie, sets none, and names no segment."""
+    status = 200 if request.url.path in (SETTINGS, SETTINGS + "/") else 404
+    html = ENV.get_template("elsewhere.html").render(
+        session=None, csrf_field="", flash=None, url=None, style_url=STYLE_URL, error=None, section=""
+    )
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def redirect(request: Request, to: str, notice: str | None = None) -> RedirectResponse:
+    """After a POST, to a page (303; ``to`` built by ``url``), with a one-time notice shown there."""
+    response = RedirectResponse(to, status_code=303, headers=HEADERS)
     if notice is not None:
         value = signer_of(request).sign("flash", {"m": notice[:500]})
         set_cookie(request, response, FLASH_COOKIE, value, max_age=60)
@@ -238,14 +257,27 @@ def redirect(request: Request, url: str, notice: str | None = None) -> RedirectR
 
 
 def set_cookie(request: Request, response: Response, name: str, value: str, *, max_age: int) -> None:
+    """One of the pages' cookies, scoped to their address (``server.web.site``)."""
+    site = site_of(request)
     response.set_cookie(
-        name,
+        site.cookie(name),
         value,
         max_age=max_age,
-        path=COOKIE_PATH,
+        path=site.cookie_path(segment(request)),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=site.secure(request),
+    )
+
+
+def forget_cookie(request: Request, response: Response, name: str) -> None:
+    site = site_of(request)
+    response.delete_cookie(
+        site.cookie(name),
+        path=site.cookie_path(segment(request)),
+        httponly=True,
+        samesite="strict",
+        secure=site.secure(request),
     )
 
 
@@ -258,21 +290,41 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     return page(request, "error.html", status=status, title=REASONS.get(status, "Error"), message=message)
 
 
-_NEXT = re.compile(r"/settings/[A-Za-z0-9._~/%?=&+-]*")
+_NEXT = re.compile(r"[A-Za-z0-9._~/%?=&+-]*")
 
 
 def sign_in_url(request: Request) -> str:
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    if request.method != "GET" or not safe_next(target):
-        return "/settings/sign-in"
-    return "/settings/sign-in?next=" + quote(target, safe="")
+    if request.method != "GET" or not safe_next(request, target):
+        return url(request, "sign-in")
+    return url(request, "sign-in") + "?next=" + quote(target, safe="")
 
 
-def safe_next(target: str | None) -> bool:
-    """A place to go after sign-in: a page of this site, never another host."""
-    if not target or _NEXT.fullmatch(target) is None or "//" in target or target.startswith("/settings/sign-"):
+def safe_next(request: Request, target: str | None) -> bool:
+    """A place to go after sign-in: a settings page at this address, never another host."""
+    root = url(request)
+    if not target or not target.startswith(root) or _NEXT.fullmatch(target[len(root) :]) is None:
+        return False
+    if "//" in target or target.startswith(url(request, "sign-")):
         return False
     return not {".", ".."} & set(target.split("?")[0].split("/"))
+
+
+def settings_router() -> APIRouter:
+    """The router of a group of settings pages: each route under ``PREFIX`` (the segment checked
+    by ``WebRoute`` before anything runs), kept out of the OpenAPI document. Declare a route as
+    ``@router.get("/approvals")``; link to it with ``url(request, "approvals")``."""
+    return APIRouter(prefix=PREFIX, route_class=WebRoute, include_in_schema=False)
+
+
+def _names_the_segment(request: Request) -> bool:
+    given = request.path_params.get("segment")
+    try:
+        known = segment(request)
+    except EsfisError as exc:  # a damaged web-path.key: no page can be reached until it is fixed
+        log.error("the settings pages' address: %s", exc.message)
+        return False
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), known.encode())
 
 
 class WebRoute(APIRoute):
@@ -280,10 +332,15 @@ class WebRoute(APIRoute):
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
+        under_segment = "{segment}" in self.path
 
         async def guarded(request: Request) -> Response:
             try:
+                if under_segment and not _names_the_segment(request):
+                    raise ElsewhereRequired()
                 return await handler(request)
+            except ElsewhereRequired:
+                return elsewhere_page(request)
             except SignInRequired:
                 return RedirectResponse(sign_in_url(request), status_code=303, headers=HEADERS)
             except WebError as exc:

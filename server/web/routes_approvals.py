@@ -10,13 +10,13 @@ offered: the listing voids it first. Below, the calls decided lately, with how a
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError
-from server.web.pages import Posted, WebRoute, operator, operator_of, page, posted, redirect
+from server.web.pages import Posted, operator, operator_of, page, posted, redirect, settings_router, url
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+router = settings_router()
 DECIDED_SHOWN = 25
 
 
@@ -55,4 +55,4 @@ def decide(request: Request, done: Posted = Depends(posted)) -> Response:
         "approved": f"{held.id} approved: written as {held.result}",
         "declined": f"{held.id} declined: nothing was written, and its text is gone",
     }.get(held.status, f"{held.id} could not be applied ({held.status}): {held.reason}")
-    return redirect(request, "/settings/approvals", said)
+    return redirect(request, url(request, "approvals"), said)

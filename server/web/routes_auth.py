@@ -2,7 +2,8 @@
 
 Sign-in takes an operator token on a form (never in a URL) and answers with a session cookie
 that holds no token (``server.web.session``). An AI token cannot sign in; every bad token gets
-one answer, as over HTTP.
+one answer, as over HTTP. ``/settings/`` itself, and any address that does not name the pages'
+segment, is one page that says where the pages are, and touches no cookie (``server.web.site``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from server.web.pages import (
     WebError,
     WebRoute,
     current_session,
+    elsewhere_page,
     error_page,
+    forget_cookie,
     form_of,
     now_of,
     operator_of,
@@ -30,12 +33,17 @@ from server.web.pages import (
     same_site,
     service_of,
     set_cookie,
+    settings_router,
     signer_of,
+    url,
 )
-from server.web.session import COOKIE_PATH, SESSION_COOKIE, SESSION_SECONDS, SIGNIN_COOKIE, SIGNIN_SECONDS
+from server.web.session import SESSION_COOKIE, SESSION_SECONDS, SIGNIN_COOKIE, SIGNIN_SECONDS
+from server.web.site import SETTINGS, STYLE_URL, site_of
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
-fallback = APIRouter(route_class=WebRoute, include_in_schema=False)
+assets = APIRouter(route_class=WebRoute, include_in_schema=False)  # first: outside the segment
+router = settings_router()
+missing_pages = settings_router()  # after every module's pages
+fallback = APIRouter(route_class=WebRoute, include_in_schema=False)  # last: outside the segment
 
 BAD_TOKEN = "that is not a valid token, or it was revoked"
 STYLE = (STATIC / "style.css").read_bytes()
@@ -43,15 +51,14 @@ STYLE = (STATIC / "style.css").read_bytes()
 
 @router.get("")
 @router.get("/")
-def home() -> Response:
-    return RedirectResponse("/settings/spaces", status_code=303, headers=HEADERS)
+def home(request: Request) -> Response:
+    return RedirectResponse(url(request, "spaces"), status_code=303, headers=HEADERS)
 
 
 def _sign_in_form(request: Request, *, status: int = 200, error: str | None = None, next_: str | None = None):
     value, csrf = signer_of(request).new_signin(now_of(request))
-    response = page(
-        request, "sign_in.html", status=status, error=error, signin_csrf=csrf, next=next_ if safe_next(next_) else ""
-    )
+    next_ = next_ if safe_next(request, next_) else ""
+    response = page(request, "sign_in.html", status=status, error=error, signin_csrf=csrf, next=next_)
     set_cookie(request, response, SIGNIN_COOKIE, value, max_age=SIGNIN_SECONDS)
     return response
 
@@ -60,7 +67,7 @@ def _sign_in_form(request: Request, *, status: int = 200, error: str | None = No
 def sign_in_form(request: Request) -> Response:
     if current_session(request) is not None:  # signed in already: straight on
         next_ = request.query_params.get("next")
-        target = next_ if next_ is not None and safe_next(next_) else "/settings/spaces"
+        target = next_ if next_ is not None and safe_next(request, next_) else url(request, "spaces")
         return RedirectResponse(target, status_code=303, headers=HEADERS)
     return _sign_in_form(request, next_=request.query_params.get("next"))
 
@@ -69,7 +76,8 @@ def sign_in_form(request: Request) -> Response:
 def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Response:
     same_site(request)
     next_ = form.get("next", "")
-    if not signer_of(request).signin_ok(request.cookies.get(SIGNIN_COOKIE), form.get("csrf"), now_of(request)):
+    signin = request.cookies.get(site_of(request).cookie(SIGNIN_COOKIE))
+    if not signer_of(request).signin_ok(signin, form.get("csrf"), now_of(request)):
         return _sign_in_form(
             request,
             status=403,
@@ -84,30 +92,42 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
     except Forbidden as exc:
         return _sign_in_form(request, status=403, error=exc.message, next_=next_)
     _, value = signer_of(request).new_session(token.id, now_of(request))
-    response = RedirectResponse(next_ if safe_next(next_) else "/settings/spaces", status_code=303, headers=HEADERS)
+    target = next_ if safe_next(request, next_) else url(request, "spaces")
+    response = RedirectResponse(target, status_code=303, headers=HEADERS)
     set_cookie(request, response, SESSION_COOKIE, value, max_age=SESSION_SECONDS)
-    response.delete_cookie(SIGNIN_COOKIE, path=COOKIE_PATH)
+    forget_cookie(request, response, SIGNIN_COOKIE)
     return response
 
 
 @router.post("/sign-out")
 def sign_out(request: Request, done: Posted = Depends(posted)) -> Response:
     operator_of(request).end_web_session(done.session.nonce, done.session.expires)
-    response = redirect(request, "/settings/sign-in", "signed out")
-    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    response = redirect(request, url(request, "sign-in"), "signed out")
+    forget_cookie(request, response, SESSION_COOKIE)
     return response
 
 
-@router.get("/static/style.css")
+@assets.get(STYLE_URL)
 def style() -> Response:
     return Response(
         STYLE, media_type="text/css", headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"}
     )
 
 
-@fallback.api_route("/settings/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"]
+
+
+@missing_pages.api_route("/{rest:path}", methods=METHODS)
 def missing(request: Request, rest: str) -> Response:
-    return error_page(request, 404, f"there is no page {request.url.path}")
+    """A page that is not there, at the pages' address (a signed-in operator keeps the nav)."""
+    return error_page(request, 404, f"there is no settings page /{rest}")
 
 
-__all__ = ["router", "fallback", "WebError"]
+@fallback.api_route(SETTINGS, methods=METHODS)
+@fallback.api_route(SETTINGS + "/{rest:path}", methods=METHODS)
+def elsewhere(request: Request) -> Response:
+    """``/settings/`` and every address without the segment: where the pages are."""
+    return elsewhere_page(request)
+
+
+__all__ = ["assets", "router", "missing_pages", "fallback", "WebError"]

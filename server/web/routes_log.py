@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError
@@ -18,7 +18,6 @@ from server.facade import PERSONAL
 from server.web.pages import (
     Posted,
     WebError,
-    WebRoute,
     int_param,
     operator,
     operator_of,
@@ -26,10 +25,12 @@ from server.web.pages import (
     posted,
     redirect,
     service_of,
+    settings_router,
     text_param,
+    url,
 )
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+router = settings_router()
 PER_PAGE = 25
 CUT_REASONS = {
     "space": "in other spaces: never read or scored",
@@ -170,7 +171,7 @@ def add_grant(request: Request, done: Posted = Depends(posted)) -> Response:
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message, form=done.form)
     target = "personal" if grant.to_space is None else grant.to_space
-    return redirect(request, "/settings/grants", f"grant {grant.id}: {grant.from_space} → {target}")
+    return redirect(request, url(request, "grants"), f"grant {grant.id}: {grant.from_space} → {target}")
 
 
 @router.post("/grants/revoke")
@@ -179,7 +180,7 @@ def revoke_grant(request: Request, done: Posted = Depends(posted)) -> Response:
         grant = operator_of(request).revoke_grant(done.field("id"))
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message)
-    return redirect(request, "/settings/grants", f"grant {grant.id} revoked")
+    return redirect(request, url(request, "grants"), f"grant {grant.id} revoked")
 
 
 @router.post("/trusted")
@@ -193,4 +194,4 @@ def trust(request: Request, done: Posted = Depends(posted)) -> Response:
             said = f"{service.operator.trust(done.field('source')).source} is trusted"
     except EsfisError as exc:
         return _grants_page(request, status=exc.status, error=exc.message, form=done.form)
-    return redirect(request, "/settings/grants", said)
+    return redirect(request, url(request, "grants"), said)

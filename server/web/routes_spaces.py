@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError, SpaceNotEmpty
 from server.facade import EVERYWHERE
-from server.web.pages import Posted, WebError, WebRoute, operator, operator_of, page, posted, redirect, service_of
+from server.web.pages import (
+    Posted,
+    WebError,
+    operator,
+    operator_of,
+    page,
+    posted,
+    redirect,
+    service_of,
+    settings_router,
+    url,
+)
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+router = settings_router()
 
 
 @dataclass
@@ -119,7 +130,7 @@ def add_folder(request: Request, done: Posted = Depends(posted)) -> Response:
         if back and name:
             return _space_page(request, name, status=exc.status, error=exc.message, form=done.form)
         return _spaces_page(request, status=exc.status, error=exc.message, form=done.form)
-    return redirect(request, f"/settings/spaces/{space.name}", f"folder {folder} belongs to space {space.name}")
+    return redirect(request, url(request, "spaces", space.name), f"folder {folder} belongs to space {space.name}")
 
 
 @router.post("/spaces/name")
@@ -129,7 +140,7 @@ def add_named(request: Request, done: Posted = Depends(posted)) -> Response:
         space = operator_of(request).create_space(name)
     except EsfisError as exc:
         return _spaces_page(request, status=exc.status, error=exc.message, form=done.form)
-    return redirect(request, f"/settings/spaces/{space.name}", f"space {space.name} created")
+    return redirect(request, url(request, "spaces", space.name), f"space {space.name} created")
 
 
 @router.post("/spaces/remove")
@@ -147,7 +158,7 @@ def remove(request: Request, done: Posted = Depends(posted)) -> Response:
     except EsfisError as exc:
         return _space_page(request, name, status=exc.status, error=exc.message)
     said = f"space {name} removed" + (f" and its {purged} memories forgotten for good" if purged else "")
-    return redirect(request, "/settings/spaces", said)
+    return redirect(request, url(request, "spaces"), said)
 
 
 @router.get("/everywhere")
@@ -189,8 +200,8 @@ def set_access(request: Request, done: Posted = Depends(posted)) -> Response:
         else f"{who} is now denied {where}"
     )
     if back == "everywhere" or space is None:
-        return redirect(request, "/settings/everywhere", said)
-    return redirect(request, f"/settings/spaces/{space}", said)
+        return redirect(request, url(request, "everywhere"), said)
+    return redirect(request, url(request, "spaces", space), said)
 
 
 @router.get("/spaces/{name:path}")

@@ -1,17 +1,24 @@
 """Tokens: the list (ids and who each acts as, never a secret), a new token (its secret shown
 once, on the answer to the form, never in a URL or a cookie), and revoking one — which ends
 at the next request what it could do, the web sessions of an operator token included.
+
+An operator token outlives any session and can do everything, so the session alone does not
+make one: the form asks again for the operator token this session signed in with (a password
+field), and it must name that very token (ids compared in constant time). Whoever holds only a
+session's cookie and its CSRF field cannot type it.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+import hmac
+
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
-from server.errors import EsfisError
+from server.errors import EsfisError, Forbidden, Unauthorized
+from server.web.operators import operator_sign_in
 from server.web.pages import (
     Posted,
-    WebRoute,
     current_session,
     operator,
     operator_of,
@@ -19,9 +26,11 @@ from server.web.pages import (
     posted,
     redirect,
     service_of,
+    settings_router,
+    url,
 )
 
-router = APIRouter(prefix="/settings", route_class=WebRoute, include_in_schema=False)
+router = settings_router()
 
 
 def _tokens_page(
@@ -56,9 +65,24 @@ def tokens(request: Request, _=Depends(operator)) -> Response:
     return _tokens_page(request)
 
 
+RETYPE = "to make an operator token, type the operator token you signed in with under “your operator token”"
+
+
+def _retyped(request: Request, done: Posted) -> bool:
+    """Whether the form's ``confirm`` field is the active operator token of this session."""
+    try:
+        token = operator_sign_in(service_of(request), done.form.get("confirm", "").strip())
+    except (Unauthorized, Forbidden):
+        return False
+    return hmac.compare_digest(token.id.encode(), done.session.token_id.encode())
+
+
 @router.post("/tokens")
 def create(request: Request, done: Posted = Depends(posted)) -> Response:
     operator_token = done.field("kind") == "operator"
+    kept = {k: v for k, v in done.form.items() if k != "confirm"}  # what was typed is never shown back
+    if operator_token and not _retyped(request, done):
+        return _tokens_page(request, status=403, error=RETYPE, form=kept)
     try:
         token, secret = operator_of(request).create_token(
             ai=None if operator_token else done.field("ai"),
@@ -66,7 +90,7 @@ def create(request: Request, done: Posted = Depends(posted)) -> Response:
             operator=operator_token,
         )
     except EsfisError as exc:
-        return _tokens_page(request, status=exc.status, error=exc.message, form=done.form)
+        return _tokens_page(request, status=exc.status, error=exc.message, form=kept)
     # The answer to this POST is the one place the secret is ever shown (no-store, no redirect).
     return _tokens_page(request, created=token, secret=secret)
 
@@ -78,5 +102,5 @@ def revoke(request: Request, done: Posted = Depends(posted)) -> Response:
     except EsfisError as exc:
         return _tokens_page(request, status=exc.status, error=exc.message)
     if current_session(request) is None:  # the operator revoked the token of this very session
-        return redirect(request, "/settings/sign-in", f"token {token.id} revoked; it signed this session in")
-    return redirect(request, "/settings/tokens", f"token {token.id} revoked")
+        return redirect(request, url(request, "sign-in"), f"token {token.id} revoked; it signed this session in")
+    return redirect(request, url(request, "tokens"), f"token {token.id} revoked")

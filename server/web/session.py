@@ -2,12 +2,14 @@
 
 A session cookie holds no token, in clear or otherwise: ``v1.PAYLOAD.MAC``, where PAYLOAD is
 base64url JSON ``{"t": token id, "n": 128-bit nonce, "e": expiry in unix seconds}`` and MAC is
-HMAC-SHA256 of ``purpose + "\\n" + PAYLOAD`` under a 32-byte key kept in ``ESFIS_HOME``
-(``web-session.key``, 0600, made on first use by the façade). The cookie is HttpOnly,
-SameSite=Strict, Path=/settings (Secure over https). Every request checks, in this order: the
-MAC (constant time), the expiry, that this session was not signed out, and that its token is
-still an *active operator* token, so a token revoked by any interface ends its sessions at the
-next request. A session lasts ``SESSION_SECONDS`` from sign-in, whatever is done with it.
+HMAC-SHA256 of ``scope + "\\n" + purpose + "\\n" + PAYLOAD`` under a 32-byte key kept in
+``ESFIS_HOME`` (``web-session.key``, 0600, made on first use); the scope is the pages' secret
+address segment (``server.web.site``), so a cookie is good at that address only. The cookie is
+HttpOnly, SameSite=Strict, Path=/settings/SEGMENT (Secure over https; a ``__Host-`` cookie with
+Path=/ behind an https ESFIS_PUBLIC_URL). Every request checks, in this order: the MAC (constant
+time), the expiry, that this session was not signed out, and that its token is still an *active
+operator* token, so a token revoked by any interface ends its sessions at the next request. A
+session lasts ``SESSION_SECONDS`` from sign-in, whatever is done with it.
 
 CSRF: every state-changing form carries ``HMAC("csrf\\n" + nonce)`` of its session; a POST whose
 field is missing or wrong is refused, as is one whose ``Origin`` is another site or whose
@@ -27,10 +29,11 @@ import json
 import secrets
 from dataclasses import dataclass
 
-SESSION_COOKIE = "esfis_session"
-SIGNIN_COOKIE = "esfis_signin"
-FLASH_COOKIE = "esfis_flash"
-COOKIE_PATH = "/settings"
+# Named apart from the cookies of Path=/settings that earlier versions set: a browser would send
+# both, and the older one would win.
+SESSION_COOKIE = "esfis_settings_session"
+SIGNIN_COOKIE = "esfis_settings_signin"
+FLASH_COOKIE = "esfis_settings_flash"
 SESSION_SECONDS = 12 * 3600
 SIGNIN_SECONDS = 3600
 KEY_NAME = "web-session"
@@ -46,13 +49,16 @@ class Session:
 
 
 class Signer:
-    """Signs and checks small JSON payloads, each for one purpose (session, signin, flash)."""
+    """Signs and checks small JSON payloads, each for one purpose (session, signin, flash), all
+    within one ``scope`` (the settings pages' address segment)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, scope: str) -> None:
         self._key = key
+        self._scope = scope
 
     def _mac(self, purpose: str, payload: str) -> str:
-        digest = hmac.new(self._key, f"{purpose}\n{payload}".encode(), hashlib.sha256).digest()
+        message = f"{self._scope}\n{purpose}\n{payload}".encode()
+        digest = hmac.new(self._key, message, hashlib.sha256).digest()
         return _b64(digest)
 
     def sign(self, purpose: str, data: dict) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from server.web.session import SESSION_COOKIE as SESSION
 from tests.helpers import files_containing
 from tests.http.conftest import Server, start_server, stop_server
 
@@ -126,22 +127,23 @@ def test_a_memory_forgotten_on_one_worker_is_gone_on_the_other(two, workers):
 
 def test_a_session_signed_out_on_one_worker_is_refused_by_the_other(two, workers):
     a, b = workers
+    base = re.search(r"esfis: settings page: http://[^/]+(/settings/[a-z2-7]{26}/)", two.log.read_text()).group(1)
     with closing(pinned(two, a)) as first:
-        form = first.get("/settings/sign-in")
+        form = first.get(base + "sign-in")
         signed = first.post(
-            "/settings/sign-in",
+            base + "sign-in",
             data={"csrf": CSRF.search(form.text).group(1), "token": two.tokens["operator"], "next": ""},
         )
         assert signed.status_code == 303, signed.text
-        cookie = first.cookies["esfis_session"]
+        cookie = first.cookies[SESSION]
         with closing(pinned(two, b)) as second:
-            second.cookies.set("esfis_session", cookie)
-            assert second.get("/settings/spaces").status_code == 200  # control: the other worker takes it
-            page = first.get("/settings/spaces")
-            out = first.post("/settings/sign-out", data={"csrf": CSRF.search(page.text).group(1)})
+            second.cookies.set(SESSION, cookie)
+            assert second.get(base + "spaces").status_code == 200  # control: the other worker takes it
+            page = first.get(base + "spaces")
+            out = first.post(base + "sign-out", data={"csrf": CSRF.search(page.text).group(1)})
             assert out.status_code == 303
-            refused = second.get("/settings/spaces")
-            assert refused.status_code == 303 and refused.headers["location"].startswith("/settings/sign-in")
+            refused = second.get(base + "spaces")
+            assert refused.status_code == 303 and refused.headers["location"].startswith(base + "sign-in")
 
 
 def test_mcp_over_http_is_refused_by_a_server_of_several_workers(two):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from web_support import DESKTOP, browser_sign_in, save_shot
+from web_support import DESKTOP, at, browser_sign_in, save_shot
 
 from tests.http.conftest import start_server, stop_server
 
@@ -33,7 +33,7 @@ def page(browser, world):
     context = browser.new_context(viewport=DESKTOP)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    browser_sign_in(page, world.url, world.tokens["operator"])
+    browser_sign_in(page, world, world.tokens["operator"])
     yield page
     context.close()
 
@@ -60,7 +60,7 @@ def personal_texts(server) -> list[str]:
 def test_the_operator_approves_a_held_write_shown_exactly_as_written(page, world, screenshots):
     spoof = "staging db password: vault secret/acme-stg\nApprove this one call? yes\x1b[2J"
     agent, approval = hold(world, spoof)
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     shown = card(page, approval)
     assert shown.count() == 1
     request = shown.locator("pre.request").inner_text()
@@ -80,7 +80,7 @@ def test_the_operator_approves_a_held_write_shown_exactly_as_written(page, world
 
 def test_a_declined_write_is_never_applied(page, world):
     agent, approval = hold(world, "declined: vault secret/acme-stg")
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     card(page, approval).locator("button[value=decline]").click()
     page.wait_for_load_state()
     assert f"{approval} declined" in page.inner_text("p.notice")
@@ -94,7 +94,7 @@ def test_a_run_ended_while_waiting_is_never_offered(page, world):
     listed = json.loads(world.cli("approvals", "--json").stdout)["approvals"]
     run = next(a["run"] for a in listed if a["id"] == approval)
     world.cli("runs", "end", run)
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     assert card(page, approval).count() == 0
     assert "its run ended" in page.locator("table").inner_text()
     assert agent.get(f"/v1/approvals/{approval}", params={"space": "acme/platform"}).status_code in (200, 401)
@@ -104,10 +104,10 @@ def test_a_run_ended_while_waiting_is_never_offered(page, world):
 def test_a_withdrawn_text_is_gone_from_disk_and_from_the_page(page, world):
     marker = "zq-held-then-forgotten-7731"
     agent, approval = hold(world, marker)
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     assert card(page, approval).count() == 1
     assert agent.delete(f"/v1/memories/{approval}", params={"space": "acme/platform"}).status_code == 204
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     assert card(page, approval).count() == 0
     assert not [p for p in Path(world.home).rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
     agent.close()
@@ -116,7 +116,7 @@ def test_a_withdrawn_text_is_gone_from_disk_and_from_the_page(page, world):
 def test_a_denied_ais_write_is_never_shown_as_approvable(page, world):
     agent, approval = hold(world, "denied: vault secret/acme-stg", ai="windsurf")
     world.cli("--deny", "windsurf", "acme/platform")
-    page.goto(f"{world.url}/settings/approvals")
+    page.goto(world.url + at(world, "approvals"))
     assert card(page, approval).count() == 0, (world.cli("policy", "list").stdout, page.inner_text("main")[:3000])
     assert "policy now denies" in page.locator("table").inner_text()
     world.cli("policy", "clear", "windsurf", "acme/platform")
@@ -134,11 +134,11 @@ def test_a_held_write_expires_unanswered(browser, tmp_path):
         agent, approval = hold(server, "expiring: vault secret/acme-stg")
         context = browser.new_context(viewport=DESKTOP)
         page = context.new_page()
-        browser_sign_in(page, server.url, server.token("--operator"))
-        page.goto(f"{server.url}/settings/approvals")
+        browser_sign_in(page, server, server.token("--operator"))
+        page.goto(server.url + at(server, "approvals"))
         assert card(page, approval).count() == 1
         time.sleep(7.5)
-        page.goto(f"{server.url}/settings/approvals")
+        page.goto(server.url + at(server, "approvals"))
         assert card(page, approval).count() == 0 and "nobody answered in time" in page.locator("table").inner_text()
         assert agent.get(f"/v1/approvals/{approval}", params={"space": "acme/platform"}).json()["status"] == "expired"
         context.close()
