@@ -27,7 +27,10 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
     │   ├── SpaceNotEmpty           space_not_empty 409
-    │   └── SpaceExists             space_exists    409
+    │   ├── SpaceExists             space_exists    409
+    │   ├── FolderNotEmpty          folder_not_empty 409  a backup's target holds what no backup of esfis made,
+    │   │                                                 or a complete backup
+    │   └── BackupUnderWay          backup_under_way 409  another backup is writing into that folder
     ├── PayloadTooLarge             too_large       413
     ├── NotServed                   not_served      503   this server does not serve that here (/mcp with several workers)
     └── StoreUnavailable            store_error     500   model or store cannot be used
@@ -160,6 +163,16 @@ class SpaceNotEmpty(Conflict):
 
 class SpaceExists(Conflict):
     code = "space_exists"
+
+
+class FolderNotEmpty(Conflict):
+    """A backup touches only what it made: a folder holding anything else is refused."""
+
+    code = "folder_not_empty"
+
+
+class BackupUnderWay(Conflict):
+    code = "backup_under_way"
 
 
 class PayloadTooLarge(EsfisError):

@@ -14,6 +14,9 @@ processes for the concurrency and the kills:
   middle of the read (its purge deletes the files being read), leaves the backup whole;
 - kill -9 at each step of a backup and of a restore: never taken for a complete one, the source
   untouched, the target empty, and a re-run completes;
+- a backup touches only what it made: a folder it did not mark is never cleared, a path through
+  a symbolic link or inside the home is refused, and a second backup into a folder while one
+  writes there is a conflict;
 - damage and wrong targets are refused.
 """
 
@@ -26,6 +29,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,7 +41,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
-from server.errors import InvalidInput, MemoryNotFound
+from server.errors import FolderNotEmpty, InvalidInput, MemoryNotFound
 from server.facade import open_service, restore_home
 from server.memories.input import digest_of
 from tests.catalogs import settings_for
@@ -449,12 +453,12 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    with pytest.raises(InvalidInput, match="not empty"):
+    with pytest.raises(FolderNotEmpty, match="not empty"):
         fake_service.operator.backup(tmp_path / "busy")
     with pytest.raises(InvalidInput, match="absolute"):
         fake_service.operator.backup("relative/folder")
     fake_service.operator.backup(tmp_path / "backup")
-    with pytest.raises(InvalidInput, match="complete backup"):
+    with pytest.raises(FolderNotEmpty, match="complete backup"):
         fake_service.operator.backup(tmp_path / "backup")
     with pytest.raises(InvalidInput, match="not empty"):
         restore_home(tmp_path / "backup", settings_for(home))
@@ -468,3 +472,95 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     with pytest.raises(Exception, match="does not match its manifest"):
         restore_home(damaged, settings_for(tmp_path / "from-damaged"))
     assert not (tmp_path / "from-damaged").exists() or not any((tmp_path / "from-damaged").iterdir())
+
+
+# -- a backup touches only what it made ---------------------------------------------------------
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("esfis: error: "), done.stderr
+    return lines[0]
+
+
+def test_a_backup_never_clears_a_folder_it_did_not_mark(home, tmp_path, two_spaces):
+    """A folder holding a file named INCOMPLETE is not a killed backup unless a backup marked it:
+    it is refused, and every file in it stays. A marked one holding a file no backup writes is
+    refused too; a marked one holding only a killed backup's parts is started over."""
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "INCOMPLETE").write_text("chapter 4 still to write")
+    (thesis / "chapter-1.md").write_text("the first chapter")
+    refused = esfis(home, "backup", str(thesis))
+    assert refused.returncode == 5 and "no backup folder of esfis's" in _one_error_line(refused)
+    assert sorted(p.name for p in thesis.iterdir()) == ["INCOMPLETE", "chapter-1.md"]
+
+    killed = esfis(home, "backup", str(tmp_path / "backup"), failpoint="backup:after-partition@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "backup" / ".esfis-backup").is_file()
+    (tmp_path / "backup" / "notes.txt").write_text("put here by hand")
+    refused = esfis(home, "backup", str(tmp_path / "backup"))
+    assert refused.returncode == 5 and "'notes.txt', which no backup made" in _one_error_line(refused)
+    assert (tmp_path / "backup" / "notes.txt").read_text() == "put here by hand"
+    (tmp_path / "backup" / "notes.txt").unlink()
+    again = esfis(home, "backup", str(tmp_path / "backup"))
+    assert again.returncode == 0, again.stderr
+    assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces
+
+
+@pytest.mark.parametrize("where", ["the-folder", "a-parent", "dangling"])
+def test_a_backup_through_a_symbolic_link_is_refused(fake_service, home, tmp_path, where):
+    """The folder written would not be the one named: refused, and nothing is written where
+    the link leads."""
+    fake_service.remember(fake_service.caller("cli"), "a personal note", personal=True)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real if where != "dangling" else tmp_path / "nowhere")
+    target = link / "backup" if where == "a-parent" else link
+    with pytest.raises(InvalidInput, match="goes through a symbolic link"):
+        fake_service.operator.backup(target)
+    assert list(real.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "inside", ["vectors", "vectors/backup", "backup", ".", ".."], ids=lambda p: p.replace("/", "-").strip(".") or p
+)
+def test_a_backup_inside_the_home_or_around_it_is_refused_and_the_home_still_works(home, tmp_path, two_spaces, inside):
+    """A backup in the vectors folder would be read as a partition (``esfis sweep`` and ``--why``
+    died on it), one elsewhere in the home would be copied into the next backup, and one around
+    the home would hold it: each is refused, and nothing is made."""
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    target = (home / inside).resolve()
+    refused = esfis(home, "backup", str(target))
+    assert refused.returncode == 2, refused.stderr
+    assert ("holds ESFIS_HOME" if inside == ".." else "is inside") in _one_error_line(refused)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    svc = reopen(home)
+    try:
+        assert svc.operator.sweep_orphans(timedelta(minutes=10)) == (0, 2)
+        assert_whole(svc, home)
+    finally:
+        svc.close()
+
+
+def test_a_second_backup_into_a_folder_while_one_writes_there_is_a_conflict(home, tmp_path, two_spaces):
+    """One backup at a time holds a folder: another answers a conflict (exit 5) and touches
+    nothing, and the first completes."""
+    first = subprocess.Popen(
+        [ESFIS_BIN, "backup", str(tmp_path / "backup")],
+        cwd=ROOT,
+        env=cli_env(home, ESFIS_FAILPOINT="backup:after-catalog=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _stopped(first)
+        second = esfis(home, "backup", str(tmp_path / "backup"))
+        assert second.returncode == 5 and "another backup is writing into" in _one_error_line(second)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces

@@ -76,7 +76,9 @@ def backup_home(
     failpoints.arm(settings.failpoints)
     catalog, store = _open_without_model(settings)
     try:
-        return backup(catalog, store, Path(target).absolute(), clock=system_clock, progress=progress)
+        return backup(
+            catalog, store, Path(target).absolute(), home=settings.home, clock=system_clock, progress=progress
+        )
     finally:
         close_all(catalog, store.coordination, store)
 
