@@ -22,7 +22,8 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── OutOfReach              out_of_reach    403
     │   ├── DataBarrier             data_barrier    403   names the rule, the carried label, the target
     │   ├── UntrustedSource         untrusted_source 403  forget from a run carrying untrusted content
-    │   └── RunEnded                run_ended       403   the run was ended (an operator) or expired
+    │   ├── RunEnded                run_ended       403   the run was ended (an operator) or expired
+    │   └── BackupNotTrusted        backup_untrusted 403  a backup whose manifest's MAC the key does not verify
     ├── Unauthorized                unauthorized    401
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
@@ -139,6 +140,13 @@ class UntrustedSource(Forbidden):
 
 class RunEnded(Forbidden):
     code = "run_ended"
+
+
+class BackupNotTrusted(Forbidden):
+    """The manifest does not verify with the key given (changed since, or keyed with another key),
+    or carries no MAC at all: restored only with the operator's ``--no-key``."""
+
+    code = "backup_untrusted"
 
 
 class Unauthorized(EsfisError):

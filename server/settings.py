@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from server.errors import InvalidInput
@@ -27,6 +27,9 @@ class Settings:
     batch_window_ms: float = (
         BATCH_WINDOW_MS  # ESFIS_BATCH_WINDOW_MS: the most a server's query waits for company; 0: off
     )
+    # ESFIS_BACKUP_KEY: 64 hex characters that key backups' manifests (server.bulk.backup_manifest);
+    # None: the home's backup.key. Never shown.
+    backup_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -44,6 +47,7 @@ class Settings:
             vectors=env.get("ESFIS_VECTORS") or None,
             trail_days=_days(env.get("ESFIS_TRAIL_DAYS")),
             batch_window_ms=_window(env.get("ESFIS_BATCH_WINDOW_MS")),
+            backup_key=env.get("ESFIS_BACKUP_KEY") or None,
         )
 
     @property

@@ -17,13 +17,17 @@ processes for the concurrency and the kills:
 - a backup touches only what it made: a folder it did not mark is never cleared, a path through
   a symbolic link or inside the home is refused, and a second backup into a folder while one
   writes there is a conflict;
+- a backup's manifest is keyed: a catalog changed and its digest written again is refused, and
+  so is a restore without the key, with another key, or of a manifest whose MAC was removed;
 - damage and wrong targets are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -41,7 +45,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
-from server.errors import FolderNotEmpty, InvalidInput, MemoryNotFound
+from server.errors import BackupNotTrusted, FolderNotEmpty, InvalidInput, MemoryNotFound
 from server.facade import open_service, restore_home
 from server.memories.input import digest_of
 from tests.catalogs import settings_for
@@ -171,7 +175,7 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     service.forget(service.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"])
 
     restored = tmp_path / "restored"
-    done = restore_home(tmp_path / "backup", settings_for(restored))
+    done = restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
     assert (done.memories, done.forgets_applied) == (8, 0)
     assert tables(restored / "esfis.db") == catalog_then
     svc = open_service(settings_for(restored), embedder=service._parts.embedder, clock=clock)
@@ -199,7 +203,7 @@ def test_restore_with_forgets_from_forgets_again_what_the_live_home_forgot(fake_
     assert files_containing(tmp_path / "backup", secret.text), "a backup made before a forget holds the text"
 
     plain = tmp_path / "plain"
-    restore_home(tmp_path / "backup", settings_for(plain))
+    restore_home(tmp_path / "backup", settings_for(plain), key_file=home / "backup.key")
     assert files_containing(plain, secret.text)  # without the live catalog, the backup's world comes back
 
     restored = tmp_path / "restored"
@@ -461,7 +465,7 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     with pytest.raises(FolderNotEmpty, match="complete backup"):
         fake_service.operator.backup(tmp_path / "backup")
     with pytest.raises(InvalidInput, match="not empty"):
-        restore_home(tmp_path / "backup", settings_for(home))
+        restore_home(tmp_path / "backup", settings_for(home), key_file=home / "backup.key")
     with pytest.raises(InvalidInput, match="no complete backup"):
         restore_home(tmp_path / "busy", settings_for(tmp_path / "elsewhere"))
     damaged = tmp_path / "damaged"
@@ -470,7 +474,7 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
         f.seek(200)
         f.write(b"\xff")
     with pytest.raises(Exception, match="does not match its manifest"):
-        restore_home(damaged, settings_for(tmp_path / "from-damaged"))
+        restore_home(damaged, settings_for(tmp_path / "from-damaged"), key_file=home / "backup.key")
     assert not (tmp_path / "from-damaged").exists() or not any((tmp_path / "from-damaged").iterdir())
 
 
@@ -564,3 +568,82 @@ def test_a_second_backup_into_a_folder_while_one_writes_there_is_a_conflict(home
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces
+
+
+# -- a keyed manifest --------------------------------------------------------------------------
+
+
+def _replant(folder: Path, sql: str) -> dict:
+    """What someone who can write the backup folder, but has no key, can do: change the
+    catalog and write its digest and size into the manifest again."""
+    with sqlite3.connect(folder / "esfis.db") as conn:
+        assert conn.execute(sql).rowcount >= 1
+    conn.close()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    body = (folder / "esfis.db").read_bytes()
+    manifest["catalog"].update(sha256=hashlib.sha256(body).hexdigest(), bytes=len(body))
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def test_a_restore_refuses_a_catalog_changed_after_the_backup_even_with_its_digest_rewritten(
+    fake_service, home, tmp_path
+):
+    """An AI token made operator in the backup's catalog, digest and size written again: the
+    manifest's MAC no longer verifies with the key, and nothing is restored."""
+    fake_service.operator.create_space("acme")
+    fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
+    fake_service.operator.create_token(ai="claude-code", space="acme")
+    fake_service.operator.backup(tmp_path / "backup")
+    _replant(tmp_path / "backup", "UPDATE tokens SET operator = 1, space = NULL WHERE ai = 'claude-code'")
+    restored = tmp_path / "restored"
+    with pytest.raises(BackupNotTrusted, match="does not verify with its key"):
+        restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
+    assert not restored.exists() or not any(restored.iterdir())
+    assert not list(tmp_path.glob(".restored.restoring*"))
+
+    stripped = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    del stripped["mac"]
+    (tmp_path / "backup" / "manifest.json").write_text(json.dumps(stripped))
+    with pytest.raises(BackupNotTrusted, match="carries no MAC"):
+        restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
+    # --no-key is the operator's word that the folder is as it was written: the digests agree.
+    done = restore_home(tmp_path / "backup", settings_for(restored), no_key=True)
+    assert done.memories == 1
+
+
+def test_a_restore_needs_the_key_the_backup_was_made_with(home, tmp_path, two_spaces):
+    """The key is the home's backup.key (0600, never in the backup) or one given; a restore
+    without it, or with another one, is one clear line; with it, or with --no-key, it goes."""
+    made = esfis(home, "backup", str(tmp_path / "backup"))
+    assert made.returncode == 0, made.stderr
+    key = (home / "backup.key").read_text().strip()
+    assert oct((home / "backup.key").stat().st_mode & 0o777) == "0o600" and len(key) == 64
+    assert f"from {home / 'backup.key'}: a restore needs it" in made.stdout
+    assert files_containing(tmp_path / "backup", key) == []
+    keyed_with = json.loads((tmp_path / "backup" / "manifest.json").read_text())["key_id"]
+
+    bare = esfis(tmp_path / "bare", "restore", str(tmp_path / "backup"))
+    assert bare.returncode == 2 and f"is keyed (key {keyed_with})" in _one_error_line(bare)
+    assert "--key-file" in bare.stderr and "--no-key" in bare.stderr
+    (tmp_path / "other.key").write_text(os.urandom(32).hex() + "\n")
+    other = esfis(tmp_path / "other", "restore", str(tmp_path / "backup"), "--key-file", str(tmp_path / "other.key"))
+    assert other.returncode == 4 and f"was keyed with key {keyed_with}, not with" in _one_error_line(other)
+    for restored in (tmp_path / "bare", tmp_path / "other"):
+        assert not restored.exists() or not any(restored.iterdir())
+
+    by_env = subprocess.run(
+        [ESFIS_BIN, "restore", str(tmp_path / "backup")],
+        cwd=ROOT,
+        env=cli_env(tmp_path / "by-env", ESFIS_BACKUP_KEY=key),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert by_env.returncode == 0, by_env.stderr
+    by_file = esfis(tmp_path / "by-file", "restore", str(tmp_path / "backup"), "--key-file", str(home / "backup.key"))
+    assert by_file.returncode == 0, by_file.stderr
+    trusted = esfis(tmp_path / "trusted", "restore", str(tmp_path / "backup"), "--no-key")
+    assert trusted.returncode == 0, trusted.stderr
+    both = esfis(tmp_path / "both", "restore", str(tmp_path / "backup"), "--no-key", "--key-file", "k")
+    assert both.returncode == 2 and "not allowed with" in both.stderr

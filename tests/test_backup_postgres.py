@@ -77,7 +77,8 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     plain = Settings(
         home=tmp_path / "plain", model=None, catalog=_database("plain_restore", schema), vectors=f"s3://{bucket}/plain"
     )
-    restore_home(tmp_path / "backup", plain)
+    key = home / "backup.key"  # the home that took the backup keeps its key
+    restore_home(tmp_path / "backup", plain, key_file=key)
     restored = open_service(plain, embedder=HashingEmbedder(), clock=clock)
     try:
         assert_same_answers(recalls(restored, QUERIES), before)
@@ -92,7 +93,7 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     again = Settings(
         home=tmp_path / "again", model=None, catalog=_database("again_restore", schema), vectors=f"s3://{bucket}/again"
     )
-    done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog)
+    done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog, key_file=key)
     assert done.forgets_applied == 1
     restored = open_service(again, embedder=HashingEmbedder(), clock=clock)
     try:
@@ -102,4 +103,4 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         restored.close()
     assert not any(FORGOTTEN.encode() in body for body in s3.objects(bucket, "again/").values())
     with pytest.raises(Exception, match="not empty"):
-        restore_home(tmp_path / "backup", again)
+        restore_home(tmp_path / "backup", again, key_file=key)

@@ -7,7 +7,8 @@ A backup folder holds::
                     one moment, whatever the writers do meanwhile)
     vectors/        one Lance table per partition, holding exactly the memories that catalog
                     names as not forgotten: their text and vector, at the validity it records
-    manifest.json   written last: the time, the counts and the sha256 of every part
+    manifest.json   written last: the time, the counts and the sha256 of every part, keyed
+                    (``server.bulk.backup_manifest``)
     INCOMPLETE      written first, removed after the manifest: the folder is a backup under way
     .esfis-backup   the marker: this folder is a backup's (``server.bulk.backup_folder``)
 
@@ -52,6 +53,7 @@ from indexing import failpoints
 from indexing.store import VectorStore, table_name
 from server.barrier.contexts import ContextBook
 from server.bulk.backup_folder import CATALOG, DUMP, INCOMPLETE, MANIFEST, VECTORS, Folder, claimed
+from server.bulk.backup_manifest import FORMAT, BackupKey, home_key, sealed
 from server.catalog import Catalog
 from server.catalog.shared import SCHEMA_VERSION
 from server.catalog.sqlite import SqliteCatalog
@@ -60,7 +62,6 @@ from server.errors import StoreUnavailable
 from server.memories import MemoryBook
 from server.memories.input import digest_of
 
-FORMAT = 1
 BATCH = 8192
 Progress = Callable[[int], None]
 
@@ -73,6 +74,7 @@ class BackupReport:
     partitions: int
     forgotten_since: int  # named by the copy, forgotten before their partition was read
     seconds: float
+    key: BackupKey  # the manifest's: a restore needs it (or --no-key)
 
     @property
     def rate(self) -> float:
@@ -88,13 +90,16 @@ def backup(
     target: Path,
     *,
     home: Path,
+    key: BackupKey | None,
     clock: Clock,
     progress: Progress | None = None,
 ) -> BackupReport:
     """A consistent copy of a home into ``target`` (absent, empty, or a killed backup's folder)
-    while others write."""
+    while others write, its manifest keyed with ``key`` (None: the home's ``backup.key``, made
+    once the target is taken, so a refused backup makes nothing)."""
     with claimed(target, home=home, vectors=store.root) as folder:
-        return _take(catalog, store, folder, clock=clock, progress=progress)
+        keyed_with = key or home_key(home)
+        return _take(catalog, store, folder, keyed_with=keyed_with, clock=clock, progress=progress)
 
 
 def _take(
@@ -102,6 +107,7 @@ def _take(
     store: VectorStore,
     folder: Folder,
     *,
+    keyed_with: BackupKey,
     clock: Clock,
     progress: Progress | None,
 ) -> BackupReport:
@@ -168,10 +174,12 @@ def _take(
     }
     fsync_tree(target)
     failpoints.hit("backup:before-manifest")
-    _write_atomically(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _write_atomically(target / MANIFEST, json.dumps(sealed(manifest, keyed_with), indent=2) + "\n")
     (target / INCOMPLETE).unlink()
     fsync_dir(target)
-    return BackupReport(target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started)
+    return BackupReport(
+        target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started, keyed_with
+    )
 
 
 def _copy_catalog(source: Path, destination: Path) -> None:

@@ -5,13 +5,14 @@ into place last, in one step: a restore killed half way leaves the target empty,
 one starts over. With the live catalog (``forgets_from``), every memory it forgot is forgotten
 in the restored home before it is put in place, so a restored machine never brings a forgotten
 text back. A backup of a PostgreSQL catalog goes into an empty database and an empty store
-(``_restore_postgres``). The backup folder is only read: it may lie on read-only media.
+(``_restore_postgres``). The backup folder is only read: it may lie on read-only media. Its
+manifest is verified with the backup's key before anything is written
+(``server.bulk.backup_manifest``), then every part against it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -25,22 +26,10 @@ import pyarrow as pa
 from indexing import failpoints
 from indexing.location import open_dataset
 from indexing.store import VectorStore, table_name
-from server.bulk.backup import (
-    BATCH,
-    CATALOG,
-    FORMAT,
-    INCOMPLETE,
-    MANIFEST,
-    VECTORS,
-    Progress,
-    file_digest,
-    forget,
-    fsync_dir,
-    fsync_tree,
-    row_digest,
-)
+from server.bulk.backup import BATCH, Progress, file_digest, forget, fsync_dir, fsync_tree, row_digest
+from server.bulk.backup_folder import CATALOG, VECTORS
+from server.bulk.backup_manifest import BackupKey, read_manifest
 from server.catalog import Catalog
-from server.catalog.shared import SCHEMA_VERSION
 from server.catalog.sqlite import SqliteCatalog
 from server.clock import from_micros
 from server.errors import InvalidInput, StoreUnavailable
@@ -56,40 +45,25 @@ class RestoreReport:
     seconds: float
 
 
-def read_manifest(source: Path) -> dict:
-    """A complete backup's manifest; refuses a folder that holds none (a backup killed half
-    way, or not a backup at all) or one newer than this esfis."""
-    path = Path(source) / MANIFEST
-    if (Path(source) / INCOMPLETE).exists() or not path.is_file():
-        raise InvalidInput(
-            f"{source} holds no complete backup (no manifest: a backup killed half way, or not a backup)", field="path"
-        )
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT or int(manifest.get("schema", 0)) > SCHEMA_VERSION:
-        raise InvalidInput(
-            f"the backup in {source} is of format {manifest.get('format')}, catalog schema "
-            f"{manifest.get('schema')}: newer than this esfis (upgrade esfis)",
-            field="path",
-        )
-    return manifest
-
-
 def restore(
     source: Path,
     home: Path,
     *,
+    key: BackupKey | None,
+    no_key: bool = False,
     forgets_from: Catalog | None = None,
     catalog_url: str | None = None,
     vectors_uri: str | None = None,
     progress: Progress | None = None,
 ) -> RestoreReport:
-    """Restore the backup in ``source`` into ``home`` (absent or empty), checking every digest.
-    With ``forgets_from`` (the live catalog), every memory it forgot is forgotten here too. A
-    backup of a PostgreSQL catalog goes into the empty database ``catalog_url`` (and the
-    partitions into ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
+    """Restore the backup in ``source`` into ``home`` (absent or empty), its manifest verified
+    with ``key`` (``no_key``: taken on trust) and every digest checked. With ``forgets_from``
+    (the live catalog), every memory it forgot is forgotten here too. A backup of a PostgreSQL
+    catalog goes into the empty database ``catalog_url`` (and the partitions into
+    ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
     started = time.monotonic()
     source, home = Path(source), Path(home)
-    manifest = read_manifest(source)
+    manifest = read_manifest(source, key=key, no_key=no_key)
     kind = manifest["catalog"].get("kind", "sqlite")
     if (kind == "pg_dump") != (catalog_url is not None):
         raise InvalidInput(

@@ -5,7 +5,7 @@ interface reaches a book but through them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,8 @@ from server.spaces.tokens import TokenBook
 @dataclass(frozen=True)
 class Parts:
     """One service's parts. ``home`` is ESFIS_HOME (the vectors, the write journals, the keys; the
-    catalog may lie elsewhere); runs that are over are pruned after ``trail_days``."""
+    catalog may lie elsewhere); runs that are over are pruned after ``trail_days``; backups are
+    keyed with ``backup_key`` when given, else the home's ``backup.key``."""
 
     home: Path
     trail_days: int
@@ -50,6 +51,7 @@ class Parts:
     contexts: ContextBook
     gates: Gates
     tokens: TokenBook
+    backup_key: str | None = field(default=None, repr=False)  # ESFIS_BACKUP_KEY: what backups are keyed with
 
     @classmethod
     def over(
@@ -61,6 +63,7 @@ class Parts:
         clock: Clock,
         home: Path,
         trail_days: int = TRAIL_DAYS,
+        backup_key: str | None = None,
     ) -> Parts:
         """The books over one catalog and one store."""
         journal = WriteJournal(home / JOURNALS)
@@ -83,6 +86,7 @@ class Parts:
             contexts=ContextBook(catalog, clock),
             gates=Gates(runs, grants, clock),
             tokens=TokenBook(catalog, clock),
+            backup_key=backup_key,
         )
 
     # The model's failures are the store's unavailability to a caller, whichever verb embeds.

@@ -41,7 +41,7 @@ def test_an_operator_backs_up_a_running_server_and_it_restores(server, operator,
     restored = tmp_path / "restored"
     env = restore_env(server, restored)
     done = subprocess.run(
-        [ESFIS_BIN, "restore", str(tmp_path / "backup")],
+        [ESFIS_BIN, "restore", str(tmp_path / "backup"), "--key-file", str(server.home / "backup.key")],
         env=env,
         capture_output=True,
         text=True,
