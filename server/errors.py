@@ -7,6 +7,8 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── InvalidMemoryId         invalid_id      422
     │   ├── TextTooLong             too_long        422
     │   ├── BadImportLine           bad_line        422
+    │   ├── BackupDamaged           backup_damaged  422   a backup folder a restore cannot load: a part missing,
+    │   │                                                 unreadable or not what its manifest says
     │   └── BadRequest              bad_request     400   a request's framing: a header given twice, a
     │                                                     header no longer taken
     ├── NotFound                    not_found       404
@@ -73,6 +75,12 @@ class TextTooLong(InvalidInput):
 
 class BadImportLine(InvalidInput):
     code = "bad_line"
+
+
+class BackupDamaged(InvalidInput):
+    """The folder named is not a backup a restore can load: says which part, and that it is damaged."""
+
+    code = "backup_damaged"
 
 
 class BadRequest(InvalidInput):

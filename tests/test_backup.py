@@ -19,6 +19,8 @@ processes for the concurrency and the kills:
   writes there is a conflict;
 - a backup's manifest is keyed: a catalog changed and its digest written again is refused, and
   so is a restore without the key, with another key, or of a manifest whose MAC was removed;
+- a damaged backup (a part missing, cut short or changed) is one error line, and the refused
+  restore leaves no staging folder behind;
 - damage and wrong targets are refused.
 """
 
@@ -45,7 +47,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
-from server.errors import BackupNotTrusted, FolderNotEmpty, InvalidInput, MemoryNotFound
+from server.errors import BackupDamaged, BackupNotTrusted, FolderNotEmpty, InvalidInput, MemoryNotFound
 from server.facade import open_service, restore_home
 from server.memories.input import digest_of
 from tests.catalogs import settings_for
@@ -473,9 +475,10 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     with open(damaged / "esfis.db", "r+b") as f:
         f.seek(200)
         f.write(b"\xff")
-    with pytest.raises(Exception, match="does not match its manifest"):
+    with pytest.raises(BackupDamaged, match="does not match its manifest"):
         restore_home(damaged, settings_for(tmp_path / "from-damaged"), key_file=home / "backup.key")
     assert not (tmp_path / "from-damaged").exists() or not any((tmp_path / "from-damaged").iterdir())
+    assert not list(tmp_path.glob(".from-damaged.restoring*")), "a refused restore left its texts beside the home"
 
 
 # -- a backup touches only what it made ---------------------------------------------------------
@@ -647,3 +650,37 @@ def test_a_restore_needs_the_key_the_backup_was_made_with(home, tmp_path, two_sp
     assert trusted.returncode == 0, trusted.stderr
     both = esfis(tmp_path / "both", "restore", str(tmp_path / "backup"), "--no-key", "--key-file", "k")
     assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+# -- a damaged backup -------------------------------------------------------------------------
+
+
+def _last_table(folder: Path) -> Path:
+    """The folder of the partition the restore reads last: the ones before it are written by then."""
+    key = json.loads((folder / "manifest.json").read_text())["partitions"][-1]["key"]
+    return folder / "vectors" / f"{table_name(key)}.lance"
+
+
+DAMAGES = {
+    "catalog-missing": lambda folder: (folder / "esfis.db").unlink(),
+    "partition-data-missing": lambda folder: [p.unlink() for p in (_last_table(folder) / "data").iterdir()],
+    "partition-cut-short": lambda folder: [
+        p.write_bytes(p.read_bytes()[:100]) for p in (_last_table(folder) / "data").iterdir()
+    ],
+    "partition-missing": lambda folder: shutil.rmtree(_last_table(folder)),
+    "manifest-not-json": lambda folder: (folder / "manifest.json").write_text('{"format": 2, "partitions": ['),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_backup_is_one_error_line_and_leaves_nothing_behind(home, tmp_path, two_spaces, damage):
+    """docs/cli.md's one line (exit 2, no traceback), the home empty, and no staging folder
+    holding the texts restored before the damage was found."""
+    assert esfis(home, "backup", str(tmp_path / "backup")).returncode == 0
+    DAMAGES[damage](tmp_path / "backup")
+    restored = tmp_path / "restored"
+    refused = esfis(restored, "restore", str(tmp_path / "backup"), "--key-file", str(home / "backup.key"))
+    assert refused.returncode == 2, refused.stderr
+    assert "damaged" in _one_error_line(refused) and "Traceback" not in refused.stderr
+    assert not restored.exists() or not any(restored.iterdir())
+    assert not list(tmp_path.glob(".restored.restoring*")), "a refused restore left its texts beside the home"

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.bulk.backup_folder import INCOMPLETE, MANIFEST
+from server.bulk.backup_folder import CATALOG, DUMP, INCOMPLETE, MANIFEST
 from server.catalog.shared import SCHEMA_VERSION
-from server.errors import BackupNotTrusted, InvalidInput
+from server.errors import BackupDamaged, BackupNotTrusted, InvalidInput
 
 FORMAT = 2  # keyed: "key_id" and "mac"
 FORMATS = (1, 2)
@@ -130,14 +130,21 @@ def sealed(manifest: dict[str, Any], key: BackupKey) -> dict[str, Any]:
 
 def read_manifest(source: Path, *, key: BackupKey | None, no_key: bool = False) -> dict[str, Any]:
     """A complete backup's manifest, its MAC verified with ``key`` (unless ``no_key``: the
-    operator takes the folder on trust). Refuses a folder that holds no
+    operator takes the folder on trust), its shape checked. Refuses a folder that holds no
     complete backup, one newer than this esfis, and one that does not verify."""
     source = Path(source)
     if (source / INCOMPLETE).exists() or not (source / MANIFEST).is_file():
         raise InvalidInput(
             f"{source} holds no complete backup (no manifest: a backup killed half way, or not a backup)", field="path"
         )
-    manifest = json.loads((source / MANIFEST).read_bytes())
+    try:
+        manifest = json.loads((source / MANIFEST).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise BackupDamaged(
+            f"the manifest of the backup in {source} cannot be read ({str(exc)[:200]}): damaged", field="path"
+        ) from None
+    if not isinstance(manifest, dict):
+        raise BackupDamaged(f"the manifest of the backup in {source} is not a JSON object: damaged", field="path")
     schema = manifest.get("schema")
     if manifest.get("format") not in FORMATS or not isinstance(schema, int) or schema > SCHEMA_VERSION:
         raise InvalidInput(
@@ -149,6 +156,7 @@ def read_manifest(source: Path, *, key: BackupKey | None, no_key: bool = False) 
         raise InvalidInput("--no-key restores without checking a key: give a key or --no-key, not both", field="no_key")
     if not no_key:
         _verify(source, manifest, key)
+    _check_shape(source, manifest)
     return manifest
 
 
@@ -178,3 +186,28 @@ def _verify(source: Path, manifest: dict[str, Any], key: BackupKey | None) -> No
             "changed after the backup was taken; nothing was restored",
             field="path",
         )
+
+
+def _check_shape(source: Path, manifest: dict[str, Any]) -> None:
+    """The fields a restore reads, of the types it reads them as (a manifest taken on trust may
+    be anything): every later step can then name what is damaged."""
+    catalog, partitions = manifest.get("catalog"), manifest.get("partitions")
+    fine = (
+        isinstance(manifest.get("taken_at_micros"), int)
+        and isinstance(manifest.get("model"), str)
+        and isinstance(manifest.get("dimension"), int)
+        and isinstance(manifest.get("forget_after_load", {}), dict)
+        and isinstance(catalog, dict)
+        and isinstance(catalog.get("sha256"), str)
+        and (catalog.get("kind", "sqlite"), catalog.get("file", CATALOG)) in (("sqlite", CATALOG), ("pg_dump", DUMP))
+        and isinstance(partitions, list)
+        and all(
+            isinstance(p, dict)
+            and isinstance(p.get("key"), str)
+            and isinstance(p.get("rows"), int)
+            and isinstance(p.get("sha256"), str)
+            for p in partitions
+        )
+    )
+    if not fine:
+        raise BackupDamaged(f"the manifest of the backup in {source} is not whole: damaged", field="path")
