@@ -20,6 +20,7 @@ from server.cli.context import acting_ai, open_service, progress, settings
 from server.cli.registry import arg, command, one_of
 from server.clock import iso
 from server.errors import BadImportLine, InvalidInput
+from server.home import private_file
 from server.inputs import MAX_BATCH
 
 # ``sweep --older-than``'s bound, in minutes (about 190 years): any row that old predates every
@@ -236,10 +237,10 @@ def export(args: Namespace) -> None:
     """Every current memory as JSON Lines, on stdout or into --output; the summary on stderr."""
     from server.facade import export_home
 
-    if args.output and os.path.exists(args.output):
+    if args.output and os.path.lexists(args.output):
         raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
     with (
-        open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer) as out,
+        private_file(args.output) if args.output else nullcontext(sys.stdout.buffer) as out,  # 0600: it holds texts
         progress(" memories") as bar,
     ):
         report = export_home(
