@@ -109,7 +109,7 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         restore_home(tmp_path / "backup", again, key_file=key)
 
 
-def test_a_damaged_backup_leaves_the_database_and_the_prefix_as_it_found_them(home, tmp_path, clock, s3, s3_env):
+def test_a_damaged_backup_leaves_no_catalog_and_no_text_in_the_target(home, tmp_path, clock, s3, s3_env):
     """The partitions go in before the dump: one found damaged drops those written before it,
     so no text is left under the prefix, the database holds no catalog, and a whole copy of the
     backup then restores into the same target."""
