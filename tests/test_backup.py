@@ -684,3 +684,38 @@ def test_a_damaged_backup_is_one_error_line_and_leaves_nothing_behind(home, tmp_
     assert "damaged" in _one_error_line(refused) and "Traceback" not in refused.stderr
     assert not restored.exists() or not any(restored.iterdir())
     assert not list(tmp_path.glob(".restored.restoring*")), "a refused restore left its texts beside the home"
+
+
+@pytest.mark.parametrize(
+    "change, with_key, code, says",
+    [
+        pytest.param(
+            {"partitions": [{"key": "space:\x1b[2Jacme", "rows": 1, "sha256": "0" * 64}]},
+            False,
+            2,
+            "is not whole: damaged",
+            id="escape-in-key",
+        ),
+        pytest.param(
+            {"catalog": {"kind": "pg_dump", "file": "../../etc/passwd", "sha256": "0" * 64}},
+            False,
+            2,
+            "is not whole: damaged",
+            id="file-elsewhere",
+        ),
+        pytest.param({"dimension": "384"}, False, 2, "is not whole: damaged", id="dimension-a-string"),
+        pytest.param({"key_id": "\x1b[2J" + "0" * 12}, True, 4, "carries no MAC", id="escape-in-key-id"),
+    ],
+)
+def test_a_manifest_is_checked_whole_and_never_printed_raw(home, tmp_path, two_spaces, change, with_key, code, says):
+    """--no-key trusts the folder's intent, not its shape: a manifest naming a file outside the
+    backup, or a field of the wrong type, is one line; and what a manifest says is never shown
+    raw (an escape in its key id is no key id)."""
+    assert esfis(home, "backup", str(tmp_path / "backup")).returncode == 0
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    (tmp_path / "backup" / "manifest.json").write_text(json.dumps({**manifest, **change}))
+    key = ["--key-file", str(home / "backup.key")] if with_key else ["--no-key"]
+    refused = esfis(tmp_path / "restored", "restore", str(tmp_path / "backup"), *key)
+    assert refused.returncode == code and says in _one_error_line(refused)
+    assert "\x1b" not in refused.stderr
+    assert not (tmp_path / "restored").exists() or not any((tmp_path / "restored").iterdir())

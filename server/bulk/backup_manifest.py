@@ -30,11 +30,13 @@ from typing import Any
 from server.bulk.backup_folder import CATALOG, DUMP, INCOMPLETE, MANIFEST
 from server.catalog.shared import SCHEMA_VERSION
 from server.errors import BackupDamaged, BackupNotTrusted, InvalidInput
+from server.spaces import PERSONAL_KEY, validate_space_name
 
 FORMAT = 2  # keyed: "key_id" and "mac"
 FORMATS = (1, 2)
 KEY_FILE = "backup.key"
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
+_KEY_ID = re.compile(r"[0-9a-f]{16}")  # as BackupKey.id writes it: shown in messages, so never anything else
 _HOW = "--key-file FILE or ESFIS_BACKUP_KEY; the home that took it keeps it in backup.key"
 
 
@@ -162,7 +164,7 @@ def read_manifest(source: Path, *, key: BackupKey | None, no_key: bool = False) 
 
 def _verify(source: Path, manifest: dict[str, Any], key: BackupKey | None) -> None:
     mac, key_id = manifest.get("mac"), manifest.get("key_id")
-    if not isinstance(mac, str) or not isinstance(key_id, str):
+    if not isinstance(mac, str) or not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
         raise BackupNotTrusted(
             f"the manifest of the backup in {source} carries no MAC (a backup made before esfis keyed "
             "them, or one whose MAC was removed): restore it with --no-key only if you trust the folder",
@@ -170,13 +172,13 @@ def _verify(source: Path, manifest: dict[str, Any], key: BackupKey | None) -> No
         )
     if key is None:
         raise InvalidInput(
-            f"the backup in {source} is keyed (key {key_id[:16]}): give its key ({_HOW}), "
+            f"the backup in {source} is keyed (key {key_id}): give its key ({_HOW}), "
             "or --no-key to take the folder on trust",
             field="key_file",
         )
     if key_id != key.id:
         raise BackupNotTrusted(
-            f"the backup in {source} was keyed with key {key_id[:16]}, not with the key given ({key.id}, "
+            f"the backup in {source} was keyed with key {key_id}, not with the key given ({key.id}, "
             f"from {key.origin}): give its key ({_HOW})",
             field="key_file",
         )
@@ -203,7 +205,7 @@ def _check_shape(source: Path, manifest: dict[str, Any]) -> None:
         and isinstance(partitions, list)
         and all(
             isinstance(p, dict)
-            and isinstance(p.get("key"), str)
+            and _partition_key(p.get("key"))
             and isinstance(p.get("rows"), int)
             and isinstance(p.get("sha256"), str)
             for p in partitions
@@ -211,3 +213,16 @@ def _check_shape(source: Path, manifest: dict[str, Any]) -> None:
     )
     if not fine:
         raise BackupDamaged(f"the manifest of the backup in {source} is not whole: damaged", field="path")
+
+
+def _partition_key(key: object) -> bool:
+    """A key as ``server.spaces.partition_key`` makes it (errors name it: never anything else)."""
+    if key == PERSONAL_KEY:
+        return True
+    if not isinstance(key, str) or not key.startswith("space:"):
+        return False
+    try:
+        validate_space_name(key.removeprefix("space:"))
+    except InvalidInput:
+        return False
+    return True
