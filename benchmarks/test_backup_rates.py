@@ -70,7 +70,9 @@ def test_backup_restore_and_export_rates(benchmark, tmp_path: Path, rows: int):
         service.close()
     size = sum(p.stat().st_size for p in (tmp_path / "backup").rglob("*") if p.is_file())
     started = time.perf_counter()
-    restored = restore_home(tmp_path / "backup", Settings(home=tmp_path / "restored", model=None))
+    restored = restore_home(
+        tmp_path / "backup", Settings(home=tmp_path / "restored", model=None), key_file=tmp_path / "home" / "backup.key"
+    )
     restore_s = time.perf_counter() - started
     exports = {}
     for vectors in (False, True):

@@ -7,6 +7,8 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── InvalidMemoryId         invalid_id      422
     │   ├── TextTooLong             too_long        422
     │   ├── BadImportLine           bad_line        422
+    │   ├── BackupDamaged           backup_damaged  422   a backup folder a restore cannot load: a part missing,
+    │   │                                                 unreadable or not what its manifest says
     │   └── BadRequest              bad_request     400   a request's framing: a header given twice, a
     │                                                     header no longer taken
     ├── NotFound                    not_found       404
@@ -16,23 +18,27 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   ├── RuleNotFound            not_found       404
     │   ├── GrantNotFound           not_found       404
     │   ├── RunNotFound             not_found       404
-│   ├── ApprovalNotFound        not_found       404   identical for unknown ids and another run's
+    │   ├── ApprovalNotFound        not_found       404   identical for unknown ids and another run's
     │   └── ContextNotFound         not_found       404   identical for unknown and malformed refs
     ├── Forbidden                   forbidden       403
     │   ├── PolicyDenied            policy_denied   403   says nothing about other spaces
     │   ├── OutOfReach              out_of_reach    403
     │   ├── DataBarrier             data_barrier    403   names the rule, the carried label, the target
     │   ├── UntrustedSource         untrusted_source 403  forget from a run carrying untrusted content
-    │   └── RunEnded                run_ended       403   the run was ended (an operator) or expired
+    │   ├── RunEnded                run_ended       403   the run was ended (an operator) or expired
+    │   └── BackupNotTrusted        backup_untrusted 403  a backup whose manifest's MAC the key does not verify
     ├── Unauthorized                unauthorized    401
     ├── Conflict                    conflict        409
     │   ├── AlreadySuperseded       superseded      409
     │   ├── SpaceNotEmpty           space_not_empty 409
     │   ├── SpaceExists             space_exists    409
-│   ├── ApprovalPending         approval_pending 409  the run already holds a call for a person
-│   └── ApprovalDecided         approval_decided 409  decided already (or expired, void, withdrawn)
+    │   ├── ApprovalPending         approval_pending 409  the run already holds a call for a person
+    │   ├── ApprovalDecided         approval_decided 409  decided already (or expired, void, withdrawn)
+    │   ├── FolderNotEmpty          folder_not_empty 409  a backup's target holds what no backup of esfis made,
+    │   │                                                 or a complete backup
+    │   └── BackupUnderWay          backup_under_way 409  another backup is writing into that folder
     ├── PayloadTooLarge             too_large       413
-├── TooManyRequests             too_many_requests 429 a token's calls in flight over its share
+    ├── TooManyRequests             too_many_requests 429 a token's calls in flight over its share
     ├── NotServed                   not_served      503   this server does not serve that here (/mcp with several workers)
     └── StoreUnavailable            store_error     500   model or store cannot be used
 """
@@ -73,6 +79,12 @@ class TextTooLong(InvalidInput):
 
 class BadImportLine(InvalidInput):
     code = "bad_line"
+
+
+class BackupDamaged(InvalidInput):
+    """The folder named is not a backup a restore can load: says which part, and that it is damaged."""
+
+    code = "backup_damaged"
 
 
 class BadRequest(InvalidInput):
@@ -146,6 +158,13 @@ class RunEnded(Forbidden):
     code = "run_ended"
 
 
+class BackupNotTrusted(Forbidden):
+    """The manifest does not verify with the key given (changed since, or keyed with another key),
+    or carries no MAC at all: restored only with the operator's ``--no-key``."""
+
+    code = "backup_untrusted"
+
+
 class Unauthorized(EsfisError):
     code = "unauthorized"
     status = 401
@@ -178,6 +197,16 @@ class ApprovalPending(Conflict):
 
 class ApprovalDecided(Conflict):
     code = "approval_decided"
+
+
+class FolderNotEmpty(Conflict):
+    """A backup touches only what it made: a folder holding anything else is refused."""
+
+    code = "folder_not_empty"
+
+
+class BackupUnderWay(Conflict):
+    code = "backup_under_way"
 
 
 class PayloadTooLarge(EsfisError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -36,6 +36,9 @@ class Settings:
     # where the settings pages are announced and their cookies bound (server.web.site); None: the
     # address it listens on.
     public_url: str | None = None
+    # ESFIS_BACKUP_KEY: 64 hex characters that key backups' manifests (server.bulk.backup_manifest);
+    # None: the home's backup.key. Never shown.
+    backup_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +59,7 @@ class Settings:
             approval_hours=_number(env, "ESFIS_APPROVAL_HOURS", APPROVAL_HOURS, low=0.001, high=720, unit="hours"),
             approval_wait_s=_number(env, "ESFIS_APPROVAL_WAIT_S", APPROVAL_WAIT_S, low=1, high=3600, unit="seconds"),
             public_url=_origin(env.get("ESFIS_PUBLIC_URL")),
+            backup_key=env.get("ESFIS_BACKUP_KEY") or None,
         )
 
     @property

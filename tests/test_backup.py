@@ -14,18 +14,28 @@ processes for the concurrency and the kills:
   middle of the read (its purge deletes the files being read), leaves the backup whole;
 - kill -9 at each step of a backup and of a restore: never taken for a complete one, the source
   untouched, the target empty, and a re-run completes;
+- a backup touches only what it made: a folder it did not mark is never cleared, a path through
+  a symbolic link or inside the home is refused, and a second backup into a folder while one
+  writes there is a conflict;
+- a backup's manifest is keyed: a catalog changed and its digest written again is refused, and
+  so is a restore without the key, with another key, or of a manifest whose MAC was removed;
+- a damaged backup (a part missing, cut short or changed) is one error line, and the refused
+  restore leaves no staging folder behind;
 - damage and wrong targets are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,7 +47,7 @@ from indexing.testing import HashingEmbedder
 from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros
-from server.errors import InvalidInput, MemoryNotFound
+from server.errors import BackupDamaged, BackupNotTrusted, FolderNotEmpty, InvalidInput, MemoryNotFound
 from server.facade import open_service, restore_home
 from server.memories.input import digest_of
 from tests.catalogs import settings_for
@@ -167,7 +177,7 @@ def test_restored_home_answers_every_recall_as_the_source_did_at_backup_time(ser
     service.forget(service.caller("claude-code", space="acme"), ids["Acme authentication uses Auth0"])
 
     restored = tmp_path / "restored"
-    done = restore_home(tmp_path / "backup", settings_for(restored))
+    done = restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
     assert (done.memories, done.forgets_applied) == (8, 0)
     assert tables(restored / "esfis.db") == catalog_then
     svc = open_service(settings_for(restored), embedder=service._parts.embedder, clock=clock)
@@ -195,7 +205,7 @@ def test_restore_with_forgets_from_forgets_again_what_the_live_home_forgot(fake_
     assert files_containing(tmp_path / "backup", secret.text), "a backup made before a forget holds the text"
 
     plain = tmp_path / "plain"
-    restore_home(tmp_path / "backup", settings_for(plain))
+    restore_home(tmp_path / "backup", settings_for(plain), key_file=home / "backup.key")
     assert files_containing(plain, secret.text)  # without the live catalog, the backup's world comes back
 
     restored = tmp_path / "restored"
@@ -449,15 +459,15 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    with pytest.raises(InvalidInput, match="not empty"):
+    with pytest.raises(FolderNotEmpty, match="not empty"):
         fake_service.operator.backup(tmp_path / "busy")
     with pytest.raises(InvalidInput, match="absolute"):
         fake_service.operator.backup("relative/folder")
     fake_service.operator.backup(tmp_path / "backup")
-    with pytest.raises(InvalidInput, match="complete backup"):
+    with pytest.raises(FolderNotEmpty, match="complete backup"):
         fake_service.operator.backup(tmp_path / "backup")
     with pytest.raises(InvalidInput, match="not empty"):
-        restore_home(tmp_path / "backup", settings_for(home))
+        restore_home(tmp_path / "backup", settings_for(home), key_file=home / "backup.key")
     with pytest.raises(InvalidInput, match="no complete backup"):
         restore_home(tmp_path / "busy", settings_for(tmp_path / "elsewhere"))
     damaged = tmp_path / "damaged"
@@ -465,6 +475,247 @@ def test_backup_and_restore_refuse_what_is_not_theirs(fake_service, home, tmp_pa
     with open(damaged / "esfis.db", "r+b") as f:
         f.seek(200)
         f.write(b"\xff")
-    with pytest.raises(Exception, match="does not match its manifest"):
-        restore_home(damaged, settings_for(tmp_path / "from-damaged"))
+    with pytest.raises(BackupDamaged, match="does not match its manifest"):
+        restore_home(damaged, settings_for(tmp_path / "from-damaged"), key_file=home / "backup.key")
     assert not (tmp_path / "from-damaged").exists() or not any((tmp_path / "from-damaged").iterdir())
+    assert not list(tmp_path.glob(".from-damaged.restoring*")), "a refused restore left its texts beside the home"
+
+
+# -- a backup touches only what it made ---------------------------------------------------------
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("esfis: error: "), done.stderr
+    return lines[0]
+
+
+def test_a_backup_never_clears_a_folder_it_did_not_mark(home, tmp_path, two_spaces):
+    """A folder holding a file named INCOMPLETE is not a killed backup unless a backup marked it:
+    it is refused, and every file in it stays. A marked one holding a file no backup writes is
+    refused too; a marked one holding only a killed backup's parts is started over."""
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "INCOMPLETE").write_text("chapter 4 still to write")
+    (thesis / "chapter-1.md").write_text("the first chapter")
+    refused = esfis(home, "backup", str(thesis))
+    assert refused.returncode == 5 and "no backup folder of esfis's" in _one_error_line(refused)
+    assert sorted(p.name for p in thesis.iterdir()) == ["INCOMPLETE", "chapter-1.md"]
+
+    killed = esfis(home, "backup", str(tmp_path / "backup"), failpoint="backup:after-partition@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "backup" / ".esfis-backup").is_file()
+    (tmp_path / "backup" / "notes.txt").write_text("put here by hand")
+    refused = esfis(home, "backup", str(tmp_path / "backup"))
+    assert refused.returncode == 5 and "'notes.txt', which no backup made" in _one_error_line(refused)
+    assert (tmp_path / "backup" / "notes.txt").read_text() == "put here by hand"
+    (tmp_path / "backup" / "notes.txt").unlink()
+    again = esfis(home, "backup", str(tmp_path / "backup"))
+    assert again.returncode == 0, again.stderr
+    assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces
+
+
+@pytest.mark.parametrize("where", ["the-folder", "a-parent", "dangling"])
+def test_a_backup_through_a_symbolic_link_is_refused(fake_service, home, tmp_path, where):
+    """The folder written would not be the one named: refused, and nothing is written where
+    the link leads."""
+    fake_service.remember(fake_service.caller("cli"), "a personal note", personal=True)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real if where != "dangling" else tmp_path / "nowhere")
+    target = link / "backup" if where == "a-parent" else link
+    with pytest.raises(InvalidInput, match="goes through a symbolic link"):
+        fake_service.operator.backup(target)
+    assert list(real.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "inside", ["vectors", "vectors/backup", "backup", ".", ".."], ids=lambda p: p.replace("/", "-").strip(".") or p
+)
+def test_a_backup_inside_the_home_or_around_it_is_refused_and_the_home_still_works(home, tmp_path, two_spaces, inside):
+    """A backup in the vectors folder would be read as a partition (``esfis sweep`` and ``--why``
+    died on it), one elsewhere in the home would be copied into the next backup, and one around
+    the home would hold it: each is refused, and nothing is made."""
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    target = (home / inside).resolve()
+    refused = esfis(home, "backup", str(target))
+    assert refused.returncode == 2, refused.stderr
+    assert ("holds ESFIS_HOME" if inside == ".." else "is inside") in _one_error_line(refused)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    svc = reopen(home)
+    try:
+        assert svc.operator.sweep_orphans(timedelta(minutes=10)) == (0, 2)
+        assert_whole(svc, home)
+    finally:
+        svc.close()
+
+
+def test_a_second_backup_into_a_folder_while_one_writes_there_is_a_conflict(home, tmp_path, two_spaces):
+    """One backup at a time holds a folder: another answers a conflict (exit 5) and touches
+    nothing, and the first completes."""
+    first = subprocess.Popen(
+        [ESFIS_BIN, "backup", str(tmp_path / "backup")],
+        cwd=ROOT,
+        env=cli_env(home, ESFIS_FAILPOINT="backup:after-catalog=stop"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _stopped(first)
+        second = esfis(home, "backup", str(tmp_path / "backup"))
+        assert second.returncode == 5 and "another backup is writing into" in _one_error_line(second)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert assert_backup_whole(tmp_path / "backup")["memories"] == two_spaces
+
+
+# -- a keyed manifest --------------------------------------------------------------------------
+
+
+def _replant(folder: Path, sql: str) -> dict:
+    """What someone who can write the backup folder, but has no key, can do: change the
+    catalog and write its digest and size into the manifest again."""
+    with sqlite3.connect(folder / "esfis.db") as conn:
+        assert conn.execute(sql).rowcount >= 1
+    conn.close()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    body = (folder / "esfis.db").read_bytes()
+    manifest["catalog"].update(sha256=hashlib.sha256(body).hexdigest(), bytes=len(body))
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def test_a_restore_refuses_a_catalog_changed_after_the_backup_even_with_its_digest_rewritten(
+    fake_service, home, tmp_path
+):
+    """An AI token made operator in the backup's catalog, digest and size written again: the
+    manifest's MAC no longer verifies with the key, and nothing is restored."""
+    fake_service.operator.create_space("acme")
+    fake_service.remember(fake_service.caller("cli", space="acme"), "acme builds with bazel")
+    fake_service.operator.create_token(ai="claude-code", space="acme")
+    fake_service.operator.backup(tmp_path / "backup")
+    _replant(tmp_path / "backup", "UPDATE tokens SET operator = 1, space = NULL WHERE ai = 'claude-code'")
+    restored = tmp_path / "restored"
+    with pytest.raises(BackupNotTrusted, match="does not verify with its key"):
+        restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
+    assert not restored.exists() or not any(restored.iterdir())
+    assert not list(tmp_path.glob(".restored.restoring*"))
+
+    stripped = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    del stripped["mac"]
+    (tmp_path / "backup" / "manifest.json").write_text(json.dumps(stripped))
+    with pytest.raises(BackupNotTrusted, match="carries no MAC"):
+        restore_home(tmp_path / "backup", settings_for(restored), key_file=home / "backup.key")
+    # --no-key is the operator's word that the folder is as it was written: the digests agree.
+    done = restore_home(tmp_path / "backup", settings_for(restored), no_key=True)
+    assert done.memories == 1
+
+
+def test_a_restore_needs_the_key_the_backup_was_made_with(home, tmp_path, two_spaces):
+    """The key is the home's backup.key (0600, never in the backup) or one given; a restore
+    without it, or with another one, is one clear line; with it, or with --no-key, it goes."""
+    made = esfis(home, "backup", str(tmp_path / "backup"))
+    assert made.returncode == 0, made.stderr
+    key = (home / "backup.key").read_text().strip()
+    assert oct((home / "backup.key").stat().st_mode & 0o777) == "0o600" and len(key) == 64
+    assert f"from {home / 'backup.key'}: a restore needs it" in made.stdout
+    assert files_containing(tmp_path / "backup", key) == []
+    keyed_with = json.loads((tmp_path / "backup" / "manifest.json").read_text())["key_id"]
+
+    bare = esfis(tmp_path / "bare", "restore", str(tmp_path / "backup"))
+    assert bare.returncode == 2 and f"is keyed (key {keyed_with})" in _one_error_line(bare)
+    assert "--key-file" in bare.stderr and "--no-key" in bare.stderr
+    (tmp_path / "other.key").write_text(os.urandom(32).hex() + "\n")
+    other = esfis(tmp_path / "other", "restore", str(tmp_path / "backup"), "--key-file", str(tmp_path / "other.key"))
+    assert other.returncode == 4 and f"was keyed with key {keyed_with}, not with" in _one_error_line(other)
+    for restored in (tmp_path / "bare", tmp_path / "other"):
+        assert not restored.exists() or not any(restored.iterdir())
+
+    by_env = subprocess.run(
+        [ESFIS_BIN, "restore", str(tmp_path / "backup")],
+        cwd=ROOT,
+        env=cli_env(tmp_path / "by-env", ESFIS_BACKUP_KEY=key),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert by_env.returncode == 0, by_env.stderr
+    by_file = esfis(tmp_path / "by-file", "restore", str(tmp_path / "backup"), "--key-file", str(home / "backup.key"))
+    assert by_file.returncode == 0, by_file.stderr
+    trusted = esfis(tmp_path / "trusted", "restore", str(tmp_path / "backup"), "--no-key")
+    assert trusted.returncode == 0, trusted.stderr
+    both = esfis(tmp_path / "both", "restore", str(tmp_path / "backup"), "--no-key", "--key-file", "k")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+# -- a damaged backup -------------------------------------------------------------------------
+
+
+def _last_table(folder: Path) -> Path:
+    """The folder of the partition the restore reads last: the ones before it are written by then."""
+    key = json.loads((folder / "manifest.json").read_text())["partitions"][-1]["key"]
+    return folder / "vectors" / f"{table_name(key)}.lance"
+
+
+DAMAGES = {
+    "catalog-missing": lambda folder: (folder / "esfis.db").unlink(),
+    "partition-data-missing": lambda folder: [p.unlink() for p in (_last_table(folder) / "data").iterdir()],
+    "partition-cut-short": lambda folder: [
+        p.write_bytes(p.read_bytes()[:100]) for p in (_last_table(folder) / "data").iterdir()
+    ],
+    "partition-missing": lambda folder: shutil.rmtree(_last_table(folder)),
+    "manifest-not-json": lambda folder: (folder / "manifest.json").write_text('{"format": 2, "partitions": ['),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_backup_is_one_error_line_and_leaves_nothing_behind(home, tmp_path, two_spaces, damage):
+    """docs/cli.md's one line (exit 2, no traceback), the home empty, and no staging folder
+    holding the texts restored before the damage was found."""
+    assert esfis(home, "backup", str(tmp_path / "backup")).returncode == 0
+    DAMAGES[damage](tmp_path / "backup")
+    restored = tmp_path / "restored"
+    refused = esfis(restored, "restore", str(tmp_path / "backup"), "--key-file", str(home / "backup.key"))
+    assert refused.returncode == 2, refused.stderr
+    assert "damaged" in _one_error_line(refused) and "Traceback" not in refused.stderr
+    assert not restored.exists() or not any(restored.iterdir())
+    assert not list(tmp_path.glob(".restored.restoring*")), "a refused restore left its texts beside the home"
+
+
+@pytest.mark.parametrize(
+    "change, with_key, code, says",
+    [
+        pytest.param(
+            {"partitions": [{"key": "space:\x1b[2Jacme", "rows": 1, "sha256": "0" * 64}]},
+            False,
+            2,
+            "is not whole: damaged",
+            id="escape-in-key",
+        ),
+        pytest.param(
+            {"catalog": {"kind": "pg_dump", "file": "../../etc/passwd", "sha256": "0" * 64}},
+            False,
+            2,
+            "is not whole: damaged",
+            id="file-elsewhere",
+        ),
+        pytest.param({"dimension": "384"}, False, 2, "is not whole: damaged", id="dimension-a-string"),
+        pytest.param({"key_id": "\x1b[2J" + "0" * 12}, True, 4, "carries no MAC", id="escape-in-key-id"),
+    ],
+)
+def test_a_manifest_is_checked_whole_and_never_printed_raw(home, tmp_path, two_spaces, change, with_key, code, says):
+    """--no-key trusts the folder's intent, not its shape: a manifest naming a file outside the
+    backup, or a field of the wrong type, is one line; and what a manifest says is never shown
+    raw (an escape in its key id is no key id)."""
+    assert esfis(home, "backup", str(tmp_path / "backup")).returncode == 0
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    (tmp_path / "backup" / "manifest.json").write_text(json.dumps({**manifest, **change}))
+    key = ["--key-file", str(home / "backup.key")] if with_key else ["--no-key"]
+    refused = esfis(tmp_path / "restored", "restore", str(tmp_path / "backup"), *key)
+    assert refused.returncode == code and says in _one_error_line(refused)
+    assert "\x1b" not in refused.stderr
+    assert not (tmp_path / "restored").exists() or not any((tmp_path / "restored").iterdir())

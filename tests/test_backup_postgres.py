@@ -7,12 +7,15 @@ into an empty prefix and the dump into an empty database. Run by the PostgreSQL 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from indexing.rows import Row
+from indexing.store import table_name
 from indexing.testing import HashingEmbedder
 from server.clock import to_micros
+from server.errors import BackupDamaged
 from server.facade import backup_home, open_service, restore_home
 from server.settings import Settings
 from tests import catalogs
@@ -77,7 +80,8 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     plain = Settings(
         home=tmp_path / "plain", model=None, catalog=_database("plain_restore", schema), vectors=f"s3://{bucket}/plain"
     )
-    restore_home(tmp_path / "backup", plain)
+    key = home / "backup.key"  # the home that took the backup keeps its key
+    restore_home(tmp_path / "backup", plain, key_file=key)
     restored = open_service(plain, embedder=HashingEmbedder(), clock=clock)
     try:
         assert_same_answers(recalls(restored, QUERIES), before)
@@ -92,7 +96,7 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
     again = Settings(
         home=tmp_path / "again", model=None, catalog=_database("again_restore", schema), vectors=f"s3://{bucket}/again"
     )
-    done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog)
+    done = restore_home(tmp_path / "backup", again, forgets_from=settings.catalog, key_file=key)
     assert done.forgets_applied == 1
     restored = open_service(again, embedder=HashingEmbedder(), clock=clock)
     try:
@@ -102,4 +106,36 @@ def test_backup_of_postgresql_and_s3_restores_into_an_empty_database_and_prefix(
         restored.close()
     assert not any(FORGOTTEN.encode() in body for body in s3.objects(bucket, "again/").values())
     with pytest.raises(Exception, match="not empty"):
-        restore_home(tmp_path / "backup", again)
+        restore_home(tmp_path / "backup", again, key_file=key)
+
+
+def test_a_damaged_backup_leaves_no_catalog_and_no_text_in_the_target(home, tmp_path, clock, s3, s3_env):
+    """The partitions go in before the dump: one found damaged drops those written before it,
+    so no text is left under the prefix, the database holds no catalog, and a whole copy of the
+    backup then restores into the same target."""
+    bucket = s3.bucket()
+    settings = settings_for(home, vectors=f"s3://{bucket}/live")
+    svc = open_service(settings, embedder=HashingEmbedder(), clock=clock)
+    try:
+        for space in ("acme", "globex"):
+            svc.operator.create_space(space)
+            svc.remember(svc.caller("claude-code", space=space), f"{space} deploys on Fridays")
+    finally:
+        svc.close()
+    backup_home(tmp_path / "backup", settings)
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert [p["key"] for p in manifest["partitions"]] == ["space:acme", "space:globex"]
+    shutil.copytree(tmp_path / "backup", tmp_path / "damaged")
+    for data in (tmp_path / "damaged" / "vectors" / f"{table_name('space:globex')}.lance" / "data").iterdir():
+        data.unlink()
+
+    target = Settings(
+        home=tmp_path / "restored",
+        model=None,
+        catalog=_database("damaged_restore", manifest["catalog"]["pg_schema"]),
+        vectors=f"s3://{bucket}/restored",
+    )
+    with pytest.raises(BackupDamaged, match="partition space:globex .* cannot be read"):
+        restore_home(tmp_path / "damaged", target, key_file=home / "backup.key")
+    assert not any(b"deploys on Fridays" in body for body in s3.objects(bucket, "restored/").values())
+    assert restore_home(tmp_path / "backup", target, key_file=home / "backup.key").memories == 2

@@ -1,12 +1,13 @@
 """``esfis export`` → another home → ``esfis import --restore`` (``server.bulk.export``): ids, labels,
 writers and validity come through intact, across catalogs (the source is always SQLite; the
 target is the backend under test, so the PostgreSQL pass proves SQLite → PostgreSQL), and no
-label is ever widened on the way in."""
+label is ever widened on the way in; an export file is its owner's only, from its first byte."""
 
 from __future__ import annotations
 
 import io
 import json
+import stat
 import subprocess
 from pathlib import Path
 
@@ -170,3 +171,30 @@ def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "restored 3, skipped 0, failed 0" in done.stdout
+
+
+def test_an_export_file_is_readable_by_its_owner_only_whatever_the_umask(source, tmp_path):
+    """It holds every memory text: 0600 from its first byte, under a shell's umask of 022; and
+    an existing file, or a link, is never written through."""
+    out = tmp_path / "all.jsonl"
+    env = {**cli_env(source.home), "ESFIS_CATALOG": ""}
+    done = subprocess.run(
+        [ESFIS_BIN, "export", "-o", str(out)],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        umask=0o022,
+    )
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert b"acme builds with bazel" in out.read_bytes()
+    (tmp_path / "elsewhere").write_text("kept")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "elsewhere")
+    for taken in (out, tmp_path / "link.jsonl"):
+        refused = subprocess.run(
+            [ESFIS_BIN, "export", "-o", str(taken)], cwd=ROOT, text=True, capture_output=True, env=env, timeout=120
+        )
+        assert refused.returncode == 2 and "exists: an export goes into a new file" in refused.stderr
+    assert (tmp_path / "elsewhere").read_text() == "kept"

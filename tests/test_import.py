@@ -1,9 +1,12 @@
 """Bulk import (``esfis import``, ``server.bulk.importer``): bad rows reported by line while the rest go
 in, re-runs that add nothing twice, Parquet, precomputed vectors, and a killed import that a
-re-run completes with every row present exactly once."""
+re-run completes with every row present exactly once. The rows of ``import --restore`` are
+judged the same way: a NUL anywhere, or a control character outside the text, is that line's
+error on both catalogs, and the good rows of its batch go in."""
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import sqlite3
@@ -187,6 +190,14 @@ BAD_ROWS = [
     pytest.param({"text": "t", "space": "acme\x00"}, "invalid space name", id="nul-in-space"),
     pytest.param({"text": "t", "valid_from": "2026-01-01\x00"}, "valid_from must be an ISO 8601", id="nul-in-time"),
     pytest.param({"text": "t", "te\x00xt": "t"}, "unknown field", id="nul-in-field-name"),
+    # Nor a control character, but in the text (whose tabs and newlines are its own).
+    pytest.param({"text": "t", "key": "a\x1b[2Jb"}, "key holds a control character (U+001B)", id="escape-in-key"),
+    pytest.param({"text": "t", "key": "a\x7f"}, "key holds a control character (U+007F)", id="delete-in-key"),
+    pytest.param({"text": "t", "key": "a\x85"}, "key holds a control character (U+0085)", id="c1-in-key"),
+    pytest.param(
+        {"text": "t", "valid_from": "2026-01-01\n"}, "valid_from holds a control character", id="newline-in-time"
+    ),
+    pytest.param({"text": "t", "valid_until": "7d\t"}, "valid_until holds a control character", id="tab-in-duration"),
     pytest.param(
         {"text": "t", "vector": [0.5] * 63},
         "vector has 63 dimensions; this store's vectors have 64",
@@ -215,6 +226,70 @@ def test_a_bad_row_is_that_lines_error_and_the_rest_go_in(fake_service, bad, rea
     assert (report.imported, report.skipped, report.failed) == (2, 0, 1)
     assert report.errors[0][0] == 2 and reason in report.errors[0][1], report.errors
     assert [s.name for s in fake_service.operator.spaces()] == ["acme"]
+
+
+def test_a_text_keeps_its_tabs_and_newlines(fake_service):
+    report = import_stream(fake_service._parts, [json.dumps({"text": "step 1\tbuild\nstep 2\ttest"})])
+    assert (report.imported, report.failed) == (1, 0), report.errors
+
+
+# -- per-row errors of import --restore -------------------------------------------------------
+
+
+def _restored(n: int, **changes: object) -> dict:
+    """An export line (``server.bulk.export``) of acme, with ``changes`` at dotted paths."""
+    row: dict = {
+        "id": "mem_" + "a" * 25 + "bcdefghijklmnopqrstuvwxyz234567"[n],
+        "space": "acme",
+        "text": f"restored fact {n}",
+        "labels": {"space": "acme", "origin": ["source:slack"], "run": "run_" + "0" * 24, "from": []},
+        "valid_from": "2026-01-01T00:00:00Z",
+        "valid_until": None,
+        "created_at": "2026-01-01T00:00:00Z",
+        "ai": "claude-code",
+    }
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        where = row
+        for name in parents:
+            where = where[name]
+        where[last] = value
+    return row
+
+
+BAD_RESTORED_ROWS = [
+    # PostgreSQL's text refuses a NUL: one in labels.run ended the whole restore, good rows and all.
+    pytest.param({"labels__run": "run_" + "0" * 23 + "\x00"}, "labels.run must be", id="nul-in-run"),
+    pytest.param({"labels__run": "run_\x1b[31m" + "0" * 19}, "labels.run must be", id="escape-in-run"),
+    pytest.param({"labels__run": "task-7"}, "labels.run must be null or a run id", id="run-not-a-run-id"),
+    pytest.param({"labels__run": "RUN_" + "0" * 24}, "labels.run must be", id="run-in-capitals"),
+    pytest.param({"labels__run": 7}, "labels.run must be", id="run-not-a-string"),
+    pytest.param({"text": "restored\x00"}, "text holds a NUL", id="nul-in-text"),
+    pytest.param({"ai": "claude\x00code"}, "invalid AI name", id="nul-in-ai"),
+    pytest.param({"id": "mem_" + "a" * 25 + "\x00"}, "malformed memory id", id="nul-in-id"),
+    pytest.param({"space": "acme\x00", "labels__space": "acme\x00"}, "invalid space name", id="nul-in-space"),
+    pytest.param({"labels__origin": ["source:slack\x00"]}, "origin mark", id="nul-in-origin"),
+    pytest.param({"labels__from": ["acme\x1b"]}, "invalid space name", id="escape-in-from"),
+    pytest.param({"labels__note\x00": "x"}, "unknown label(s) 'note\\x00'", id="nul-in-label-name"),
+    pytest.param({"labels__digest": "0" * 63 + "\x00"}, "labels.digest is not the sha256", id="nul-in-digest"),
+    pytest.param(
+        {"created_at": "2026-01-01T00:00:00Z\n"}, "created_at holds a control character", id="newline-in-time"
+    ),
+    pytest.param({"valid_until": "2099-01-01\x00"}, "valid_until", id="nul-in-valid-until"),
+]
+
+
+@pytest.mark.parametrize("changes, reason", BAD_RESTORED_ROWS)
+def test_a_bad_restored_row_is_that_lines_error_and_the_rest_of_its_batch_goes_in(fake_service, changes, reason):
+    fake_service.operator.create_space("acme")
+    lines = [_restored(0), _restored(1, **changes), _restored(2)]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    report = fake_service.operator.import_restore(io.BytesIO(body))
+    assert (report.imported, report.skipped, report.failed) == (2, 0, 1), report.errors
+    assert report.errors[0][0] == 2 and reason in report.errors[0][1], report.errors
+    for good in (lines[0], lines[2]):
+        memory = fake_service._parts.memories.load(good["id"])
+        assert memory is not None and memory.text == good["text"] and memory.run_id == good["labels"]["run"]
 
 
 def test_lines_are_numbered_as_an_editor_numbers_them(fake_service):

@@ -7,8 +7,10 @@ A backup folder holds::
                     one moment, whatever the writers do meanwhile)
     vectors/        one Lance table per partition, holding exactly the memories that catalog
                     names as not forgotten: their text and vector, at the validity it records
-    manifest.json   written last: the time, the counts and the sha256 of every part
+    manifest.json   written last: the time, the counts and the sha256 of every part, keyed
+                    (``server.bulk.backup_manifest``)
     INCOMPLETE      written first, removed after the manifest: the folder is a backup under way
+    .esfis-backup   the marker: this folder is a backup's (``server.bulk.backup_folder``)
 
 **The order.** Writes put their vectors down before their catalog rows commit
 (``server.memories``), so every memory the catalog copy names is in its partition's table by
@@ -23,7 +25,8 @@ without a lock may lose its files: the partition is then read again holding its 
 (no writer on this machine meanwhile), as ``VectorStore.live_partition`` does.
 
 **Killed half way**, a folder has no manifest: restore refuses it and a new backup into it
-starts over.
+starts over. A backup writes only into a folder that was absent or empty, or is such a killed
+backup's, and one backup at a time (``server.bulk.backup_folder``).
 
 **Forgets.** A backup made before a forget holds the forgotten text. ``restore`` given the live
 catalog (``forgets_from``) forgets in the restored home every memory the live one forgot.
@@ -49,20 +52,16 @@ import pyarrow as pa
 from indexing import failpoints
 from indexing.store import VectorStore, table_name
 from server.barrier.contexts import ContextBook
+from server.bulk.backup_folder import CATALOG, DUMP, INCOMPLETE, MANIFEST, VECTORS, Folder, claimed
+from server.bulk.backup_manifest import FORMAT, BackupKey, home_key, sealed
 from server.catalog import Catalog
 from server.catalog.shared import SCHEMA_VERSION
 from server.catalog.sqlite import SqliteCatalog
 from server.clock import Clock, from_micros, iso, system_clock, to_micros
-from server.errors import InvalidInput, StoreUnavailable
+from server.errors import StoreUnavailable
 from server.memories import MemoryBook
 from server.memories.input import digest_of
 
-FORMAT = 1
-MANIFEST = "manifest.json"
-INCOMPLETE = "INCOMPLETE"
-CATALOG = "esfis.db"
-DUMP = "catalog.pgdump"
-VECTORS = "vectors"
 BATCH = 8192
 Progress = Callable[[int], None]
 
@@ -75,6 +74,7 @@ class BackupReport:
     partitions: int
     forgotten_since: int  # named by the copy, forgotten before their partition was read
     seconds: float
+    key: BackupKey  # the manifest's: a restore needs it (or --no-key)
 
     @property
     def rate(self) -> float:
@@ -85,11 +85,34 @@ class BackupReport:
 
 
 def backup(
-    catalog: Catalog, store: VectorStore, target: Path, *, clock: Clock, progress: Progress | None = None
+    catalog: Catalog,
+    store: VectorStore,
+    target: Path,
+    *,
+    home: Path,
+    key: BackupKey | None,
+    clock: Clock,
+    progress: Progress | None = None,
 ) -> BackupReport:
-    """A consistent copy of a home into ``target`` (absent or empty) while others write."""
+    """A consistent copy of a home into ``target`` (absent, empty, or a killed backup's folder)
+    while others write, its manifest keyed with ``key`` (None: the home's ``backup.key``, made
+    once the target is taken, so a refused backup makes nothing)."""
+    with claimed(target, home=home, vectors=store.root) as folder:
+        keyed_with = key or home_key(home)
+        return _take(catalog, store, folder, keyed_with=keyed_with, clock=clock, progress=progress)
+
+
+def _take(
+    catalog: Catalog,
+    store: VectorStore,
+    folder: Folder,
+    *,
+    keyed_with: BackupKey,
+    clock: Clock,
+    progress: Progress | None,
+) -> BackupReport:
     started = time.monotonic()
-    target = _fresh_target(target)
+    target = folder.path
     (target / INCOMPLETE).write_text("a backup under way or killed: not restorable\n")
     taken_at = clock()
     copy: Any
@@ -136,6 +159,7 @@ def backup(
     memories = sum(p["rows"] for p in partitions)
     manifest = {
         "format": FORMAT,
+        "id": folder.id,
         "schema": described["schema"],
         "taken_at": iso(taken_at),
         "taken_at_micros": to_micros(taken_at),
@@ -150,29 +174,12 @@ def backup(
     }
     fsync_tree(target)
     failpoints.hit("backup:before-manifest")
-    _write_atomically(target / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _write_atomically(target / MANIFEST, json.dumps(sealed(manifest, keyed_with), indent=2) + "\n")
     (target / INCOMPLETE).unlink()
     fsync_dir(target)
-    return BackupReport(target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started)
-
-
-def _fresh_target(target: Path) -> Path:
-    target = Path(target)
-    if target.exists():
-        if not target.is_dir():
-            raise InvalidInput(f"{target} is not a folder", field="path")
-        names = {p.name for p in target.iterdir()}
-        if MANIFEST in names:
-            raise InvalidInput(f"{target} holds a complete backup: name an empty folder", field="path")
-        if INCOMPLETE in names:
-            shutil.rmtree(target)  # a killed backup's: start over
-        elif names:
-            raise InvalidInput(f"{target} is not empty: a backup goes into an empty folder", field="path")
-    try:
-        target.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(f"cannot make the backup folder {target}: {exc.strerror}", field="path") from None
-    return target
+    return BackupReport(
+        target, taken_at, memories, len(partitions), len(forgotten), time.monotonic() - started, keyed_with
+    )
 
 
 def _copy_catalog(source: Path, destination: Path) -> None:

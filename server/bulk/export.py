@@ -10,12 +10,16 @@ Partitions are read one at a time and in batches, and each batch's catalog rows 
 together, so memory stays bounded whatever the store's size.
 
 **Labels are never widened on the way in.** ``import --restore`` keeps each row's id, writer,
-times and labels. A row must carry its labels whole: ``labels.space`` equal to ``space`` and
-``labels.from`` present, so a line that lost its ``space`` cannot become a personal memory
-(which would reach every space), and a ``from`` label (the spaces whose data the writing run
-carried) comes back with it. The space must exist in the target home (restore creates none). A
-row whose id the target already knows (even as forgotten) is skipped: re-runs add nothing, and a
-forgotten memory never comes back this way. Rows without a vector are embedded.
+times and labels. A row must carry its labels whole, and nothing else among them:
+``labels.space`` equal to ``space`` and ``labels.from`` present, so a line that lost its
+``space`` cannot become a personal memory (which would reach every space), and a ``from`` label
+(the spaces whose data the writing run carried) comes back with it; ``labels.run`` is null or a
+run id of the form esfis makes (``server.barrier.runs``). A NUL in any field, or a control
+character in any but the text, is the line's error on every catalog
+(``server.bulk.rows.refuse_controls``), and the rest of its batch goes in. The space must exist
+in the target home (restore creates none). A row whose id the target already knows (even as
+forgotten) is skipped: re-runs add nothing, and a forgotten memory never comes back this way.
+Rows without a vector are embedded.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import orjson
 from indexing.rows import OPEN_END, RowBatch
 from indexing.store import VectorStore
 from server.barrier.labels import check_origins
+from server.barrier.runs import RUN_ID
 from server.bulk.journal import batch_lock
-from server.bulk.rows import _vector, read_lines
+from server.bulk.rows import _vector, read_lines, refuse_controls
 from server.catalog import Catalog
 from server.clock import from_micros, iso, parse_time, to_micros
 from server.errors import EsfisError, InvalidInput, SpaceNotFound
@@ -46,6 +51,7 @@ from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
 BATCH = 4096
+LABELS = frozenset({"space", "origin", "digest", "run", "from"})  # what an export writes
 Progress = Callable[[int], None]
 
 
@@ -180,6 +186,9 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
         raise InvalidInput(
             "labels must be given whole (space, from, …): an export's labels are never dropped", field="labels"
         )
+    unknown_labels = sorted(map(str, set(labels) - LABELS))
+    if unknown_labels:
+        raise InvalidInput(f"unknown label(s) {', '.join(map(repr, unknown_labels))}", field="labels")
     if labels["space"] != space:
         raise InvalidInput(f"labels.space {labels['space']!r} is not the row's space {space!r}", field="labels")
     origin = check_origins(labels.get("origin"), field="labels.origin")
@@ -192,8 +201,8 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
     if labels.get("digest") not in (None, digest):
         raise InvalidInput("labels.digest is not the sha256 of the text", field="labels.digest")
     run = labels.get("run")
-    if run is not None and (not isinstance(run, str) or len(run) > 128):
-        raise InvalidInput("labels.run must be a run id", field="labels.run")
+    if run is not None and (not isinstance(run, str) or not RUN_ID.fullmatch(run)):
+        raise InvalidInput("labels.run must be null or a run id (run_ and 24 hex digits)", field="labels.run")
     times = {}
     for name in ("created_at", "valid_from", "valid_until"):
         value = fields.get(name)
@@ -205,6 +214,7 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
         raise InvalidInput("valid_until must be after valid_from", field="valid_until")
     ai = validate_ai(fields.get("ai"))
     vector = _vector(fields.get("vector"), dimension)
+    refuse_controls(fields)
     meta = (
         id_,
         space,

@@ -6,12 +6,16 @@ one starts over. With the live catalog (``forgets_from``), every memory it forgo
 in the restored home before it is put in place, so a restored machine never brings a forgotten
 text back. A backup of a PostgreSQL catalog goes into an empty database and an empty store
 (``_restore_postgres``). The backup folder is only read: it may lie on read-only media.
+
+Its manifest is verified with the backup's key first (``server.bulk.backup_manifest``), then
+every part against it. **A refused restore leaves nothing behind**: a damaged part is one
+``BackupDamaged`` naming it, the staging folder (which holds texts) is removed on every way out
+but a kill, and on the PostgreSQL layout the partitions it wrote are dropped again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -25,25 +29,13 @@ import pyarrow as pa
 from indexing import failpoints
 from indexing.location import open_dataset
 from indexing.store import VectorStore, table_name
-from server.bulk.backup import (
-    BATCH,
-    CATALOG,
-    FORMAT,
-    INCOMPLETE,
-    MANIFEST,
-    VECTORS,
-    Progress,
-    file_digest,
-    forget,
-    fsync_dir,
-    fsync_tree,
-    row_digest,
-)
+from server.bulk.backup import BATCH, Progress, file_digest, forget, fsync_dir, fsync_tree, row_digest
+from server.bulk.backup_folder import CATALOG, DUMP, VECTORS
+from server.bulk.backup_manifest import BackupKey, read_manifest
 from server.catalog import Catalog
-from server.catalog.shared import SCHEMA_VERSION
 from server.catalog.sqlite import SqliteCatalog
 from server.clock import from_micros
-from server.errors import InvalidInput, StoreUnavailable
+from server.errors import BackupDamaged, InvalidInput
 
 
 @dataclass(frozen=True)
@@ -56,40 +48,25 @@ class RestoreReport:
     seconds: float
 
 
-def read_manifest(source: Path) -> dict:
-    """A complete backup's manifest; refuses a folder that holds none (a backup killed half
-    way, or not a backup at all) or one newer than this esfis."""
-    path = Path(source) / MANIFEST
-    if (Path(source) / INCOMPLETE).exists() or not path.is_file():
-        raise InvalidInput(
-            f"{source} holds no complete backup (no manifest: a backup killed half way, or not a backup)", field="path"
-        )
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT or int(manifest.get("schema", 0)) > SCHEMA_VERSION:
-        raise InvalidInput(
-            f"the backup in {source} is of format {manifest.get('format')}, catalog schema "
-            f"{manifest.get('schema')}: newer than this esfis (upgrade esfis)",
-            field="path",
-        )
-    return manifest
-
-
 def restore(
     source: Path,
     home: Path,
     *,
+    key: BackupKey | None,
+    no_key: bool = False,
     forgets_from: Catalog | None = None,
     catalog_url: str | None = None,
     vectors_uri: str | None = None,
     progress: Progress | None = None,
 ) -> RestoreReport:
-    """Restore the backup in ``source`` into ``home`` (absent or empty), checking every digest.
-    With ``forgets_from`` (the live catalog), every memory it forgot is forgotten here too. A
-    backup of a PostgreSQL catalog goes into the empty database ``catalog_url`` (and the
-    partitions into ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
+    """Restore the backup in ``source`` into ``home`` (absent or empty), its manifest verified
+    with ``key`` (``no_key``: taken on trust) and every digest checked. With ``forgets_from``
+    (the live catalog), every memory it forgot is forgotten here too. A backup of a PostgreSQL
+    catalog goes into the empty database ``catalog_url`` (and the partitions into
+    ``vectors_uri``, an S3 prefix, else the home); a SQLite one, into the home."""
     started = time.monotonic()
     source, home = Path(source), Path(home)
-    manifest = read_manifest(source)
+    manifest = read_manifest(source, key=key, no_key=no_key)
     kind = manifest["catalog"].get("kind", "sqlite")
     if (kind == "pg_dump") != (catalog_url is not None):
         raise InvalidInput(
@@ -119,10 +96,39 @@ def restore(
     staging = home.parent / f".{home.name}.restoring"
     shutil.rmtree(staging, ignore_errors=True)  # a killed restore's
     staging.mkdir(mode=0o700)
+    try:
+        memories, applied = _build(source, staging, manifest=manifest, forgets_from=forgets_from, progress=progress)
+        fsync_tree(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # it holds texts: a refused restore leaves none
+        raise
+    failpoints.hit("restore:before-rename")
+    os.rename(staging, home)  # over an empty folder, in one step
+    fsync_dir(home.parent)
+    return RestoreReport(
+        home,
+        from_micros(manifest["taken_at_micros"]),
+        memories,
+        len(manifest["partitions"]),
+        applied,
+        time.monotonic() - started,
+    )
+
+
+def _build(
+    source: Path, staging: Path, *, manifest: dict, forgets_from: Catalog | None, progress: Progress | None
+) -> tuple[int, int]:
+    """The home, in ``staging``: the catalog, every partition, the forgets. Returns (memories
+    not forgotten, forgets applied)."""
     catalog_path = staging / CATALOG
-    shutil.copyfile(source / CATALOG, catalog_path)
+    try:
+        shutil.copyfile(source / CATALOG, catalog_path)
+    except OSError as exc:
+        raise BackupDamaged(
+            f"the catalog ({CATALOG}) of the backup in {source} cannot be read ({exc.strerror}): damaged", field="path"
+        ) from None
     if file_digest(catalog_path) != manifest["catalog"]["sha256"]:
-        raise StoreUnavailable(f"the catalog of the backup in {source} does not match its manifest: damaged")
+        raise BackupDamaged(f"the catalog of the backup in {source} does not match its manifest: damaged", field="path")
     failpoints.hit("restore:after-catalog")
     vectors = VectorStore(staging / VECTORS, model=manifest["model"], dimension=int(manifest["dimension"]))
     catalog = SqliteCatalog(catalog_path)
@@ -132,9 +138,7 @@ def restore(
             digest = hashlib.sha256()
             rows = vectors.create_from(part["key"], _digested(_backed_up(source, part["key"]), digest, progress))
             if rows != part["rows"] or digest.hexdigest() != part["sha256"]:
-                raise StoreUnavailable(
-                    f"partition {part['key']} of the backup in {source} does not match its manifest: damaged"
-                )
+                raise _mismatch(source, part["key"])
             vectors.settle(part["key"])  # a large partition's image, built now rather than at first recall
             failpoints.hit("restore:after-partition")
         if forgets_from is not None:
@@ -146,22 +150,10 @@ def restore(
             applied = forget(catalog, vectors, {i: at for i, at in gone.items() if i in named})
             failpoints.hit("restore:after-forgets")
         counted = catalog.one("SELECT count(*) AS n FROM memories WHERE forgotten_at IS NULL")
-        memories = 0 if counted is None else counted["n"]
+        return (0 if counted is None else int(counted["n"])), applied
     finally:
         catalog.close()
         vectors.close()
-    fsync_tree(staging)
-    failpoints.hit("restore:before-rename")
-    os.rename(staging, home)  # over an empty folder, in one step
-    fsync_dir(home.parent)
-    return RestoreReport(
-        home,
-        from_micros(manifest["taken_at_micros"]),
-        int(memories),
-        len(manifest["partitions"]),
-        applied,
-        time.monotonic() - started,
-    )
 
 
 def _restore_postgres(
@@ -175,13 +167,23 @@ def _restore_postgres(
     progress: Progress | None,
     started: float,
 ) -> RestoreReport:
-    """Partitions first (without the rows of memories forgotten since), then the dump in one
-    transaction, then the forgets marked in the catalog. Not one atomic step as on a disk: a
-    restore killed half way leaves a target to drop and restore again (docs/backup.md)."""
+    """The dump checked first, then the partitions (without the rows of memories forgotten
+    since), then the dump in one transaction, then the forgets marked in the catalog. A damaged
+    part drops the partitions written so far; a restore killed half way, though, leaves a target
+    to drop and restore again (docs/backup.md): this is not one atomic step as on a disk."""
     from server.bulk import backup_postgres
     from server.catalog.postgres import PostgresCatalog
 
     backup_postgres.require_empty(url)
+    dump = source / DUMP
+    try:
+        dumped = file_digest(dump)
+    except OSError as exc:
+        raise BackupDamaged(
+            f"the catalog ({DUMP}) of the backup in {source} cannot be read ({exc.strerror}): damaged", field="path"
+        ) from None
+    if dumped != manifest["catalog"]["sha256"]:
+        raise BackupDamaged(f"the catalog of the backup in {source} does not match its manifest: damaged", field="path")
     gone = dict(manifest.get("forget_after_load") or {})
     if forgets_from is not None:
         gone.update(
@@ -192,25 +194,27 @@ def _restore_postgres(
         )
     model, dimension = manifest["model"], int(manifest["dimension"])
     vectors = VectorStore(vectors_uri or home / VECTORS, local=home / VECTORS, model=model, dimension=dimension)
+    written: list[str] = []
     try:
         if vectors.partitions():
             raise InvalidInput(
                 f"the store at {vectors_uri or home / VECTORS} holds partitions: restore goes into an empty one",
                 field="ESFIS_VECTORS",
             )
-        for part in manifest["partitions"]:
-            digest = hashlib.sha256()
-            batches = _digested(_backed_up(source, part["key"]), digest, progress)
-            vectors.create_from(part["key"], _without(batches, gone))
-            if digest.hexdigest() != part["sha256"]:
-                raise StoreUnavailable(
-                    f"partition {part['key']} of the backup in {source} does not match its manifest: damaged"
-                )
-            vectors.settle(part["key"])
-            failpoints.hit("restore:after-partition")
-        dump = source / manifest["catalog"]["file"]
-        if file_digest(dump) != manifest["catalog"]["sha256"]:
-            raise StoreUnavailable(f"the catalog of the backup in {source} does not match its manifest: damaged")
+        try:
+            for part in manifest["partitions"]:
+                digest = hashlib.sha256()
+                batches = _digested(_backed_up(source, part["key"]), digest, progress)
+                written.append(part["key"])
+                vectors.create_from(part["key"], _without(batches, gone))
+                if digest.hexdigest() != part["sha256"]:
+                    raise _mismatch(source, part["key"])
+                vectors.settle(part["key"])
+                failpoints.hit("restore:after-partition")
+        except BackupDamaged:
+            for key in written:  # the store was empty: what is in it now, this restore wrote
+                vectors.drop(key)
+            raise
         backup_postgres.restore_dump(url, dump)
         failpoints.hit("restore:after-catalog")
         catalog = PostgresCatalog(url)
@@ -229,6 +233,12 @@ def _restore_postgres(
         len(manifest["partitions"]),
         applied,
         time.monotonic() - started,
+    )
+
+
+def _mismatch(source: Path, key: str) -> BackupDamaged:
+    return BackupDamaged(
+        f"partition {key} of the backup in {source} does not match its manifest: damaged", field="path"
     )
 
 
@@ -252,10 +262,17 @@ def _digested(batches: Iterator[pa.RecordBatch], digest, progress: Progress | No
 
 
 def _backed_up(source: Path, key: str) -> Iterator[pa.RecordBatch]:
-    """A partition of the backup, read in batches, opening nothing for writing."""
-    dataset = open_dataset(str(source / VECTORS / f"{table_name(key)}.lance"))
-    if dataset is None:
-        raise StoreUnavailable(f"partition {key} is missing from the backup in {source}: damaged")
-    yield from dataset.to_batches(
-        columns=["id", "text", "vector", "created_at", "valid_from", "valid_until"], batch_size=BATCH
-    )
+    """A partition of the backup, read in batches, opening nothing for writing; a part that
+    cannot be read is ``BackupDamaged`` (Lance says which file, the error says which partition)."""
+    try:
+        dataset = open_dataset(str(source / VECTORS / f"{table_name(key)}.lance"))
+        if dataset is None:
+            raise BackupDamaged(f"partition {key} is missing from the backup in {source}: damaged", field="path")
+        yield from dataset.to_batches(
+            columns=["id", "text", "vector", "created_at", "valid_from", "valid_until"], batch_size=BATCH
+        )
+    except (OSError, RuntimeError, ValueError) as exc:  # Lance's IO errors: a file missing or cut short
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise BackupDamaged(
+            f"partition {key} of the backup in {source} cannot be read ({reason}): damaged", field="path"
+        ) from None

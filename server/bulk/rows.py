@@ -3,7 +3,8 @@
 A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "vector"?}``.
 Each row is judged alone: a bad one becomes a ``RowError`` (its line number and the reason) and
 never stops the rest. Unknown fields are refused rather than ignored, so a typo such as
-``valid_untill`` cannot quietly import a memory that never expires.
+``valid_untill`` cannot quietly import a memory that never expires. A NUL anywhere, and any other
+control character outside the text, is the row's error on every catalog (``refuse_controls``).
 
 Readers stream: a JSON Lines file is read a line at a time (a line over ``MAX_LINE_BYTES`` is
 that line's error, and is skipped without being held in memory); a Parquet file is read a
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +33,7 @@ from server.memories.input import check_text, digest_of
 from server.spaces import validate_space_name
 
 FIELDS = frozenset({"text", "space", "valid_from", "valid_until", "labels", "key", "vector"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's Cc: C0, DEL and C1
 MAX_KEY_CHARS = 512
 # The longest text (32 KiB, up to 6 bytes a character once JSON-escaped) plus a vector.
 MAX_LINE_BYTES = 1024 * 1024
@@ -85,9 +88,37 @@ def check_row(line: int, fields: object, *, now: datetime, dimension: int) -> Ro
         labels = check_origins(fields.get("labels"))
         key = _key(fields.get("key"))
         vector = _vector(fields.get("vector"), dimension)
+        refuse_controls(fields)
     except EsfisError as exc:
         return RowError(line, exc.message)
     return Row(line, text, digest_of(text), space, valid_from, valid_until, labels, key, vector)
+
+
+def refuse_controls(fields: Mapping[str, Any], *, free: frozenset[str] = frozenset({"text", "vector"})) -> None:
+    """No field but the text holds a control character, and none a NUL (the text's own check
+    refuses that one). PostgreSQL's text refuses a NUL, so one that reached the catalog would
+    fail the whole batch; in a key, a label or a time a control character is never data, only a
+    way to forge what a terminal shows. A text keeps its tabs and newlines, as a write keeps
+    them. Run after the fields' own checks, so their more precise reasons come first."""
+    for name, value in fields.items():
+        if name not in free:
+            _no_controls(value, str(name))
+
+
+def _no_controls(value: Any, where: str) -> None:
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found is not None:
+            char = found.group()
+            what = "a NUL character" if char == "\x00" else f"a control character (U+{ord(char):04X})"
+            raise InvalidInput(f"{where} holds {what}", field=where)
+    elif isinstance(value, Mapping):
+        for name, inner in value.items():
+            _no_controls(name, where)  # before the name is shown in a path
+            _no_controls(inner, f"{where}.{name}")
+    elif isinstance(value, (list, tuple)):
+        for n, inner in enumerate(value):
+            _no_controls(inner, f"{where}[{n}]")
 
 
 def _time(value: Any, now: datetime, field: str) -> datetime | None:

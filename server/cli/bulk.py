@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 from server.cli.context import acting_ai, open_service, progress, settings
-from server.cli.registry import arg, command
+from server.cli.registry import arg, command, one_of
 from server.clock import iso
 from server.errors import BadImportLine, InvalidInput
+from server.home import private_file
 from server.inputs import MAX_BATCH
 
 # ``sweep --older-than``'s bound, in minutes (about 190 years): any row that old predates every
@@ -157,15 +158,22 @@ def sweep(args: Namespace) -> None:
     "backup",
     "a consistent copy of this home into an empty folder DIR, while servers keep working (operator)",
     arg("dir", metavar="DIR"),
+    arg(
+        "--key-file",
+        metavar="FILE",
+        help="key the manifest with this key (64 hex characters; default: $ESFIS_BACKUP_KEY, else the home's backup.key)",
+        field="key_file",
+    ),
 )
 def backup(args: Namespace) -> None:
     from server.facade import backup_home
 
     with progress(" memories") as bar:
-        report = backup_home(args.dir, settings(), progress=bar.update)
+        report = backup_home(args.dir, settings(), key_file=args.key_file, progress=bar.update)
     print(
         f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
-        f"(as of {iso(report.taken_at)}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s)"
+        f"(as of {iso(report.taken_at)}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s); "
+        f"keyed with key {report.key.id} from {report.key.origin}: a restore needs it"
     )
 
 
@@ -178,12 +186,33 @@ def backup(args: Namespace) -> None:
         metavar="HOME",
         help="the live home (or its postgresql:// catalog): forget again every memory it forgot since the backup",
     ),
+    one_of(
+        arg(
+            "--key-file",
+            metavar="FILE",
+            help="the key the backup was made with (default: $ESFIS_BACKUP_KEY, else the --forgets-from home's backup.key)",
+            field="key_file",
+        ),
+        arg(
+            "--no-key",
+            action="store_true",
+            help="restore without the key: the manifest goes unverified, so the backup is only as safe as its folder",
+            field="no_key",
+        ),
+    ),
 )
 def restore(args: Namespace) -> None:
     from server.facade import restore_home
 
     with progress(" memories") as bar:
-        report = restore_home(args.dir, settings(), forgets_from=args.forgets_from, progress=bar.update)
+        report = restore_home(
+            args.dir,
+            settings(),
+            forgets_from=args.forgets_from,
+            key_file=args.key_file,
+            no_key=args.no_key,
+            progress=bar.update,
+        )
     print(
         f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
         f"(backup of {iso(report.taken_at)}; {report.forgets_applied} later forgets applied) "
@@ -208,10 +237,10 @@ def export(args: Namespace) -> None:
     """Every current memory as JSON Lines, on stdout or into --output; the summary on stderr."""
     from server.facade import export_home
 
-    if args.output and os.path.exists(args.output):
+    if args.output and os.path.lexists(args.output):
         raise InvalidInput(f"{args.output} exists: an export goes into a new file", field="output")
     with (
-        open(args.output, "xb") if args.output else nullcontext(sys.stdout.buffer) as out,
+        private_file(args.output) if args.output else nullcontext(sys.stdout.buffer) as out,  # 0600: it holds texts
         progress(" memories") as bar,
     ):
         report = export_home(

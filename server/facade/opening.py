@@ -67,16 +67,25 @@ def reindex_store(
 
 
 def backup_home(
-    target: str | os.PathLike[str], settings: Settings, *, progress: Callable[[int], None] | None = None
+    target: str | os.PathLike[str],
+    settings: Settings,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BackupReport:
     """``esfis backup``: a consistent copy of the home (``server.bulk.backup``), opened without the
-    model (the store says which one its vectors were made with)."""
+    model (the store says which one its vectors were made with). Its manifest is keyed with
+    ``key_file``'s key, else ``ESFIS_BACKUP_KEY``, else the home's ``backup.key``."""
     from server.bulk.backup import backup
+    from server.bulk.backup_manifest import key_for_backup
 
     failpoints.arm(settings.failpoints)
     catalog, store = _open_without_model(settings)
     try:
-        return backup(catalog, store, Path(target).absolute(), clock=system_clock, progress=progress)
+        key = key_for_backup(key_file=key_file, given=settings.backup_key)
+        return backup(
+            catalog, store, Path(target).absolute(), home=settings.home, key=key, clock=system_clock, progress=progress
+        )
     finally:
         close_all(catalog, store.coordination, store)
 
@@ -86,31 +95,45 @@ def restore_home(
     settings: Settings,
     *,
     forgets_from: str | None = None,
+    key_file: str | os.PathLike[str] | None = None,
+    no_key: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> RestoreReport:
     """``esfis restore``: a backup into this (empty) home. ``forgets_from`` names the live home
-    (a folder, or its catalog's postgresql:// URL) whose forgets are applied after."""
+    (a folder, or its catalog's postgresql:// URL) whose forgets are applied after. The
+    manifest is verified with ``key_file``'s key, else ``ESFIS_BACKUP_KEY``, else the
+    ``backup.key`` of the ``forgets_from`` home; ``no_key`` takes the folder on trust."""
+    from server.bulk.backup_manifest import key_for_restore
     from server.bulk.restore import restore
 
+    if no_key and key_file is not None:
+        raise InvalidInput(
+            "--no-key restores without checking a key: give --key-file or --no-key, not both", field="no_key"
+        )
     failpoints.arm(settings.failpoints)
     make_private(settings.home)  # the umask too: every file restored is its owner's only
-    live = None
-    if forgets_from is not None:
-        where = Path(forgets_from).expanduser()
-        if not re.match(r"postgres(ql)?://", forgets_from) and not (where / "esfis.db").is_file():
+    source_home = None  # the live home, when --forgets-from names a folder
+    if forgets_from is not None and not re.match(r"postgres(ql)?://", forgets_from):
+        source_home = Path(forgets_from).expanduser()
+        if not (source_home / "esfis.db").is_file():
             raise InvalidInput(
                 f"--forgets-from {forgets_from}: no catalog there (a home folder or a postgresql:// URL)",
                 field="forgets_from",
             )
+    key = None if no_key else key_for_restore(key_file=key_file, given=settings.backup_key, source_home=source_home)
+    live = None
+    if forgets_from is not None:
         live = open_catalog(
-            Settings(home=where, model=None)
-            if not re.match(r"postgres(ql)?://", forgets_from)
+            Settings(home=source_home, model=None)
+            if source_home is not None
             else Settings(home=settings.home, model=None, catalog=forgets_from)
         )
     try:
         return restore(
             Path(source).absolute(),
             settings.home.absolute(),
+            key=key,
+            no_key=no_key,
             forgets_from=live,
             catalog_url=settings.catalog,
             vectors_uri=settings.vectors,
@@ -233,6 +256,7 @@ def open_service(
             home=settings.home,
             trail_days=settings.trail_days,
             approval_hours=settings.approval_hours,
+            backup_key=settings.backup_key,
         )
     )
     service.recover()

@@ -240,12 +240,16 @@ class Operator:
 
     def backup(self, path: str | os.PathLike[str]) -> BackupReport:
         """A consistent backup of this home into ``path`` (``server.bulk.backup``): an absolute folder
-        on this machine, absent or empty."""
+        on this machine, absent or empty, outside the home; keyed with ``ESFIS_BACKUP_KEY``, else
+        the home's ``backup.key``."""
         from server.bulk.backup import backup
+        from server.bulk.backup_manifest import key_for_backup
 
         if not Path(path).is_absolute():
             raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
-        return backup(self._parts.catalog, self._parts.store, Path(path), clock=self._parts.clock)
+        parts = self._parts
+        key = key_for_backup(key_file=None, given=parts.backup_key)
+        return backup(parts.catalog, parts.store, Path(path), home=parts.home, key=key, clock=parts.clock)
 
     # -- bulk import ----------------------------------------------------------------------
 

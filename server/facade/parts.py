@@ -5,7 +5,7 @@ interface reaches a book but through them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,8 @@ from server.spaces.tokens import TokenBook
 @dataclass(frozen=True)
 class Parts:
     """One service's parts. ``home`` is ESFIS_HOME (the vectors, the write journals, the keys; the
-    catalog may lie elsewhere); runs that are over are pruned after ``trail_days``."""
+    catalog may lie elsewhere); runs that are over are pruned after ``trail_days``; backups are
+    keyed with ``backup_key`` when given, else the home's ``backup.key``."""
 
     home: Path
     trail_days: int
@@ -52,6 +53,7 @@ class Parts:
     gates: Gates
     tokens: TokenBook
     approvals: ApprovalBook
+    backup_key: str | None = field(default=None, repr=False)  # ESFIS_BACKUP_KEY: what backups are keyed with
 
     @classmethod
     def over(
@@ -64,6 +66,7 @@ class Parts:
         home: Path,
         trail_days: int = TRAIL_DAYS,
         approval_hours: float = APPROVAL_HOURS,
+        backup_key: str | None = None,
     ) -> Parts:
         """The books over one catalog and one store."""
         journal = WriteJournal(home / JOURNALS)
@@ -88,6 +91,7 @@ class Parts:
             gates=Gates(runs, grants, approvals, clock),
             approvals=approvals,
             tokens=TokenBook(catalog, clock),
+            backup_key=backup_key,
         )
 
     # The model's failures are the store's unavailability to a caller, whichever verb embeds.
