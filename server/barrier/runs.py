@@ -359,13 +359,27 @@ class RunBook:
         ]
 
     def page(self, *, ai: str | None = None, offset: int = 0, limit: int = 25) -> tuple[builtins.list[Run], int]:
-        """Newest first: ``limit`` runs after ``offset``, and how many match in all."""
+        """Newest first: ``limit`` runs after ``offset``, and how many match in all. As ``list``,
+        the run tokens still alive that took no step yet are among them, by when they were made."""
         clause, params = (" WHERE ai = ?", (ai,)) if ai is not None else ("", ())
-        total = self.catalog.one("SELECT count(*) AS n FROM runs" + clause, params)
-        rows = self.catalog.all(
-            f"SELECT * FROM runs{clause} ORDER BY opened_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)
+        waiting_sql = f"FROM tokens WHERE {_LIVE_RUN_TOKEN} AND run_id NOT IN (SELECT id FROM runs)" + (
+            " AND ai = ?" if ai is not None else ""
         )
-        return [self._run(r, count_steps=True) for r in rows], int(total["n"]) if total else 0
+        now = (to_micros(self.clock()),)
+        total = self.catalog.one("SELECT count(*) AS n FROM runs" + clause, params)
+        waiting_total = self.catalog.one("SELECT count(*) AS n " + waiting_sql, (*now, *params))
+        reach = offset + limit  # the newest of both kinds, merged, then this page's slice
+        rows = self.catalog.all(f"SELECT * FROM runs{clause} ORDER BY opened_at DESC, id LIMIT ?", (*params, reach))
+        waiting = self.catalog.all(
+            f"SELECT * {waiting_sql} ORDER BY created_at DESC, id LIMIT ?", (*now, *params, reach)
+        )
+        found = [(r["opened_at"], r["id"], r, False) for r in rows] + [
+            (t["created_at"], t["run_id"], t, True) for t in waiting
+        ]
+        found.sort(key=lambda f: (-f[0], f[1]))
+        shown = [self._waiting(row) if token else self._run(row, count_steps=True) for _, _, row, token in found]
+        count = (int(total["n"]) if total else 0) + (int(waiting_total["n"]) if waiting_total else 0)
+        return shown[offset:reach], count
 
     def ais(self) -> builtins.list[str]:
         """Every AI that has taken a step (each recall, write, get, share or open is one)."""
