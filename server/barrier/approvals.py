@@ -155,8 +155,9 @@ class ApprovalBook:
             raise ApprovalNotFound(f"no approval {approval_id}")
         return held
 
-    def list(self, *, status: Status | None = "pending", last: int = 100) -> builtins.list[Held]:
-        """Newest first; the pending ones by default."""
+    def list(self, *, status: str | None = "pending", last: int = 100) -> builtins.list[Held]:
+        """Newest first; the pending ones by default. ``status`` comes from an interface as typed:
+        checked here against the statuses."""
         if status is not None and status not in STATUSES:
             raise InvalidInput(f"status must be one of {', '.join(STATUSES)}", field="status")
         if not 1 <= last <= 10_000:

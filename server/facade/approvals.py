@@ -42,7 +42,7 @@ def listing(parts: Parts, *, status: str | None = "pending", last: int = 100) ->
     """Newest first, each with its rendering; a pending call that can no longer be applied
     (a policy now denies it, its memory is gone) is voided here, never shown as approvable,
     and so is not among the pending ones."""
-    views = [view(parts, held) for held in parts.approvals.list(status=status, last=last)]  # type: ignore[arg-type]
+    views = [view(parts, held) for held in parts.approvals.list(status=status, last=last)]
     return [v for v in views if v.held.pending] if status == "pending" else views
 
 
