@@ -171,6 +171,10 @@ class Unauthorized(EsfisError):
     exit_code = 4
 
 
+# Every failure to authenticate answers this one message: a caller learns nothing from the difference.
+UNAUTHORIZED_MESSAGE = "a valid bearer token is required (esfis token create)"
+
+
 class Conflict(EsfisError):
     code = "conflict"
     status = 409

@@ -265,6 +265,9 @@ class Token:
     expires_at: datetime | None = None
     standing: int = 0  # which of this token's standing runs is the current one
     approvals: Approvals = "queue"  # "host": its MCP host's prompts count as a person's (docs/barrier.md)
+    client: str | None = None  # an OAuth connection's client, by the name its consent page showed
+    client_id: str | None = None
+    resource: str | None = None  # an OAuth connection's token: the one resource it is good for (RFC 8707)
 
     @property
     def kind(self) -> TokenKind:

@@ -14,6 +14,7 @@ TRAIL_DAYS = 90  # the default: runs that are over are pruned after this many da
 BATCH_WINDOW_MS = 2.0  # the default: the most a server's query waits for others to embed with
 APPROVAL_HOURS = 24.0  # the default: a call held for the operator expires after this long
 APPROVAL_WAIT_S = 300.0  # the default: how long an MCP host's prompt may take before it counts as declined
+OAUTH_TOKEN_S = 3600  # the default: an OAuth connection's access token lives this long
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class Settings:
     # where the settings pages are announced and their cookies bound (server.web.site); None: the
     # address it listens on.
     public_url: str | None = None
+    # ESFIS_OAUTH: on (the default) or off: whether esfis is an OAuth 2.1 authorization server for
+    # /mcp (server.http.oauth); off, only static bearer tokens are taken.
+    oauth: bool = True
+    oauth_token_s: int = OAUTH_TOKEN_S  # ESFIS_OAUTH_TOKEN_S: an OAuth access token's life, 60..86400
     # ESFIS_BACKUP_KEY: 64 hex characters that key backups' manifests (server.bulk.backup_manifest);
     # None: the home's backup.key. Never shown.
     backup_key: str | None = field(default=None, repr=False)
@@ -59,6 +64,8 @@ class Settings:
             approval_hours=_number(env, "ESFIS_APPROVAL_HOURS", APPROVAL_HOURS, low=0.001, high=720, unit="hours"),
             approval_wait_s=_number(env, "ESFIS_APPROVAL_WAIT_S", APPROVAL_WAIT_S, low=1, high=3600, unit="seconds"),
             public_url=_origin(env.get("ESFIS_PUBLIC_URL")),
+            oauth=_switch(env, "ESFIS_OAUTH"),
+            oauth_token_s=int(_number(env, "ESFIS_OAUTH_TOKEN_S", OAUTH_TOKEN_S, low=60, high=86_400, unit="seconds")),
             backup_key=env.get("ESFIS_BACKUP_KEY") or None,
         )
 
@@ -113,6 +120,13 @@ def _number(env: Mapping[str, str], name: str, default: float, *, low: float, hi
             f"{name} must be a number of {unit} from {low:g} to {high:g}, not {value[:40]!r}", field=name
         )
     return number
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    value = (env.get(name) or "on").strip().lower()
+    if value not in ("on", "off", "1", "0", "true", "false"):
+        raise InvalidInput(f"{name} must be on or off, not {value[:40]!r}", field=name)
+    return value in ("on", "1", "true")
 
 
 def _origin(value: str | None) -> str | None:

@@ -40,9 +40,11 @@ import psycopg
 
 from server.catalog.shared import (
     APPROVALS_TABLE,
+    OAUTH_TABLES,
     SCHEMA_VERSION,
     V6_COLUMNS,
     V7_COLUMNS,
+    V8_COLUMNS,
     Dialect,
     redacted,
     refuse_newer,
@@ -198,6 +200,8 @@ CREATE TABLE ended_sessions (nonce {T} PRIMARY KEY, expires BIGINT NOT NULL);
 """,
     7: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V7_COLUMNS)
     + APPROVALS_TABLE.format(T=T, I="BIGINT"),
+    8: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V8_COLUMNS)
+    + OAUTH_TABLES.format(T=T, I="BIGINT"),
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 FORGET_TABLES = "memories, import_keys, contexts, approvals"  # where a forget clears or rewrites a row

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 7  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 8  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
-#                    answers a token's approvals
+#                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens)
 
 # Version 6's columns, added to a catalog made before it: (table, column, type). Types are
 # written for both backends ({T}: the text type).
@@ -35,6 +35,50 @@ V6_COLUMNS = (
 
 # Version 7's columns, added to a catalog made before it.
 V7_COLUMNS = (("tokens", "approvals", "{T} NOT NULL DEFAULT 'queue'"),)  # queue | host (server.barrier.approvals)
+
+# Version 8's columns: an OAuth connection's token names its client and the resource it is bound to.
+V8_COLUMNS = (
+    ("tokens", "client", "{T}"),  # the OAuth client's name, as the consent page showed it
+    ("tokens", "client_id", "{T}"),
+    ("tokens", "resource", "{T}"),  # RFC 8707: the one resource this token is good for
+)
+
+# Version 8's tables (server.spaces.connections): OAuth clients, the requests that wait for the
+# operator's consent (and, once approved, their one-minute code), and refresh tokens. Every
+# secret is kept as its sha256 only.
+OAUTH_TABLES = """
+CREATE TABLE IF NOT EXISTS oauth_clients (
+    client_id {T} PRIMARY KEY,
+    kind {T} NOT NULL,              -- registered (RFC 7591) | document (a Client ID Metadata Document)
+    info {T} NOT NULL,              -- JSON: the client's metadata (a client secret as its sha256)
+    created_at {I} NOT NULL,
+    fetched_at {I}                  -- a document: when it was read
+);
+CREATE TABLE IF NOT EXISTS oauth_requests (
+    id {T} PRIMARY KEY,             -- the consent page's address: 128 random bits
+    client_id {T} NOT NULL,
+    client_name {T} NOT NULL,
+    params {T} NOT NULL,            -- JSON: redirect_uri, code_challenge, state, scopes, resource
+    status {T} NOT NULL,            -- pending | approved | denied | exchanged
+    created_at {I} NOT NULL,
+    expires_at {I} NOT NULL,        -- the consent's, then the code's
+    code_hash {T} UNIQUE,
+    ai {T},
+    space {T},                      -- NULL: everywhere
+    decided_by {T},
+    token_id {T}                    -- the connection's token, once the code is exchanged
+);
+CREATE INDEX IF NOT EXISTS oauth_requests_by_expiry ON oauth_requests (expires_at);
+CREATE TABLE IF NOT EXISTS oauth_refresh (
+    hash {T} PRIMARY KEY,
+    token_id {T} NOT NULL,
+    client_id {T} NOT NULL,
+    created_at {I} NOT NULL,
+    expires_at {I} NOT NULL,
+    used_at {I}                     -- rotated: shown again, it ends the connection
+);
+CREATE INDEX IF NOT EXISTS oauth_refresh_by_token ON oauth_refresh (token_id);
+"""
 
 # Version 7's table, for both backends ({T}: the text type, {I}: the 64-bit integer type). One
 # write a person must approve, held for the operator (server.barrier.approvals); its text is

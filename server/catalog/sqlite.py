@@ -19,7 +19,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from server.catalog.shared import APPROVALS_TABLE, SCHEMA_VERSION, V6_COLUMNS, V7_COLUMNS, Dialect, refuse_newer
+from server.catalog.shared import (
+    APPROVALS_TABLE,
+    OAUTH_TABLES,
+    SCHEMA_VERSION,
+    V6_COLUMNS,
+    V7_COLUMNS,
+    V8_COLUMNS,
+    Dialect,
+    refuse_newer,
+)
 from server.home import make_private
 
 SQLITE = Dialect(
@@ -126,7 +135,10 @@ CREATE TABLE IF NOT EXISTS tokens (
     parent_run TEXT,
     expires_at INTEGER,
     standing INTEGER NOT NULL DEFAULT 0,
-    approvals TEXT NOT NULL DEFAULT 'queue'
+    approvals TEXT NOT NULL DEFAULT 'queue',
+    client TEXT,
+    client_id TEXT,
+    resource TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,            -- server.barrier.runs.run_id_for(owner, name)
@@ -204,7 +216,7 @@ CREATE TABLE IF NOT EXISTS import_keys (
 -- catalog's; on SQLite, one machine, a token file beside the partition serves).
 CREATE TABLE IF NOT EXISTS partition_versions (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
-SCHEMA += APPROVALS_TABLE.format(T="TEXT", I="INTEGER")
+SCHEMA += APPROVALS_TABLE.format(T="TEXT", I="INTEGER") + OAUTH_TABLES.format(T="TEXT", I="INTEGER")
 
 
 class SqliteCatalog:
@@ -347,7 +359,7 @@ def _migrate(tx: Tx) -> None:
     delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
     if delivery_columns and "token_scope" not in delivery_columns:
         tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
-    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS):  # versions 6 and 7
+    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS, *V8_COLUMNS):  # versions 6 to 8
         present = {r["name"] for r in tx.all(f"PRAGMA table_info({table})")}
         if present and column not in present:
             tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T='TEXT').replace('BIGINT', 'INTEGER')}")

@@ -25,11 +25,22 @@ def _say_where(host: str, port: int, public_url: str | None) -> Callable[[Esfis]
 
     def say(service: Esfis) -> None:
         lines = announcement(service, host, port, at_terminal=sys.stderr.isatty(), public_url=public_url)
+        lines.append(oauth_line(host, port, public_url))
         for line in lines:
             print(line, file=sys.stderr)
         sys.stderr.flush()
 
     return say
+
+
+def oauth_line(host: str, port: int, public_url: str | None) -> str:
+    """Whether MCP hosts may connect with OAuth, and where (or why not)."""
+    from server.http.oauth import site_for
+
+    site = site_for(enabled=settings().oauth, public_url=public_url, host=host, port=port)
+    if site.on:
+        return f"esfis: OAuth for MCP hosts at {site.mcp_resource} (each connection is consented on the settings page)"
+    return f"esfis: OAuth is off ({site.why_off}); static bearer tokens work"
 
 
 @command(

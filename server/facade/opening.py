@@ -256,6 +256,7 @@ def open_service(
             home=settings.home,
             trail_days=settings.trail_days,
             approval_hours=settings.approval_hours,
+            oauth_token_s=settings.oauth_token_s,
             backup_key=settings.backup_key,
         )
     )

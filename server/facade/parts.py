@@ -26,6 +26,7 @@ from server.memories.deliveries import DeliveryLog
 from server.memories.group_commit import GroupCommit
 from server.memories.journal import JOURNALS, WriteJournal
 from server.settings import APPROVAL_HOURS, TRAIL_DAYS
+from server.spaces.connections import ACCESS_S, ConnectionBook
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook
 
@@ -53,6 +54,7 @@ class Parts:
     gates: Gates
     tokens: TokenBook
     approvals: ApprovalBook
+    connections: ConnectionBook
     backup_key: str | None = field(default=None, repr=False)  # ESFIS_BACKUP_KEY: what backups are keyed with
 
     @classmethod
@@ -67,12 +69,14 @@ class Parts:
         trail_days: int = TRAIL_DAYS,
         approval_hours: float = APPROVAL_HOURS,
         backup_key: str | None = None,
+        oauth_token_s: int = ACCESS_S,
     ) -> Parts:
         """The books over one catalog and one store."""
         journal = WriteJournal(home / JOURNALS)
         runs = RunBook(catalog, clock)
         grants = GrantBook(catalog, clock)
         approvals = ApprovalBook(catalog, clock, hours=approval_hours)
+        tokens = TokenBook(catalog, clock)
         return cls(
             home=home,
             trail_days=trail_days,
@@ -90,7 +94,8 @@ class Parts:
             contexts=ContextBook(catalog, clock),
             gates=Gates(runs, grants, approvals, clock),
             approvals=approvals,
-            tokens=TokenBook(catalog, clock),
+            tokens=tokens,
+            connections=ConnectionBook(catalog, tokens, clock, access_s=oauth_token_s),
             backup_key=backup_key,
         )
 

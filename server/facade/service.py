@@ -39,6 +39,7 @@ from server.errors import (
     StoreUnavailable,
 )
 from server.facade.callers import resolve_caller
+from server.facade.connections import Connections
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, redact_labels, shown, shown_recalled, shown_reference
@@ -72,6 +73,7 @@ class Esfis:
     on ``operator`` (``server.facade.operator``). Both hold the same ``Parts``, privately."""
 
     operator: Operator
+    connections: Connections
 
     def __init__(self, parts: Parts) -> None:
         """Over ``parts`` (``Parts.over``: the books over one catalog and one store), which it
@@ -79,6 +81,7 @@ class Esfis:
         self._parts = parts
         self._closing = threading.Event()
         self.operator = Operator(self._parts)
+        self.connections = Connections(self._parts)
 
     @property
     def home(self) -> Path:
@@ -455,6 +458,7 @@ class Esfis:
         while not self._closing.wait(SETTLE_EVERY_S):
             try:  # held calls that expired or lost their run: their texts leave the catalog
                 self.operator.settle_approvals()
+                self.connections.prune()  # OAuth requests and refresh tokens past their time
             except Exception:
                 _log.warning("settling held calls did not finish", exc_info=True)
             if time.monotonic() - last_prune < UPKEEP_EVERY_S:

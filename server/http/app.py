@@ -26,6 +26,7 @@ from server.http.docs import mount_docs
 from server.http.errors import install_error_handlers
 from server.http.html_policy import HtmlPolicy
 from server.http.mcp import McpEndpoint, Protection
+from server.http.oauth import OAuthSite, mount_oauth, site_from_env
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
 from server.settings import Settings
@@ -56,15 +57,23 @@ class Health(BaseModel):
 
 
 def create_app(
-    service_factory: Callable[[], Esfis], *, mcp: Protection | None = None, public_url: str | None = None
+    service_factory: Callable[[], Esfis],
+    *,
+    mcp: Protection | None = None,
+    public_url: str | None = None,
+    oauth: OAuthSite | None = None,
 ) -> FastAPI:
     """The HTTP API, the operator's web page, and MCP over HTTP at ``/mcp`` (``server.http.mcp``),
     whose ``Host`` and ``Origin`` checks ``mcp`` sets (default: a server on loopback);
-    ``public_url`` is ESFIS_PUBLIC_URL, where a proxy serves the web page (``server.web.site``)."""
+    ``public_url`` is ESFIS_PUBLIC_URL, where a proxy serves the web page (``server.web.site``);
+    ``oauth`` is where the OAuth authorization server is (default: as ``esfis serve`` set it)."""
+    settings = Settings.from_env()
+    site = oauth if oauth is not None else site_from_env(enabled=settings.oauth, public_url=public_url)
     endpoint = McpEndpoint(
         lambda: app.state.service,
         mcp or Protection.from_env(),
-        approval_wait_s=Settings.from_env().approval_wait_s,
+        approval_wait_s=settings.approval_wait_s,
+        site=site,
     )
 
     @asynccontextmanager
@@ -96,7 +105,8 @@ def create_app(
     install_error_handlers(app)
     endpoint.route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.router.routes.append(endpoint.route)
-    app.add_middleware(Gate, service=lambda: app.state.service)
+    mount_oauth(app, lambda: app.state.service, site)  # /authorize, /token, … and their metadata
+    app.add_middleware(Gate, service=lambda: app.state.service, site=lambda: site)
     app.add_middleware(HtmlPolicy)  # every HTML answer carries a Content-Security-Policy
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)

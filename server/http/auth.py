@@ -31,11 +31,21 @@ from typing import Annotated
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.errors import BadRequest, EsfisError, Forbidden, PayloadTooLarge, TooManyRequests
+from server.errors import (
+    UNAUTHORIZED_MESSAGE,
+    BadRequest,
+    EsfisError,
+    Forbidden,
+    PayloadTooLarge,
+    TooManyRequests,
+    Unauthorized,
+)
 from server.facade import Esfis
-from server.http.errors import from_esfis
+from server.http.errors import error_response, from_esfis
+from server.http.oauth.address import OAuthSite
 from server.inputs import size
 from server.models import Token
 
@@ -64,9 +74,17 @@ def too_large(limit: int) -> PayloadTooLarge:
 class Gate:
     """Pure ASGI middleware: token, then body limit, for every ``/v1`` request."""
 
-    def __init__(self, app: ASGIApp, service: Callable[[], Esfis], *, token_calls: int = TOKEN_CALLS) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        service: Callable[[], Esfis],
+        *,
+        site: Callable[[], OAuthSite | None] = lambda: None,
+        token_calls: int = TOKEN_CALLS,
+    ) -> None:
         self.app = app
         self.service = service
+        self.site = site  # the OAuth authorization server's address, when it is on
         self.token_calls = token_calls
         self._in_flight: dict[str, int] = {}
         self._auth_threads: anyio.CapacityLimiter | None = None  # made on the event loop, at first use
@@ -84,6 +102,10 @@ class Gate:
         if path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
             try:
                 token = await self._authenticate(headers)
+                self._bound(token, path)
+            except Unauthorized as exc:
+                await self._unauthorized(exc, path)(scope, receive, send)
+                return
             except EsfisError as exc:
                 await from_esfis(exc)(scope, receive, send)
                 return
@@ -126,6 +148,23 @@ class Gate:
             await from_esfis(exc)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
+
+    def _bound(self, token: Token, path: str) -> None:
+        """An OAuth connection's token is good for the one resource it was issued for (RFC
+        8707): ``/mcp``'s, or the server's (the agent routes), and nowhere with OAuth off."""
+        if token.resource is None:
+            return
+        site = self.site()
+        if site is None or not site.on or token.resource != site.resource_for(path):
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+
+    def _unauthorized(self, exc: Unauthorized, path: str) -> Response:
+        """One 401 for every failure; with OAuth on, it says where to get a token (RFC 9728 §5.1)."""
+        site = self.site()
+        challenge = "Bearer"
+        if site is not None and site.on:  # the same for every failure: no error code tells them apart
+            challenge = f'Bearer resource_metadata="{site.metadata_url(path)}"'
+        return error_response(exc.status, exc.code, exc.message, {"WWW-Authenticate": challenge})
 
     async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> Token:
         values = [v for k, v in headers if k == b"authorization"]

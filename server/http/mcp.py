@@ -44,7 +44,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from server.errors import BadRequest, EsfisError, Forbidden, NotServed
 from server.http.auth import TOKEN_KEY
-from server.http.errors import from_esfis
+from server.http.errors import error_response, from_esfis
+from server.http.oauth.address import SERVE_HOST, OAuthSite
 from server.mcp.server import build_server
 from server.models import Caller, Token
 
@@ -52,9 +53,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import Context, MCPServer
 
     from server.facade import Esfis
-
 PATH = "/mcp"
-SERVE_HOST = "ESFIS_SERVE_HOST"  # set by esfis serve for its workers: the address it listens on
 SERVE_WORKERS = "ESFIS_SERVE_WORKERS"  # set by esfis serve: how many workers share its socket
 SESSION_HEADER = b"mcp-session-id"
 SPACE_KEY = "esfis.mcp_space"
@@ -106,6 +105,10 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
+class WrongToken(Forbidden):
+    """A valid token of a kind that does not act as an AI (an operator's, a runs-only one)."""
+
+
 @dataclass(frozen=True)
 class Binding:
     token_id: str
@@ -116,9 +119,17 @@ class McpEndpoint:
     """The ASGI app behind ``/mcp``: protection, the token's kind, the session's space, then
     the SDK's session manager. The HTTP gate has already authenticated the token."""
 
-    def __init__(self, service: Callable[[], Esfis], protection: Protection, *, approval_wait_s: float) -> None:
+    def __init__(
+        self,
+        service: Callable[[], Esfis],
+        protection: Protection,
+        *,
+        approval_wait_s: float,
+        site: OAuthSite | None = None,
+    ) -> None:
         self.service = service
         self.protection = protection
+        self.site = site
         self.server: MCPServer = build_server(
             service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=approval_wait_s
         )
@@ -136,6 +147,14 @@ class McpEndpoint:
         scope.setdefault("route", self.route)  # a plain ASGI route: the router does not name it
         try:
             space = await self._admit(scope)
+        except WrongToken as exc:  # an OAuth error too: a host that speaks OAuth knows to sign in
+            challenge = f'Bearer error="insufficient_scope", error_description="{exc.message}"'
+            if self.site is not None and self.site.on:
+                challenge += f', resource_metadata="{self.site.metadata_url(PATH)}"'
+            await error_response(exc.status, exc.code, exc.message, {"WWW-Authenticate": challenge})(
+                scope, receive, send
+            )
+            return
         except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
@@ -170,7 +189,7 @@ class McpEndpoint:
             raise refusal
         token = scope.get(TOKEN_KEY)
         if not isinstance(token, Token) or token.kind not in ("agent", "run"):
-            raise Forbidden(
+            raise WrongToken(
                 "MCP over HTTP acts as an AI: use an agent token or a run token "
                 "(esfis token create --ai NAME, or POST /v1/runs)"
             )

@@ -32,6 +32,7 @@ from server.facade import Esfis, open_service
 from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
 from server.http.mcp import SERVE_HOST, SERVE_WORKERS, Redacting
+from server.http.oauth.address import SERVE_PORT
 from server.settings import Settings
 
 WORKER_APP = "server.http.workers:worker_app"
@@ -104,6 +105,7 @@ def serve(
         raise InvalidInput("--workers must be at least 1", field="workers")
     os.environ[SERVE_WORKERS] = str(workers)  # /mcp is served by one worker only (Protection's sibling)
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
+    os.environ[SERVE_PORT] = str(port)  # the OAuth issuer of a server on loopback (server.http.oauth.address)
     # SIGTERM: stop taking requests, let those in flight finish for a few seconds, then cancel
     # what still waits (an MCP session's stream, a prompt nobody answers), so a stop is bounded.
     common: dict[str, Any] = dict(

@@ -192,6 +192,7 @@ class TokenOut(Shape):
     revoked_at: str | None
     expires_at: str | None
     approvals: str = Field(description="who approves its held calls over /mcp: queue (the operator) or host")
+    client: str | None = Field(None, description="an OAuth connection's client, by the name its consent page showed")
 
     @classmethod
     def of(cls, t: Token) -> TokenOut:
@@ -205,6 +206,7 @@ class TokenOut(Shape):
             revoked_at=iso(t.revoked_at),
             expires_at=iso(t.expires_at),
             approvals=t.approvals,
+            client=t.client,
         )
 
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from server.barrier.runs import standing_run
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
-from server.errors import Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
+from server.errors import UNAUTHORIZED_MESSAGE, Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
 from server.inputs import MAX_RUN_TTL, RUN_TTL  # a run token's life: default and bound, as interfaces state them
 from server.models import Token
 from server.spaces import contains, validate_space_name
@@ -40,7 +40,6 @@ from server.spaces.registry import Registry
 PREFIX = "esfis_"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 TOKEN_ID = re.compile(r"tok_[a-z0-9]{12}")
-UNAUTHORIZED_MESSAGE = "a valid bearer token is required (esfis token create)"
 
 
 def hash_token(secret: str) -> str:
@@ -119,6 +118,36 @@ class TokenBook:
         )
         return token, self._insert(token)
 
+    def connect(self, *, ai: str, space: str | None, client: str, client_id: str, resource: str, expires_at: datetime):
+        """An OAuth connection's token (``server.spaces.connections``): an agent token of ``ai``
+        in ``space``'s subtree (None: everywhere), for ``resource`` only, expiring at ``expires_at``;
+        each refresh gives it a new secret (``renew``), so its standing run stays one run."""
+        validate_ai(ai)
+        if space is not None:
+            Registry(self.catalog, self.clock).require(space)
+        token = Token(
+            id=new_token_id(),
+            ai=ai,
+            space=space,
+            operator=False,
+            created_at=self.clock(),
+            expires_at=expires_at,
+            client=client,
+            client_id=client_id,
+            resource=resource,
+        )
+        return token, self._insert(token)
+
+    def renew(self, tx, token_id: str, expires_at: datetime) -> str | None:
+        """A new secret for a connection's token, in ``tx``; the old one stops at once. None: the
+        token was revoked."""
+        secret = PREFIX + secrets.token_urlsafe(32)
+        done = tx.execute(
+            "UPDATE tokens SET hash = ?, expires_at = ? WHERE id = ? AND revoked_at IS NULL AND client_id IS NOT NULL",
+            (hash_token(secret), to_micros(expires_at), token_id),
+        )
+        return secret if done.rowcount == 1 else None
+
     def _insert(self, token: Token) -> str:
         secret = PREFIX + secrets.token_urlsafe(32)
         with self.catalog.transaction() as tx:
@@ -128,7 +157,7 @@ class TokenBook:
                 raise SpaceNotFound(f"no space named {token.space!r} (esfis space list shows them)")
             tx.execute(
                 "INSERT INTO tokens (id, hash, ai, space, operator, created_at, runs_only, run_id, parent, parent_run, "
-                "expires_at, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expires_at, approvals, client, client_id, resource) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     token.id,
                     hash_token(secret),
@@ -142,6 +171,9 @@ class TokenBook:
                     token.parent_run,
                     None if token.expires_at is None else to_micros(token.expires_at),
                     token.approvals,
+                    token.client,
+                    token.client_id,
+                    token.resource,
                 ),
             )
         return secret
@@ -151,6 +183,12 @@ class TokenBook:
         where = "" if run_tokens else " WHERE run_id IS NULL"
         rows = self.catalog.all(f"SELECT * FROM tokens{where} ORDER BY created_at, id")
         return [_token(r) for r in rows]
+
+    def get(self, token_id: str) -> Token:
+        row = self.catalog.one("SELECT * FROM tokens WHERE id = ?", (token_id,))
+        if row is None:
+            raise NotFound(f"no token {token_id} (esfis token list shows them)")
+        return _token(row)
 
     def revoke(self, token_id: str) -> Token:
         if not isinstance(token_id, str) or not TOKEN_ID.fullmatch(token_id):
@@ -250,4 +288,7 @@ def _token(row) -> Token:
         expires_at=from_micros(row["expires_at"]),
         standing=int(row["standing"]),
         approvals="host" if row["approvals"] == "host" else "queue",
+        client=row["client"],
+        client_id=row["client_id"],
+        resource=row["resource"],
     )

@@ -63,7 +63,11 @@ def test_every_bad_token_is_one_identical_401(server, revoked, variant):
     assert response.status_code == 401
     assert response.content == reference.content
     assert error_of(response)["code"] == "unauthorized"
-    assert response.headers["WWW-Authenticate"] == "Bearer"
+    # The same challenge for every failure: where a host that speaks OAuth gets a token (RFC 9728).
+    assert (
+        response.headers["WWW-Authenticate"]
+        == f'Bearer resource_metadata="{server.url}/.well-known/oauth-protected-resource"'
+    )
 
 
 def test_bad_token_is_401_before_anything_else_is_looked_at(server):

@@ -1,0 +1,69 @@
+"""The façade's OAuth half: what esfis's authorization server (``server.http.oauth``) and the
+consent page (``server.web.routes_connect``) do with connections (``server.spaces.connections``).
+
+Strangers reach the authorization server's endpoints, so everything they may call here keeps
+rows bounded and answers nothing about what exists; approving and denying are the operator's
+(the consent page's session), and the AI and the subtree a connection gets are the operator's
+choice alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from server.spaces.connections import Consent, Issued, Refresh, StoredClient, check_request_id
+
+if TYPE_CHECKING:
+    from server.facade.parts import Parts
+
+
+class Connections:
+    def __init__(self, parts: Parts) -> None:
+        self._book = parts.connections
+
+    # -- the authorization server's (any caller) --------------------------------------------
+
+    def save_client(self, client_id: str, kind: str, info: dict[str, Any]) -> None:
+        self._book.save_client(client_id, kind, info)
+
+    def client(self, client_id: str) -> StoredClient | None:
+        return self._book.client(client_id)
+
+    def ask(self, client_id: str, client_name: str, params: dict[str, Any]) -> str:
+        return self._book.ask(client_id, client_name, params)
+
+    def code(self, code: str) -> Consent | None:
+        return self._book.code(code)
+
+    def exchange(self, code: str, *, resource: str) -> Issued | None:
+        return self._book.exchange(code, resource=resource)
+
+    def refresh(self, secret: str) -> Refresh | None:
+        return self._book.refresh(secret)
+
+    def rotate(self, secret: str) -> Issued | None:
+        return self._book.rotate(secret)
+
+    def revoke(self, secret: str, client_id: str) -> None:
+        self._book.revoke(secret, client_id)
+
+    @property
+    def access_s(self) -> int:
+        return self._book.access_s
+
+    # -- the operator's (the consent page) --------------------------------------------------
+
+    def pending(self, request_id: str) -> Consent:
+        return self._book.pending(check_request_id(request_id))
+
+    def approve(self, request_id: str, *, ai: str, space: str | None, by: str) -> tuple[Consent, str]:
+        return self._book.approve(check_request_id(request_id), ai=ai, space=space, by=by)
+
+    def deny(self, request_id: str, *, by: str) -> Consent:
+        return self._book.deny(check_request_id(request_id), by=by)
+
+    def prune(self) -> int:
+        return self._book.prune()
+
+
+__all__ = ["Connections", "Consent", "Issued", "Refresh", "StoredClient"]

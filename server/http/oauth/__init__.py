@@ -1,0 +1,150 @@
+"""esfis as an OAuth 2.1 authorization server and resource server for ``/mcp`` and the agent
+routes, per the MCP authorization specification (2025-11-25), built on the MCP SDK's
+``mcp.server.auth`` handlers (docs/decisions.md says why that one):
+
+- RFC 9728 protected resource metadata at ``/.well-known/oauth-protected-resource`` (the
+  server) and ``/.well-known/oauth-protected-resource/mcp``; a 401 names it in
+  ``WWW-Authenticate`` (``server.http.auth``);
+- RFC 8414 metadata at ``/.well-known/oauth-authorization-server``;
+- ``/authorize``: authorization code with PKCE, S256 only; the consent is the operator's, on a
+  settings page (``server.web.routes_connect``);
+- ``/token``: the code (good once, for a minute), then refresh tokens rotated at each use;
+- ``/register``: RFC 7591 dynamic registration; a client id that is an https URL is a Client
+  ID Metadata Document (``documents``);
+- ``/revoke``: RFC 7009.
+
+Every answer to bad input is an OAuth error (400 or 401 with ``error`` and
+``error_description``), never a 500. ``ESFIS_OAUTH=off`` mounts none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
+from mcp.server.auth.routes import build_metadata, cors_middleware
+from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from server.http.oauth.address import MCP_PATH, PRM_PATH, OAuthSite, site_for, site_from_env
+from server.http.oauth.client_secrets import HashedSecretAuthenticator
+from server.http.oauth.documents import DocumentError, is_document_id
+from server.http.oauth.provider import CONNECT_PATH, EsfisProvider
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from server.facade import Esfis
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+class ResourceBoundTokens(TokenHandler):
+    """The SDK's token endpoint, refusing a ``resource`` that is not this server (RFC 8707 §2)."""
+
+    site: OAuthSite
+
+    async def handle(self, request: Request) -> Response:
+        form = await request.form()  # Starlette keeps it: the SDK's handler reads the same form
+        resource = form.get("resource")
+        if isinstance(resource, str) and resource and self.site.known_resource(resource) is None:
+            return self.response(
+                TokenErrorResponse(error="invalid_target", error_description="the resource is not this server")
+            )
+        return await super().handle(request)
+
+
+def routes(service: Callable[[], Esfis], site: OAuthSite) -> list[Route]:
+    assert site.issuer is not None
+    provider = EsfisProvider(service, site)
+    issuer = AnyHttpUrl(site.issuer)
+    registration = ClientRegistrationOptions(enabled=True)
+    revocation = RevocationOptions(enabled=True)
+    sdk_metadata = build_metadata(issuer, None, registration, revocation).model_dump(mode="json", exclude_none=True)
+    metadata = OAuthMetadata.model_validate(
+        {
+            **sdk_metadata,
+            "issuer": site.issuer,  # as a string: the model keeps it without a trailing slash (RFC 8414 §3.3)
+            "client_id_metadata_document_supported": True,
+            "authorization_response_iss_parameter_supported": True,  # RFC 9207: the consent page sends iss
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
+        }
+    )
+    authenticator = HashedSecretAuthenticator(provider)
+    tokens = ResourceBoundTokens(provider, authenticator)
+    tokens.site = site
+    authorization = AuthorizationHandler(provider)
+
+    async def authorize(request: Request) -> Response:
+        # A client known by its metadata document: read it first, so what is wrong with it is
+        # said (the SDK would only say the client is unknown).
+        params = request.query_params if request.method == "GET" else await request.form()
+        client_id = params.get("client_id")
+        if isinstance(client_id, str) and is_document_id(client_id):
+            try:
+                await provider.read_document(client_id)
+            except DocumentError as exc:
+                return JSONResponse(
+                    {"error": "invalid_client", "error_description": str(exc)}, status_code=400, headers=NO_STORE
+                )
+        return await authorization.handle(request)
+
+    def resource_metadata(resource: str) -> Callable:
+        document = ProtectedResourceMetadata.model_validate(
+            {"resource": resource, "authorization_servers": [site.issuer], "resource_name": "esfis"}
+        )
+        return cors_middleware(ProtectedResourceMetadataHandler(document).handle, ["GET", "OPTIONS"])
+
+    built = [
+        Route(
+            "/.well-known/oauth-authorization-server",
+            cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+            methods=["GET", "OPTIONS"],
+        ),
+        Route(PRM_PATH, resource_metadata(site.issuer), methods=["GET", "OPTIONS"]),
+        Route(PRM_PATH + MCP_PATH, resource_metadata(site.mcp_resource), methods=["GET", "OPTIONS"]),
+        Route("/authorize", authorize, methods=["GET", "POST"]),
+        Route("/token", cors_middleware(tokens.handle, ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
+        Route(
+            "/register",
+            cors_middleware(RegistrationHandler(provider, options=registration).handle, ["POST", "OPTIONS"]),
+            methods=["POST", "OPTIONS"],
+        ),
+        Route(
+            "/revoke",
+            cors_middleware(RevocationHandler(provider, authenticator).handle, ["POST", "OPTIONS"]),
+            methods=["POST", "OPTIONS"],
+        ),
+    ]
+    for route in built:
+        route.app = _named(route, route.app)
+    return built
+
+
+def _named(route: Route, app: ASGIApp) -> ASGIApp:
+    """The access log names a request by its route's template (``server.http.access_log``)."""
+
+    async def named(scope: Scope, receive: Receive, send: Send) -> None:
+        scope.setdefault("route", route)
+        await app(scope, receive, send)
+
+    return named
+
+
+def mount_oauth(app: FastAPI, service: Callable[[], Esfis], site: OAuthSite) -> None:
+    app.state.oauth_site = site
+    if site.on:
+        app.router.routes.extend(routes(service, site))
+
+
+__all__ = ["CONNECT_PATH", "OAuthSite", "mount_oauth", "site_for", "site_from_env"]

@@ -1,0 +1,147 @@
+"""Consenting to an OAuth connection (``server.http.oauth``): the operator decides, on one page,
+which AI an MCP host is and which spaces it reaches.
+
+``/authorize`` sends the person's browser to ``/oauth/connect/ID``, outside the pages' secret
+segment, since whoever starts an authorization must not learn the segment
+(``server.web.site``). That page names the client and its redirect host, and takes an operator
+token on a form (the existing sign-in; never in a URL). Signed in, the browser goes on to
+``/settings/SEGMENT/connections/ID``: the consent page, where the operator picks the AI (an
+existing name or a new one) and the scope (a space's subtree, or everywhere), and approves or
+denies. Approve sends the browser back to the client's registered redirect URI with a code
+(good once, for a minute) and ``state`` as given; deny sends ``error=access_denied``. An
+operator already signed in (the cookie reaches this page when it is ``__Host-`` scoped, behind
+https) goes straight on.
+
+The consent page's CSP lets its form go to the client's redirect origin, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from server.errors import EsfisError, Forbidden, Unauthorized
+from server.web.operators import operator_sign_in
+from server.web.pages import (
+    ENV,
+    HEADERS,
+    Posted,
+    WebRoute,
+    current_session,
+    form_of,
+    now_of,
+    operator,
+    operator_of,
+    page,
+    posted,
+    same_site,
+    service_of,
+    set_cookie,
+    settings_router,
+    signer_of,
+    url,
+)
+from server.web.routes_auth import BAD_TOKEN
+from server.web.session import SESSION_COOKIE, SESSION_SECONDS
+from server.web.site import STYLE_URL
+
+landing = APIRouter(route_class=WebRoute, include_in_schema=False)  # outside the segment
+router = settings_router()
+LANDING = "/oauth/connect/{request_id}"
+
+
+def _outside(template: str, *, status: int = 200, **context) -> HTMLResponse:
+    """A page outside the segment: no link to the settings pages, no cookie read or set."""
+    html = ENV.get_template(template).render(
+        session=None, csrf_field="", flash=None, url=None, style_url=STYLE_URL, section="", **context
+    )
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+@landing.get(LANDING)
+def connect(request: Request, request_id: str) -> Response:
+    try:
+        consent = service_of(request).connections.pending(request_id)
+    except EsfisError as exc:
+        return _outside("connect.html", status=exc.status, consent=None, error=exc.message)
+    if current_session(request) is not None:
+        return RedirectResponse(url(request, "connections", request_id), status_code=303, headers=HEADERS)
+    return _outside("connect.html", consent=consent, error=None)
+
+
+@landing.post(LANDING)
+def connect_sign_in(request: Request, request_id: str, form: dict[str, str] = Depends(form_of)) -> Response:
+    same_site(request)
+    try:
+        consent = service_of(request).connections.pending(request_id)
+    except EsfisError as exc:
+        return _outside("connect.html", status=exc.status, consent=None, error=exc.message)
+    try:
+        token = operator_sign_in(service_of(request), form.get("token", "").strip())
+    except Unauthorized:
+        return _outside("connect.html", status=401, consent=consent, error=BAD_TOKEN)
+    except Forbidden as exc:
+        return _outside("connect.html", status=403, consent=consent, error=exc.message)
+    _, value = signer_of(request).new_session(token.id, now_of(request))
+    response = RedirectResponse(url(request, "connections", request_id), status_code=303, headers=HEADERS)
+    set_cookie(request, response, SESSION_COOKIE, value, max_age=SESSION_SECONDS)
+    return response
+
+
+def _consent_page(request: Request, consent, *, status: int = 200, error: str | None = None, form=None) -> Response:
+    service = operator_of(request)
+    response = page(
+        request,
+        "connection.html",
+        status=status,
+        error=error,
+        section="tokens",
+        consent=consent,
+        ais=service.known_ais(),
+        spaces=[s.name for s in service.spaces()],
+        form=form or {},
+    )
+    target = urlsplit(consent.redirect_uri)
+    policy = HEADERS["Content-Security-Policy"].replace(
+        "form-action 'self'", f"form-action 'self' {target.scheme}://{target.netloc}"
+    )
+    response.headers["Content-Security-Policy"] = policy
+    return response
+
+
+@router.get("/connections/{request_id}")
+def consent_form(request: Request, request_id: str, _=Depends(operator)) -> Response:
+    consent = service_of(request).connections.pending(request_id)
+    return _consent_page(request, consent)
+
+
+@router.post("/connections/{request_id}")
+def decide(request: Request, request_id: str, done: Posted = Depends(posted)) -> Response:
+    connections = service_of(request).connections
+    consent = connections.pending(request_id)
+    by = f"operator {done.session.token_id} (web)"
+    issuer = getattr(request.app.state, "oauth_site", None)
+    iss = {"iss": issuer.issuer} if issuer is not None and issuer.on else {}
+    if done.field("decision") == "deny":
+        connections.deny(request_id, by=by)
+        return _back(consent.redirect_uri, error="access_denied", state=consent.state, **iss)
+    if done.field("decision") != "approve":
+        return _consent_page(request, consent, status=422, error="decide with Approve or Deny", form=done.form)
+    ai = done.field("ai")
+    space = done.optional("space")
+    try:
+        approved, code = connections.approve(request_id, ai=ai, space=space, by=by)
+    except EsfisError as exc:
+        return _consent_page(request, consent, status=exc.status, error=exc.message, form=done.form)
+    return _back(approved.redirect_uri, code=code, state=approved.state, **iss)
+
+
+def _back(redirect_uri: str, **params: str | None) -> RedirectResponse:
+    """To the client's registered redirect URI (exactly as registered), with the answer added
+    to its query; ``state`` exactly as the client gave it."""
+    parts = urlsplit(redirect_uri)
+    extra = urlencode({k: v for k, v in params.items() if v is not None})
+    query = f"{parts.query}&{extra}" if parts.query else extra
+    return RedirectResponse(parts._replace(query=query).geturl(), status_code=303, headers=HEADERS)
