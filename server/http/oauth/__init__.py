@@ -31,6 +31,7 @@ from mcp.server.auth.routes import build_metadata, cors_middleware
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -61,6 +62,17 @@ class ResourceBoundTokens(TokenHandler):
             return self.response(
                 TokenErrorResponse(error="invalid_target", error_description="the resource is not this server")
             )
+        return await super().handle(request)
+
+
+class PublicClientRevocation(RevocationHandler):
+    """The SDK's revocation endpoint, for public clients too: its request model requires a
+    ``client_secret`` field, which a public client (PKCE, no secret) never sends."""
+
+    async def handle(self, request: Request) -> Response:
+        form = await request.form()
+        if "client_secret" not in form:
+            request._form = FormData([*form.multi_items(), ("client_secret", "")])  # Starlette's cached form
         return await super().handle(request)
 
 
@@ -122,7 +134,7 @@ def routes(service: Callable[[], Esfis], site: OAuthSite) -> list[Route]:
         ),
         Route(
             "/revoke",
-            cors_middleware(RevocationHandler(provider, authenticator).handle, ["POST", "OPTIONS"]),
+            cors_middleware(PublicClientRevocation(provider, authenticator).handle, ["POST", "OPTIONS"]),
             methods=["POST", "OPTIONS"],
         ),
     ]

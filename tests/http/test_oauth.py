@@ -1,0 +1,399 @@
+"""esfis as an OAuth 2.1 authorization server, against a real ``esfis serve`` on loopback: the
+metadata a host discovers, the consent that is the operator's, tokens bound to ``/mcp``, refresh
+tokens rotated, revocation, and one test for each bad input, each answered with an OAuth
+error (never a 500). The MCP SDK's and the TypeScript SDK's own OAuth clients are in
+tests/web/test_web_oauth.py and tests/mcp/test_mcp_http_typescript_oauth.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from server.http.oauth.address import site_for
+from tests.http.conftest import Server, start_server, stop_server
+from tests.http.oauth_support import (
+    CALLBACK,
+    approved_code,
+    authorize,
+    connect,
+    consent,
+    exchange,
+    oauth_error,
+    pkce,
+    query_of,
+    refresh,
+    register,
+)
+
+AUTH0 = "Acme authentication uses Auth0"
+CLERK = "Globex authentication uses Clerk"
+SECRET = "the staging database password is in vault path secret/acme-stg"
+LEAK = "staging db password: vault secret/acme-stg"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("oauth")
+    work = root / "work"
+    for name in ("acme", "acme/platform", "globex"):
+        (work / name).mkdir(parents=True)
+    server = start_server(root / "home", work)
+    try:
+        for name in ("acme", "acme/platform", "globex"):
+            server.cli("space", "add", str(work / name))
+        server.cli("remember", AUTH0, "--space", "acme")
+        server.cli("remember", CLERK, "--space", "globex")
+        server.cli("remember", SECRET, "--space", "acme/platform")
+        server.tokens["operator"] = server.token("--operator")
+        yield server
+    finally:
+        stop_server(server)
+
+
+async def mcp_session(stack: AsyncExitStack, server: Server, token: str, query: str = "") -> Client:
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60))
+    return await stack.enter_async_context(Client(streamable_http_client(f"{server.url}/mcp{query}", http_client=http)))
+
+
+async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, " ".join(getattr(c, "text", "") for c in result.content)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def texts(answer: dict[str, Any]) -> list[str]:
+    return [m["text"] for m in answer["memories"]]
+
+
+def tokens_of(server: Server) -> list[dict]:
+    return json.loads(server.cli("token", "list", "--json").stdout)["tokens"]
+
+
+# -- discovery -------------------------------------------------------------------------------
+
+
+def test_a_host_finds_the_authorization_server_from_the_mcp_url_alone(served):
+    """RFC 9728 from the 401, then RFC 8414: every address on the server's public one."""
+    answer = httpx.post(f"{served.url}/mcp", json={})
+    assert answer.status_code == 401
+    metadata_url = f"{served.url}/.well-known/oauth-protected-resource/mcp"
+    assert answer.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata_url}"'
+    resource = httpx.get(metadata_url).json()
+    assert resource["resource"] == f"{served.url}/mcp"
+    assert resource["authorization_servers"] == [served.url]
+    assert httpx.get(f"{served.url}/.well-known/oauth-protected-resource").json()["resource"] == served.url
+    server = httpx.get(f"{served.url}/.well-known/oauth-authorization-server").json()
+    assert server["issuer"] == served.url
+    assert server["code_challenge_methods_supported"] == ["S256"]
+    assert server["client_id_metadata_document_supported"] is True
+    for endpoint in ("authorization", "token", "registration", "revocation"):
+        assert server[f"{endpoint}_endpoint"].startswith(served.url + "/")
+
+
+def test_the_public_address_decides_whether_oauth_is_offered():
+    assert site_for(enabled=True, public_url="https://esfis.example.com", host="0.0.0.0", port=80).on
+    assert site_for(enabled=True, public_url=None, host="127.0.0.1", port=8765).issuer == "http://127.0.0.1:8765"
+    # Plain http off loopback would carry codes and tokens in the clear: refused, with the reason.
+    cleartext = site_for(enabled=True, public_url="http://esfis.example.com", host="0.0.0.0", port=80)
+    assert not cleartext.on and "https" in (cleartext.why_off or "")
+    assert not site_for(enabled=True, public_url=None, host="0.0.0.0", port=80).on  # no address to name
+    assert not site_for(enabled=False, public_url="https://esfis.example.com", host="0.0.0.0", port=80).on
+
+
+# -- the consent is the operator's -----------------------------------------------------------
+
+
+def test_the_operator_chooses_the_ai_and_the_scope_and_the_token_is_exactly_that(served):
+    operator = served.tokens["operator"]
+    link = connect(served.url, operator, ai="claude-ai", space="acme")
+    listed = [t for t in tokens_of(served) if t["ai"] == "claude-ai" and t["revoked_at"] is None]
+    assert listed and listed[-1]["space"] == "acme" and listed[-1]["client"] == "Test host"
+    assert listed[-1]["expires_at"] is not None  # short-lived
+    on_acme = httpx.post(
+        f"{served.url}/v1/recall", json={"query": "authentication"}, headers={"Authorization": f"Bearer {link.access}"}
+    )
+    assert on_acme.status_code == 401  # a token for /mcp is not a token for the HTTP API (RFC 8707)
+
+
+def test_deny_sends_the_client_back_with_access_denied_and_its_state(served):
+    client_id = register(served.url).json()["client_id"]
+    _, challenge = pkce()
+    started = authorize(served.url, client_id, challenge, state="keep me: exactly / as given")
+    back = consent(
+        served.url, started.headers["location"], served.tokens["operator"], ai="x", space=None, decision="deny"
+    )
+    assert back.startswith(CALLBACK + "?")
+    assert query_of(back) == {"error": "access_denied", "state": "keep me: exactly / as given", "iss": served.url}
+
+
+def test_the_consent_page_never_shows_the_settings_address_to_whoever_starts_an_authorization(served):
+    segment = re.search(r"/settings/([a-z2-7]{26})/", served.log.read_text()).group(1)  # as esfis serve printed it
+    client_id = register(served.url).json()["client_id"]
+    _, challenge = pkce()
+    started = authorize(served.url, client_id, challenge)
+    landing = httpx.get(started.headers["location"])
+    assert "/oauth/connect/" in started.headers["location"] and segment not in started.headers["location"]
+    assert landing.status_code == 200 and "Test host" in landing.text
+    assert segment not in landing.text and "set-cookie" not in landing.headers
+    refused = httpx.post(started.headers["location"], data={"token": "esfis_" + "x" * 43})
+    assert refused.status_code == 401 and segment not in refused.text and "set-cookie" not in refused.headers
+    # The operator's own token, and only it, leads on to the consent page at the segment.
+    signed = httpx.post(started.headers["location"], data={"token": served.tokens["operator"]})
+    assert signed.status_code == 303 and signed.headers["location"].startswith(f"/settings/{segment}/connections/")
+
+
+@pytest.mark.anyio
+async def test_a_connection_for_acme_recalls_nothing_of_globex_and_its_standing_run_cannot_launder(served):
+    link = connect(served.url, served.tokens["operator"], ai="isolated-host", space="acme")
+    async with AsyncExitStack() as stack:
+        client = await mcp_session(stack, served, link.access)
+        found = texts(await ok(client, "recall", query="how does login work? authentication provider"))
+        assert AUTH0 in found and CLERK not in found
+    assert _mcp_status(served, link.access, "?space=globex") == 403  # it cannot even stand there
+    # A connection for everywhere reads Acme's secret; a refresh gives the same connection a new
+    # secret, and its standing run, with what it carries, stays: the laundering is held.
+    anywhere = connect(served.url, served.tokens["operator"], ai="laundering-host", space=None)
+    async with AsyncExitStack() as stack:
+        client = await mcp_session(stack, served, anywhere.access, "?space=acme/platform")
+        assert SECRET in texts(await ok(client, "recall", query="staging database password vault"))
+    renewed = refresh(served.url, anywhere.client_id, anywhere.refresh)
+    assert renewed.status_code == 200, renewed.text
+    async with AsyncExitStack() as stack:
+        client = await mcp_session(stack, served, renewed.json()["access_token"], "?space=acme/platform")
+        held = await ok(client, "remember", text=LEAK, personal=True)
+        assert held["id"] is None and held["approval"]["status"] == "pending"
+    on_globex = served.client(served.agent_token(ai="cursor", space="globex"))
+    assert LEAK not in [
+        m["text"] for m in on_globex.post("/v1/recall", json={"query": "staging db password"}).json()["memories"]
+    ]
+
+
+# -- refresh and revocation -------------------------------------------------------------------
+
+
+def test_a_refresh_token_is_rotated_and_one_used_twice_ends_the_connection(served):
+    link = connect(served.url, served.tokens["operator"], ai="rotating-host")
+    first = refresh(served.url, link.client_id, link.refresh)
+    assert first.status_code == 200
+    newer = first.json()
+    assert newer["refresh_token"] != link.refresh and newer["access_token"] != link.access
+    assert _mcp_status(served, link.access) == 401  # the old access token stopped with the rotation
+    assert _mcp_status(served, newer["access_token"]) == 200
+    replayed = refresh(served.url, link.client_id, link.refresh)
+    assert replayed.status_code == 400 and oauth_error(replayed) == "invalid_grant"
+    # Someone else held the used one: the whole connection ends, the newest tokens too.
+    assert _mcp_status(served, newer["access_token"]) == 401
+    assert refresh(served.url, link.client_id, newer["refresh_token"]).status_code == 400
+
+
+def test_revoking_the_token_on_the_tokens_list_ends_its_refresh_token_too(served):
+    link = connect(served.url, served.tokens["operator"], ai="revoked-host")
+    token_id = next(t["id"] for t in tokens_of(served) if t["ai"] == "revoked-host")
+    served.cli("token", "revoke", token_id)
+    assert _mcp_status(served, link.access) == 401
+    assert oauth_error(refresh(served.url, link.client_id, link.refresh)) == "invalid_grant"
+
+
+def test_rfc_7009_revocation_ends_the_connection(served):
+    link = connect(served.url, served.tokens["operator"], ai="self-revoking-host")
+    done = httpx.post(f"{served.url}/revoke", data={"token": link.refresh, "client_id": link.client_id})
+    assert done.status_code == 200
+    assert _mcp_status(served, link.access) == 401
+
+
+def _mcp_status(server: Server, token: str, query: str = "") -> int:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}},
+    }
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    return httpx.post(f"{server.url}/mcp{query}", json=initialize, headers=headers, timeout=30).status_code
+
+
+# -- bad input, one test each -----------------------------------------------------------------
+
+
+def test_a_redirect_uri_that_was_not_registered_is_refused_and_never_followed(served):
+    client_id = register(served.url).json()["client_id"]
+    _, challenge = pkce()
+    answer = authorize(served.url, client_id, challenge, redirect="https://evil.example/steal")
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert oauth_error(answer) == "invalid_request"
+
+
+def test_registering_a_redirect_uri_that_is_not_https_or_loopback_is_refused(served):
+    answer = register(served.url, redirect="http://evil.example/cb")
+    assert answer.status_code == 400 and oauth_error(answer) == "invalid_redirect_uri"
+
+
+def test_a_missing_pkce_verifier_is_refused(served):
+    client_id, code, _ = approved_code(served.url, served.tokens["operator"])
+    answer = exchange(served.url, client_id, code, None)
+    assert answer.status_code == 400 and oauth_error(answer) == "invalid_request"
+
+
+def test_a_wrong_pkce_verifier_is_refused(served):
+    client_id, code, _ = approved_code(served.url, served.tokens["operator"])
+    answer = exchange(served.url, client_id, code, pkce()[0])
+    assert answer.status_code == 400 and oauth_error(answer) == "invalid_grant"
+
+
+def test_pkce_plain_is_refused(served):
+    client_id = register(served.url).json()["client_id"]
+    verifier, _ = pkce()
+    answer = authorize(served.url, client_id, verifier, method="plain")
+    assert answer.status_code == 302
+    assert query_of(answer.headers["location"])["error"] == "invalid_request"
+
+
+def test_a_code_used_twice_is_refused_and_revokes_what_the_first_use_made(served):
+    client_id, code, verifier = approved_code(served.url, served.tokens["operator"], ai="replayed-host")
+    first = exchange(served.url, client_id, code, verifier)
+    assert first.status_code == 200
+    again = exchange(served.url, client_id, code, verifier)
+    assert again.status_code == 400 and oauth_error(again) == "invalid_grant"
+    assert _mcp_status(served, first.json()["access_token"]) == 401
+
+
+def test_a_foreign_resource_is_refused_at_authorize_and_at_token(served):
+    client_id = register(served.url).json()["client_id"]
+    _, challenge = pkce()
+    answer = authorize(served.url, client_id, challenge, resource="https://other.example/mcp")
+    assert query_of(answer.headers["location"])["error"] == "invalid_target"
+    client_id, code, verifier = approved_code(served.url, served.tokens["operator"])
+    foreign = exchange(served.url, client_id, code, verifier, resource="https://other.example/mcp")
+    assert foreign.status_code == 400 and oauth_error(foreign) == "invalid_target"
+
+
+def test_an_expired_access_token_is_refused(served):
+    link = connect(served.url, served.tokens["operator"], ai="expired-host")
+    token_id = next(t["id"] for t in tokens_of(served) if t["ai"] == "expired-host")
+    assert _mcp_status(served, link.access) == 200
+    _age(served, token_id, timedelta(hours=2))
+    assert _mcp_status(served, link.access) == 401
+
+
+def _age(server: Server, token_id: str, by: timedelta) -> None:
+    """Moves a token's expiry back, as time passing would (the server reads it at each request)."""
+    from server.catalog import open_catalog
+    from server.settings import Settings
+
+    catalog = open_catalog(Settings(home=server.home, model=None, catalog=server.env.get("ESFIS_CATALOG")))
+    try:
+        with catalog.transaction() as tx:
+            tx.execute(
+                "UPDATE tokens SET expires_at = expires_at - ? WHERE id = ?", (int(by.total_seconds() * 1e6), token_id)
+            )
+    finally:
+        catalog.close()
+
+
+def test_an_operator_token_sent_to_mcp_gets_an_oauth_error(served):
+    answer = httpx.post(
+        f"{served.url}/mcp", json={}, headers={"Authorization": f"Bearer {served.tokens['operator']}"}, timeout=30
+    )
+    assert answer.status_code == 403
+    assert answer.headers["WWW-Authenticate"].startswith('Bearer error="insufficient_scope"')
+
+
+class _Documents(BaseHTTPRequestHandler):
+    bodies: dict[str, bytes] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        body = self.bodies.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Client ID Metadata Documents, served by the test on loopback."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Documents)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", _Documents.bodies
+    finally:
+        server.shutdown()
+
+
+def test_a_client_id_metadata_document_identifies_a_client_without_registration(served, documents):
+    base, bodies = documents
+    client_id = f"{base}/good/client.json"
+    bodies["/good/client.json"] = json.dumps(
+        {"client_id": client_id, "client_name": "Document host", "redirect_uris": [CALLBACK]}
+    ).encode()
+    verifier, challenge = pkce()
+    started = authorize(served.url, client_id, challenge)
+    assert started.status_code == 302, started.text
+    assert "Document host" in httpx.get(started.headers["location"]).text
+    back = consent(served.url, started.headers["location"], served.tokens["operator"], ai="document-host", space="acme")
+    issued = exchange(served.url, client_id, query_of(back)["code"], verifier)
+    assert issued.status_code == 200, issued.text
+    assert _mcp_status(served, issued.json()["access_token"]) == 200
+
+
+def test_a_client_metadata_document_that_is_not_https_is_refused(served):
+    _, challenge = pkce()
+    answer = authorize(served.url, "http://clients.example.com/client.json", challenge)
+    assert answer.status_code == 400 and oauth_error(answer) == "invalid_client"
+    assert "https" in answer.json()["error_description"]
+
+
+def test_a_client_metadata_document_that_is_too_large_is_refused(served, documents):
+    base, bodies = documents
+    client_id = f"{base}/large/client.json"
+    bodies["/large/client.json"] = json.dumps(
+        {"client_id": client_id, "redirect_uris": [CALLBACK], "client_name": "x" * 6000}
+    ).encode()
+    answer = authorize(served.url, client_id, pkce()[1])
+    assert answer.status_code == 400 and "bytes" in answer.json()["error_description"]
+
+
+def test_a_malformed_client_metadata_document_is_refused(served, documents):
+    base, bodies = documents
+    bodies["/broken/client.json"] = b'{"client_id": "not even closed'
+    answer = authorize(served.url, f"{base}/broken/client.json", pkce()[1])
+    assert answer.status_code == 400 and "not JSON" in answer.json()["error_description"]
+    bodies["/liar/client.json"] = json.dumps(
+        {"client_id": "https://else.example/c.json", "redirect_uris": [CALLBACK]}
+    ).encode()
+    lying = authorize(served.url, f"{base}/liar/client.json", pkce()[1])
+    assert lying.status_code == 400 and "its own URL" in lying.json()["error_description"]
+
+
+def test_oauth_off_leaves_only_static_tokens(tmp_path):
+    server = start_server(tmp_path / "home", tmp_path, ESFIS_OAUTH="off")
+    try:
+        assert httpx.get(f"{server.url}/.well-known/oauth-authorization-server").status_code == 404
+        assert httpx.get(f"{server.url}/authorize").status_code == 404
+        answer = httpx.post(f"{server.url}/mcp", json={})
+        assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
+        token = server.token("--ai", "claude-code")
+        assert _mcp_status(server, token) == 200
+        assert "OAuth is off (ESFIS_OAUTH=off" in server.log.read_text()
+    finally:
+        stop_server(server)
