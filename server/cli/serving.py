@@ -52,7 +52,7 @@ def oauth_line(host: str, port: int, public_url: str | None) -> str:
         "--workers",
         type=int,
         default=None,
-        help="worker processes on one socket (default 1; with more, /mcp is not served)",
+        help="worker processes on one socket (default: one per core this process may use)",
     ),
     arg(
         "--batch-window-ms",

@@ -7,21 +7,24 @@ Who calls, and in which run, is the platform's choice (docs/barrier.md):
 - **Authentication.** Every request carries an esfis bearer token, checked on every request
   by the HTTP gate (``server.http.auth``): an agent token or a run token. Operator tokens and
   runs-only tokens are refused. A revoked token's sessions stop at their next request.
-- **The token is the run.** A session opened with a run token is that run; one opened with an
-  agent token joins the token's standing run, so a new session never sheds what the token's
-  run carries. Runs live in the catalog: a restart, a new session, changes nothing.
-- **Sessions.** The session id is the SDK's (random, 128 bits), bound to the token that opened
-  it: the same id with another token answers as an unknown one (404).
-- **Where a session stands**: the space named in the URL (``/mcp?space=acme/platform``), within
-  the token's reach, else the token's scope (else no space: personal only), fixed for the
-  session: a later request naming another space is refused. Never a folder of the server.
+- **The token is the run.** Every request of a run token is that run; every request of an
+  agent token is the token's standing run, so no new connection sheds what the token's run
+  carries. Runs live in the catalog: a restart, another worker, another server, changes nothing.
+- **No sessions** (the SDK's stateless mode, and the 2026-07-28 revision, which has none): every
+  request is served on its own, by whichever worker of whichever server receives it, with the
+  token authenticated and its run found at that request. Nothing of a client is kept in a
+  process between two requests, so ``esfis serve --workers N`` and several servers behind a
+  proxy serve ``/mcp`` as they serve ``/v1``.
+- **Where a request stands**: the space named in the URL (``/mcp?space=acme/platform``), within
+  the token's reach, else the token's scope (else no space: personal only), checked at every
+  request; a run is sealed where it first stepped, so a later request naming another space
+  cannot move it (``server.barrier.runs``). Never a folder of the server.
 - **Approvals**: no answer of an HTTP client counts as a person's, since whoever holds the token
   answers, and that may be the model. A call that needs a person is held for the operator
   (``server.barrier.approvals``) and the tool answers its approval's id. Only a token the
-  operator made with ``--approvals host`` has its host's prompts (elicitation, awaited on the
-  event loop, never in a thread) count as its user's.
-- **One worker.** A session lives in the process that opened it, so a server of several
-  workers (``esfis serve --workers N``) answers ``/mcp`` with 503 ``not_served``.
+  operator made with ``--approvals host`` has its host's prompts count as its user's; with no
+  session there is no channel back to the host within a call, so over HTTP such a call is held
+  for the operator too (docs/mcp.md).
 - **Protection** (the MCP specification's, for HTTP servers): a request whose ``Origin`` is not
   allowed (``ESFIS_MCP_ORIGINS``; none by default) is refused, as is one whose ``Host`` is not
   (``ESFIS_MCP_HOSTS``; by default the loopback names when the server listens on loopback);
@@ -33,16 +36,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 import anyio
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from server.errors import BadRequest, EsfisError, Forbidden, NotServed
+from server.errors import BadRequest, EsfisError, Forbidden
 from server.http.auth import TOKEN_KEY
 from server.http.errors import error_response, from_esfis
 from server.http.oauth.address import SERVE_HOST, OAuthSite
@@ -54,10 +56,7 @@ if TYPE_CHECKING:
 
     from server.facade import Esfis
 PATH = "/mcp"
-SERVE_WORKERS = "ESFIS_SERVE_WORKERS"  # set by esfis serve: how many workers share its socket
-SESSION_HEADER = b"mcp-session-id"
 SPACE_KEY = "esfis.mcp_space"
-MAX_BINDINGS = 10_000  # the SDK's own cap on open sessions
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SECRETS = re.compile(r"\b[0-9a-f]{32}\b|esfis_[A-Za-z0-9_-]{43}")
 
@@ -109,12 +108,6 @@ class WrongToken(Forbidden):
     """A valid token of a kind that does not act as an AI (an operator's, a runs-only one)."""
 
 
-@dataclass(frozen=True)
-class Binding:
-    token_id: str
-    space: str | None
-
-
 class McpEndpoint:
     """The ASGI app behind ``/mcp``: protection, the token's kind, the session's space, then
     the SDK's session manager. The HTTP gate has already authenticated the token."""
@@ -134,9 +127,8 @@ class McpEndpoint:
             service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=approval_wait_s
         )
         self.server.streamable_http_app(  # makes the session manager; its routes are not used
-            json_response=False, stateless_http=False, transport_security=None, host="0.0.0.0"
+            json_response=False, stateless_http=True, transport_security=None, host="0.0.0.0"
         )
-        self._bindings: OrderedDict[str, Binding] = OrderedDict()
         self.route: object | None = None  # its route, for the access log's template (set by the app)
 
     def running(self):
@@ -162,28 +154,11 @@ class McpEndpoint:
         from mcp.server.auth.provider import AccessToken
 
         token: Token = scope[TOKEN_KEY]
-        # The SDK binds a session to this principal: the same id with another token is unknown.
         scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=token.id, scopes=[]))
         scope[SPACE_KEY] = space
-        opening = _header(scope, SESSION_HEADER) is None
-
-        async def sending(message: Message) -> None:
-            if opening and message["type"] == "http.response.start" and message["status"] < 400:
-                session = next((v.decode() for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER), None)
-                if session is not None:
-                    self._bind(session, Binding(token.id, space))
-            await send(message)
-
-        await self.server.session_manager.handle_request(scope, receive, sending)
+        await self.server.session_manager.handle_request(scope, receive, send)
 
     async def _admit(self, scope: Scope) -> str | None:
-        if int(os.environ.get(SERVE_WORKERS, "1") or 1) > 1:
-            # A session lives in the worker that opened it; the shared socket hands its next
-            # request to any worker, which would not know it.
-            raise NotServed(
-                "MCP over HTTP needs esfis serve with one worker (--workers 1, the default): "
-                "a session lives in the process that opened it"
-            )
         refusal = self.protection.refusal(scope["headers"])
         if refusal is not None:
             raise refusal
@@ -197,24 +172,11 @@ class McpEndpoint:
         if len(asked) > 1:
             raise BadRequest("the URL names space more than once")
         space = asked[0] if asked else None
-        session = _header(scope, SESSION_HEADER)
-        if session is not None:
-            bound = self._bindings.get(session)
-            if bound is not None and bound.token_id == token.id:
-                if space is not None and space != bound.space:
-                    raise BadRequest("a session stands where it was opened: open a new session for another space")
-                return bound.space
-            return space  # unknown or another token's: the SDK answers as for an unknown session
-        # A new session: where it stands is checked now, as the façade checks any caller.
+        # Where it stands is checked at every request, as the façade checks any caller.
         caller = await anyio.to_thread.run_sync(
             lambda: self.service().caller(space=space, transport="mcp", token=token)
         )
         return caller.space
-
-    def _bind(self, session: str, binding: Binding) -> None:
-        self._bindings[session] = binding
-        while len(self._bindings) > MAX_BINDINGS:
-            self._bindings.popitem(last=False)
 
 
 def caller_of(ctx: Context, service: Esfis) -> Caller:

@@ -6,11 +6,9 @@ Several workers, each a process with its own service (catalog connection, store,
 journal), serve on every core; the store already takes several processes on one home (each
 partition's lock and version token, the catalog's write lock, a write journal per process,
 sign-out and tokens in the catalog: tests/http/test_workers.py holds the barrier, forget and
-sign-out across two workers). The default is one worker: MCP over HTTP (``/mcp``) keeps each
-session in the process that opened it, and workers sharing one socket cannot send a session's
-next request back there, so a server of several workers answers ``/mcp`` with 503
-(``server.http.mcp``). Two workers against one gained little throughput, with a worse p99
-(benchmarks/results/partial/compare-serve-2workers-vs-1worker-*): too little to trade MCP for.
+sign-out across two workers). The default is one worker per core this process may use: MCP over
+HTTP keeps nothing of a client between requests (``server.http.mcp``), so any worker answers
+any request.
 
 The parent opens the service once, before any worker starts, to announce the settings page (and
 a fresh home's first operator token, once); then uvicorn's supervisor starts the workers, each
@@ -31,16 +29,16 @@ from server.errors import InvalidInput
 from server.facade import Esfis, open_service
 from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
-from server.http.mcp import SERVE_HOST, SERVE_WORKERS, Redacting
-from server.http.oauth.address import SERVE_PORT
+from server.http.mcp import Redacting
+from server.http.oauth.address import SERVE_HOST, SERVE_PORT
 from server.settings import Settings
 
 WORKER_APP = "server.http.workers:worker_app"
 
 
 def default_workers() -> int:
-    """The cores this process may run on (its affinity, not the machine's count): what the load
-    benchmark serves with; ``esfis serve`` itself defaults to one worker (see the module)."""
+    """The cores this process may run on (its affinity, not the machine's count): ``esfis
+    serve``'s default."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no sched_getaffinity (macOS)
@@ -100,10 +98,9 @@ def serve(
     it from the environment themselves)."""
     import uvicorn
 
-    workers = 1 if workers is None else workers
+    workers = default_workers() if workers is None else workers
     if workers < 1:
         raise InvalidInput("--workers must be at least 1", field="workers")
-    os.environ[SERVE_WORKERS] = str(workers)  # /mcp is served by one worker only (Protection's sibling)
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
     os.environ[SERVE_PORT] = str(port)  # the OAuth issuer of a server on loopback (server.http.oauth.address)
     # SIGTERM: stop taking requests, let those in flight finish for a few seconds, then cancel

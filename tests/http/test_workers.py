@@ -9,6 +9,7 @@ file holds its text), and sign-out (a web session ended on one is refused by the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -146,25 +147,62 @@ def test_a_session_signed_out_on_one_worker_is_refused_by_the_other(two, workers
             assert refused.status_code == 303 and refused.headers["location"].startswith(base + "sign-in")
 
 
-def test_mcp_over_http_is_refused_by_a_server_of_several_workers(two):
-    """A session lives in the worker that opened it; the shared socket would hand its next
-    request to another. So /mcp answers 503, saying why, rather than losing sessions at random."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"},
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {two.agent_token()}",
-    }
-    for _ in range(4):  # whichever worker takes the connection
-        answer = httpx.post(f"{two.url}/mcp", json=init, headers=headers, timeout=30)
-        assert answer.status_code == 503 and answer.json()["error"]["code"] == "not_served"
-        assert "--workers 1" in answer.json()["error"]["message"]
+def _rpc(client: httpx.Client, method: str, params: dict, query: str = "") -> dict:
+    """One JSON-RPC request to /mcp, on its own (no session), and its answer."""
+    answer = client.post(
+        f"/mcp{query}",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert "mcp-session-id" not in answer.headers
+    data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+    return json.loads(data[-1] if data else answer.text)
+
+
+def _tool(client: httpx.Client, name: str, at: str = "", **arguments: object) -> dict:
+    answer = _rpc(client, "tools/call", {"name": name, "arguments": arguments}, at)
+    result = answer["result"]
+    assert not result.get("isError"), result
+    return result["structuredContent"]
+
+
+def test_mcp_over_http_crosses_workers_with_the_barrier_and_one_approval_applied_once(two, workers):
+    """Every request on its own, each pinned to a worker in turn: the run, its labels and its
+    held call live in the catalog, so the other worker knows them all."""
+    a, b = workers
+    token = two.agent_token("claude-code")
+    base = re.search(r"esfis: settings page: http://[^/]+(/settings/[a-z2-7]{26}/)", two.log.read_text()).group(1)
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}
+    with closing(pinned(two, a, token)) as first, closing(pinned(two, b, token)) as second:
+        assert _rpc(first, "initialize", init)["result"]["serverInfo"]["name"] == "esfis"
+        tools = {t["name"] for t in _rpc(second, "tools/list", {})["result"]["tools"]}
+        assert {"remember", "recall", "replace", "forget", "check_approval", "share", "open_context"} <= tools
+        written = _tool(second, "remember", "?space=acme", text="Acme's release train leaves on Fridays")
+        found = _tool(first, "recall", "?space=acme", query="when does the Acme release train leave?")
+        assert written["id"] in [m["id"] for m in found["memories"]]
+        held = _tool(second, "remember", "?space=acme", text="release train: Fridays", personal=True)
+        approval = held["approval"]["id"]
+        assert held["id"] is None and _tool(first, "check_approval", id=approval)["status"] == "pending"
+        with closing(pinned(two, b)) as page:
+            form = page.get(base + "sign-in")
+            signed = page.post(
+                base + "sign-in",
+                data={"csrf": CSRF.search(form.text).group(1), "token": two.tokens["operator"], "next": ""},
+            )
+            assert signed.status_code == 303
+            listed = page.get(base + "approvals")
+            decided = page.post(
+                base + "approvals",
+                data={"csrf": CSRF.search(listed.text).group(1), "id": approval, "action": "approve"},
+            )
+            assert decided.status_code == 303
+            again = page.post(
+                base + "approvals",
+                data={"csrf": CSRF.search(listed.text).group(1), "id": approval, "action": "approve"},
+            )
+            assert again.status_code in (303, 409)
+        status = _tool(first, "check_approval", id=approval)
+        assert status["status"] == "approved" and status["memory"]
+        personal = _tool(second, "recall", query="release train Fridays")
+        assert [m["text"] for m in personal["memories"]].count("release train: Fridays") == 1

@@ -6,7 +6,6 @@ servers."""
 
 from __future__ import annotations
 
-import re
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     work = root / "work"
     for name in ("acme", "globex"):
         (work / name).mkdir(parents=True)
-    server = start_server(root / "home", work)
+    server = start_server(root / "home", work, workers=2)  # any worker answers any request
     try:
         server.cli("space", "add", str(work / "acme"))
         server.cli("space", "add", str(work / "globex"))
@@ -141,69 +140,51 @@ async def test_a_client_that_approves_its_own_laundering_only_gets_it_held_for_t
 
 
 @pytest.mark.anyio
-async def test_a_token_made_to_trust_its_host_has_the_hosts_prompt_answer(served):
-    """``--approvals host``: the operator trusts this host's user, so its elicitation counts."""
+async def test_over_http_even_a_host_trusted_token_has_its_call_held_for_the_operator(served):
+    """``--approvals host`` counts a host's prompt as its user's where there is a channel back to
+    the host within a call: over stdio. /mcp keeps no session (any worker answers any request),
+    so there is none, and the call is held for the operator; the host is never asked."""
     token = served.agent_token(approvals="host")
-    person = Person("decline")
+    person = Person("accept")
     async with AsyncExitStack() as stack:
         client = await session(stack, served, token, query="?space=acme/platform", person=person)
         assert texts(await ok(client, "recall", query="staging database password"))[0] == SECRET
-        assert "data_barrier" in await error(client, "remember", text=LEAK, personal=True)
-        person.answer = "accept"
-        saved = await ok(client, "remember", text=LEAK, personal=True)
-        assert saved["space"] is None and saved["labels"]["from"] == ["acme/platform"] and saved["approval"] is None
-    assert len(person.seen) == 2 and "│ " + LEAK in person.seen[0] and "space:acme/platform" in person.seen[0]
-    async with AsyncExitStack() as stack:  # a host-trusted client that cannot elicit: held
-        blind = await session(stack, served, token)
-        held = await ok(blind, "remember", text=LEAK + " once more", personal=True)
-        assert held["approval"]["status"] == "pending"
-        await ok(blind, "forget", id=held["approval"]["id"])
-        await ok(blind, "forget", id=saved["id"])
+        held = await ok(client, "remember", text=LEAK, personal=True)
+        assert held["id"] is None and held["approval"]["status"] == "pending"
+        assert person.seen == []
+        await ok(client, "forget", id=held["approval"]["id"])
 
 
 @pytest.mark.anyio
-async def test_a_session_id_with_another_token_or_unknown_is_refused(served):
-    owner, thief = served.agent_token(), served.agent_token()
-    async with AsyncExitStack() as stack:
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {owner}"}))
-        holder: dict[str, str] = {}
-
-        async def keep(response: httpx2.Response) -> None:
-            if "mcp-session-id" in response.headers:
-                holder["id"] = response.headers["mcp-session-id"]
-
-        http.event_hooks["response"].append(keep)
-        client = Client(streamable_http_client(f"{served.url}/mcp", http_client=http), mode="legacy")
-        await stack.enter_async_context(client)
-        await ok(client, "recall", query="anything")
-        session_id = holder["id"]
-        assert re.fullmatch(r"[0-9a-f]{32}", session_id)
-        call = {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "method": "tools/call",
-            "params": {"name": "recall", "arguments": {"query": "x"}},
-        }
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "mcp-session-id": session_id,
-            "mcp-protocol-version": "2025-06-18",
-        }
-        stolen = httpx.post(f"{served.url}/mcp", json=call, headers={**headers, "Authorization": f"Bearer {thief}"})
-        unknown = httpx.post(
-            f"{served.url}/mcp",
-            json=call,
-            headers={**headers, "mcp-session-id": "0" * 32, "Authorization": f"Bearer {owner}"},
-        )
-        assert stolen.status_code == unknown.status_code == 404
-        assert stolen.content == unknown.content
-        moved = httpx.post(
-            f"{served.url}/mcp?space=globex", json=call, headers={**headers, "Authorization": f"Bearer {owner}"}
-        )
-        assert moved.status_code == 400  # a session stands where it was opened
+async def test_no_session_is_kept_and_a_session_id_is_no_credential(served):
+    """Stateless: no request leaves anything of its client in the process, so any worker of any
+    server answers the next one. A session id a client sends is nobody's: each request is its
+    own token's, standing where its own URL says, in its token's run."""
+    owner, other = served.agent_token(), served.agent_token(ai="cursor", space="globex")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {owner}"}
+    opened = httpx.post(f"{served.url}/mcp?space=acme", json=INITIALIZE, headers=headers)
+    assert opened.status_code == 200 and "mcp-session-id" not in opened.headers
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "how does login work?"}},
+    }
+    plain = {"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    mine = httpx.post(f"{served.url}/mcp?space=acme", json=call, headers={**plain, "Authorization": f"Bearer {owner}"})
+    assert AUTH0 in mine.text and CLERK not in mine.text
+    forged = {**plain, "mcp-session-id": "0" * 32, "Authorization": f"Bearer {other}"}
+    theirs = httpx.post(f"{served.url}/mcp", json=call, headers=forged)
+    assert CLERK in theirs.text and AUTH0 not in theirs.text  # the other token's own, whatever the id
+    # Each request stands where its URL says, within the token's reach; the run carries what each read.
+    moved = httpx.post(
+        f"{served.url}/mcp?space=globex", json=call, headers={**plain, "Authorization": f"Bearer {owner}"}
+    )
+    assert CLERK in moved.text and AUTH0 not in moved.text
+    beyond = httpx.post(f"{served.url}/mcp?space=acme", json=call, headers=forged)
+    assert beyond.status_code == 403 and AUTH0 not in beyond.text  # a globex token cannot stand in acme
     log = served.log.read_text()
-    assert session_id not in log and owner not in log and thief not in log
+    assert owner not in log and other not in log
 
 
 def test_a_revoked_tokens_session_stops_at_its_next_request(served):
@@ -212,7 +193,6 @@ def test_a_revoked_tokens_session_stops_at_its_next_request(served):
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     opened = httpx.post(f"{served.url}/mcp", json=INITIALIZE, headers=headers)
     assert opened.status_code == 200
-    headers["mcp-session-id"] = opened.headers["mcp-session-id"]
     notified = httpx.post(
         f"{served.url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
     )

@@ -1,8 +1,9 @@
 """MCP over HTTP with the official TypeScript SDK's client (``@modelcontextprotocol/sdk``,
 installed from npm by name), against a real ``esfis serve``: Auth0 and Clerk apart for tokens of
 acme and globex; the laundering case held for the operator even for a client that approves
-every elicitation itself, and applied once the operator approves it; a host the operator
-trusts (``--approvals host``) asking its person. It validates every answer against the tools'
+every elicitation itself, and applied once the operator approves it; even a host the operator
+trusts (``--approvals host``) has it held, since /mcp keeps no session to ask it within a call.
+No session id is given: any worker answers any request. It validates every answer against the tools'
 declared output schemas, as hosts built on it do."""
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client,
     work = tmp_path / "work"
     for name in ("acme", "acme/platform", "globex"):
         (work / name).mkdir(parents=True)
-    server = start_server(tmp_path / "home", work)
+    server = start_server(tmp_path / "home", work, workers=2)  # any worker answers any request
     try:
         for name in ("acme", "acme/platform", "globex"):
             server.cli("space", "add", str(work / name))
@@ -71,7 +72,7 @@ def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client,
         globex = probe(node_client, f"{server.url}/mcp", server.agent_token(space="globex"), login)
         acme_texts = [m["text"] for m in acme["results"][0]["structured"]["memories"]]
         globex_texts = [m["text"] for m in globex["results"][0]["structured"]["memories"]]
-        assert acme["session"] and AUTH0 in acme_texts and CLERK not in acme_texts
+        assert not acme["session"] and AUTH0 in acme_texts and CLERK not in acme_texts
         assert CLERK in globex_texts and AUTH0 not in globex_texts
 
         token = server.agent_token()
@@ -90,12 +91,11 @@ def test_the_typescript_client_gets_the_isolation_and_the_approvals(node_client,
         checked = probe(node_client, f"{server.url}/mcp", token, [["check_approval", {"id": approval}]])
         assert checked["results"][0]["structured"]["status"] == "approved"
 
-        trusted = server.agent_token(approvals="host")  # the operator trusts this host's prompt
+        trusted = server.agent_token(approvals="host")  # no channel back within a call: held all the same
         probe(node_client, f"{server.url}/mcp?space=acme/platform", trusted, leak[:1])
         asking = probe(node_client, f"{server.url}/mcp", trusted, leak[1:], elicit=True)
         assert not asking["results"][0]["isError"], asking
-        assert asking["results"][0]["structured"]["space"] is None
-        assert asking["results"][0]["structured"]["approval"] is None
-        assert len(asking["seen"]) == 1 and "space:acme/platform" in asking["seen"][0]
+        assert asking["results"][0]["structured"]["approval"]["status"] == "pending"
+        assert asking["seen"] == []
     finally:
         stop_server(server)
