@@ -12,7 +12,7 @@ SCHEMA_VERSION = 8  # 2: labels beside every memory (from_spaces), runs and thei
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
-#                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens)
+#                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens), rate counters
 
 # Version 6's columns, added to a catalog made before it: (table, column, type). Types are
 # written for both backends ({T}: the text type).
@@ -78,6 +78,11 @@ CREATE TABLE IF NOT EXISTS oauth_refresh (
     used_at {I}                     -- rotated: shown again, it ends the connection
 );
 CREATE INDEX IF NOT EXISTS oauth_refresh_by_token ON oauth_refresh (token_id);
+CREATE TABLE IF NOT EXISTS rate_counters (
+    key {T} PRIMARY KEY,            -- a limit and whom it counts (server.spaces.rates): no secret
+    count {I} NOT NULL,
+    expires_at {I} NOT NULL         -- the window's end, in microseconds
+);
 """
 
 # Version 7's table, for both backends ({T}: the text type, {I}: the 64-bit integer type). One

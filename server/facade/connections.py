@@ -66,4 +66,27 @@ class Connections:
         return self._book.prune()
 
 
-__all__ = ["Connections", "Consent", "Issued", "Refresh", "StoredClient"]
+class RateCounters:
+    """The counters the interfaces' rate limits count in (``server.spaces.rates``), shared by
+    every worker and server of one catalog."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._book = parts.rates
+
+    def incr(self, key: str, expiry_s: int, amount: int = 1) -> int:
+        return self._book.incr(key, expiry_s, amount)
+
+    def get(self, key: str) -> int:
+        return self._book.get(key)
+
+    def expiry(self, key: str) -> float:
+        return self._book.expiry(key)
+
+    def clear(self, key: str) -> None:
+        self._book.clear(key)
+
+    def prune(self) -> int:
+        return self._book.prune()
+
+
+__all__ = ["Connections", "RateCounters", "Consent", "Issued", "Refresh", "StoredClient"]

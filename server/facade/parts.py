@@ -27,6 +27,7 @@ from server.memories.group_commit import GroupCommit
 from server.memories.journal import JOURNALS, WriteJournal
 from server.settings import APPROVAL_HOURS, TRAIL_DAYS
 from server.spaces.connections import ACCESS_S, ConnectionBook
+from server.spaces.rates import RateBook
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook
 
@@ -55,6 +56,7 @@ class Parts:
     tokens: TokenBook
     approvals: ApprovalBook
     connections: ConnectionBook
+    rates: RateBook
     backup_key: str | None = field(default=None, repr=False)  # ESFIS_BACKUP_KEY: what backups are keyed with
 
     @classmethod
@@ -96,6 +98,7 @@ class Parts:
             approvals=approvals,
             tokens=tokens,
             connections=ConnectionBook(catalog, tokens, clock, access_s=oauth_token_s),
+            rates=RateBook(catalog, clock),
             backup_key=backup_key,
         )
 

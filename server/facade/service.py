@@ -39,7 +39,7 @@ from server.errors import (
     StoreUnavailable,
 )
 from server.facade.callers import resolve_caller
-from server.facade.connections import Connections
+from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, redact_labels, shown, shown_recalled, shown_reference
@@ -74,6 +74,7 @@ class Esfis:
 
     operator: Operator
     connections: Connections
+    rates: RateCounters
 
     def __init__(self, parts: Parts) -> None:
         """Over ``parts`` (``Parts.over``: the books over one catalog and one store), which it
@@ -82,6 +83,7 @@ class Esfis:
         self._closing = threading.Event()
         self.operator = Operator(self._parts)
         self.connections = Connections(self._parts)
+        self.rates = RateCounters(self._parts)
 
     @property
     def home(self) -> Path:
@@ -459,6 +461,7 @@ class Esfis:
             try:  # held calls that expired or lost their run: their texts leave the catalog
                 self.operator.settle_approvals()
                 self.connections.prune()  # OAuth requests and refresh tokens past their time
+                self.rates.prune()  # rate counters past their window
             except Exception:
                 _log.warning("settling held calls did not finish", exc_info=True)
             if time.monotonic() - last_prune < UPKEEP_EVERY_S:

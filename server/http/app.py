@@ -9,6 +9,7 @@ policies or tokens is cached here: the CLI may change them while the server runs
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from server.http.errors import install_error_handlers
 from server.http.html_policy import HtmlPolicy
 from server.http.mcp import McpEndpoint, Protection
 from server.http.oauth import OAuthSite, mount_oauth, site_from_env
+from server.http.rate_limits import Limiter, RateLimits
 from server.http.routes_agent import router as agent_router
 from server.http.routes_operator import router as operator_router
 from server.settings import Settings
@@ -106,7 +108,9 @@ def create_app(
     endpoint.route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.router.routes.append(endpoint.route)
     mount_oauth(app, lambda: app.state.service, site)  # /authorize, /token, … and their metadata
-    app.add_middleware(Gate, service=lambda: app.state.service, site=lambda: site)
+    limiter = Limiter(lambda: app.state.service, RateLimits.from_env(os.environ))
+    app.state.limiter = limiter  # the settings pages' sign-in counts its failures there
+    app.add_middleware(Gate, service=lambda: app.state.service, site=lambda: site, limiter=lambda: limiter)
     app.add_middleware(HtmlPolicy)  # every HTML answer carries a Content-Security-Policy
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
     app.include_router(agent_router)

@@ -26,12 +26,12 @@ others need.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import (
@@ -46,15 +46,19 @@ from server.errors import (
 from server.facade import Esfis
 from server.http.errors import error_response, from_esfis
 from server.http.oauth.address import OAuthSite
+from server.http.rate_limits import Limiter
 from server.inputs import size
 from server.models import Token
 
+T = TypeVar("T")
 BODY_LIMIT = 64 * 1024
 AUTH_THREADS = 8  # threads for token lookups, apart from the routes' pool
 TOKEN_CALLS = 32  # requests in flight per token and worker, beyond which it answers 429
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
+RUNS_PATH = "/v1/runs"  # POST opens a run token: a limit of its own
+OAUTH_PATHS = ("/register", "/authorize", "/token", "/revoke")  # open to anyone: per address
 TOKEN_KEY = "esfis.token"
 SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
 RUN_HEADER = b"x-esfis-run"
@@ -80,11 +84,13 @@ class Gate:
         service: Callable[[], Esfis],
         *,
         site: Callable[[], OAuthSite | None] = lambda: None,
+        limiter: Callable[[], Limiter | None] = lambda: None,
         token_calls: int = TOKEN_CALLS,
     ) -> None:
         self.app = app
         self.service = service
         self.site = site  # the OAuth authorization server's address, when it is on
+        self.limiter = limiter  # the rate limits (server.http.rate_limits), shared by every worker
         self.token_calls = token_calls
         self._in_flight: dict[str, int] = {}
         self._auth_threads: anyio.CapacityLimiter | None = None  # made on the event loop, at first use
@@ -99,9 +105,18 @@ class Gate:
         if refusal is not None:
             await from_esfis(refusal)(scope, receive, send)
             return
-        if path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
+        if path in OAUTH_PATHS:
             try:
-                token = await self._authenticate(headers)
+                await self._in_threads(lambda: self._hit("oauth", _address(scope)))
+            except TooManyRequests as exc:
+                body = {"error": "temporarily_unavailable", "error_description": exc.message}
+                headers_out = {"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"}
+                await JSONResponse(body, status_code=429, headers=headers_out)(scope, receive, send)
+                return
+        elif path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
+            try:
+                opening_run = path == RUNS_PATH and scope["method"] == "POST"
+                token = await self._authenticate(headers, _address(scope), opening_run)
                 self._bound(token, path)
             except Unauthorized as exc:
                 await self._unauthorized(exc, path)(scope, receive, send)
@@ -166,12 +181,39 @@ class Gate:
             challenge = f'Bearer resource_metadata="{site.metadata_url(path)}"'
         return error_response(exc.status, exc.code, exc.message, {"WWW-Authenticate": challenge})
 
-    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> Token:
+    async def _authenticate(self, headers: list[tuple[bytes, bytes]], address: str, opening_run: bool) -> Token:
+        """The request's token, within the rate limits: its address's (counted first, so a flood
+        of bad tokens is counted too), its token's, and for ``POST /v1/runs`` the runs'. One trip
+        to the gate's own threads."""
         values = [v for k, v in headers if k == b"authorization"]
         value = values[0].decode("latin-1") if len(values) == 1 else None  # two headers: as bad as none
+
+        def checked() -> Token:
+            self._hit("address", address)
+            token = self.service().authenticate(value)
+            self._hit("token", token.id)
+            if opening_run:
+                self._hit("runs", token.id)
+            return token
+
+        return await self._in_threads(checked)
+
+    def _hit(self, limit: str, who: str) -> None:
+        limiter = self.limiter()
+        if limiter is not None:
+            limiter.hit(limit, who)
+
+    async def _in_threads(self, call: Callable[[], T]) -> T:
         if self._auth_threads is None:
             self._auth_threads = anyio.CapacityLimiter(AUTH_THREADS)
-        return await anyio.to_thread.run_sync(self.service().authenticate, value, limiter=self._auth_threads)
+        return await anyio.to_thread.run_sync(call, limiter=self._auth_threads)
+
+
+def _address(scope: Scope) -> str:
+    """Whom a per-address limit counts: the peer (a trusted proxy's forwarded address, as
+    uvicorn sets it)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:

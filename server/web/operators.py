@@ -10,7 +10,9 @@ import re
 import secrets
 from pathlib import Path
 
-from server.errors import Forbidden, InvalidInput, StoreUnavailable
+from fastapi import Request
+
+from server.errors import Forbidden, InvalidInput, StoreUnavailable, Unauthorized
 from server.facade import Esfis, Operator, Token
 
 
@@ -21,6 +23,22 @@ def operator_sign_in(service: Esfis, secret: str) -> Token:
     if not token.operator:
         raise Forbidden("this is an AI token: only an operator token signs in (esfis token create --operator)")
     return token
+
+
+def counted_sign_in(request: Request, secret: str) -> Token:
+    """``operator_sign_in``, within the sign-in limit of the request's address
+    (``server.http.rate_limits``): a failure counts, and once the failures are spent every
+    attempt waits for the window, the right token too (``TooManyRequests``)."""
+    limiter = getattr(request.app.state, "limiter", None)
+    address = request.client.host if request.client else "unknown"
+    if limiter is not None:
+        limiter.test("sign_in", address)
+    try:
+        return operator_sign_in(request.app.state.service, secret)
+    except (Unauthorized, Forbidden):
+        if limiter is not None:
+            limiter.hit("sign_in", address)
+        raise
 
 
 def active_operator_token(operator: Operator, token_id: str) -> Token | None:

@@ -52,6 +52,7 @@ REASONS = {
     413: "Too large",
     415: "Unsupported form",
     422: "Invalid input",
+    429: "Too many requests",
     500: "Internal error",
 }
 
@@ -282,6 +283,19 @@ def forget_cookie(request: Request, response: Response, name: str) -> None:
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    if "segment" not in request.path_params:  # a page outside the segment (the OAuth landing) never names it
+        html = ENV.get_template("error.html").render(
+            session=None,
+            csrf_field="",
+            flash=None,
+            url=None,
+            style_url=STYLE_URL,
+            error=None,
+            section="",
+            title=REASONS.get(status, "Error"),
+            message=message,
+        )
+        return HTMLResponse(html, status_code=status, headers=HEADERS)
     if getattr(request.state, "session", None) is None:
         try:
             request.state.session = current_session(request)

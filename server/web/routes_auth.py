@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from server.errors import Forbidden, Unauthorized
-from server.web.operators import operator_sign_in
+from server.web.operators import counted_sign_in
 from server.web.pages import (
     HEADERS,
     STATIC,
@@ -31,7 +31,6 @@ from server.web.pages import (
     redirect,
     safe_next,
     same_site,
-    service_of,
     set_cookie,
     settings_router,
     signer_of,
@@ -86,7 +85,7 @@ def sign_in(request: Request, form: dict[str, str] = Depends(form_of)) -> Respon
         )
     secret = form.get("token", "").strip()
     try:
-        token = operator_sign_in(service_of(request), secret)
+        token = counted_sign_in(request, secret)
     except Unauthorized:
         return _sign_in_form(request, status=401, error=BAD_TOKEN, next_=next_)
     except Forbidden as exc:

@@ -22,12 +22,13 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from server.errors import EsfisError, Forbidden, Unauthorized
-from server.web.operators import operator_sign_in
+from server.errors import EsfisError, Unauthorized
+from server.web.operators import counted_sign_in
 from server.web.pages import (
     ENV,
     HEADERS,
     Posted,
+    WebError,
     WebRoute,
     current_session,
     form_of,
@@ -71,19 +72,32 @@ def connect(request: Request, request_id: str) -> Response:
     return _outside("connect.html", consent=consent, error=None)
 
 
+async def _form_or_refusal(request: Request) -> dict[str, str] | WebError:
+    """The landing's form, or why it cannot be taken: answered on a page outside the segment
+    (the settings pages' own error page links to the segment)."""
+    try:
+        same_site(request)
+        return await form_of(request)
+    except WebError as exc:
+        return exc
+
+
 @landing.post(LANDING)
-def connect_sign_in(request: Request, request_id: str, form: dict[str, str] = Depends(form_of)) -> Response:
-    same_site(request)
+def connect_sign_in(
+    request: Request, request_id: str, form: dict[str, str] | WebError = Depends(_form_or_refusal)
+) -> Response:
+    if isinstance(form, WebError):
+        return _outside("connect.html", status=form.status, consent=None, error=str(form))
     try:
         consent = service_of(request).connections.pending(request_id)
     except EsfisError as exc:
         return _outside("connect.html", status=exc.status, consent=None, error=exc.message)
     try:
-        token = operator_sign_in(service_of(request), form.get("token", "").strip())
+        token = counted_sign_in(request, form.get("token", "").strip())
     except Unauthorized:
         return _outside("connect.html", status=401, consent=consent, error=BAD_TOKEN)
-    except Forbidden as exc:
-        return _outside("connect.html", status=403, consent=consent, error=exc.message)
+    except EsfisError as exc:  # an AI token (403), too many failures (429)
+        return _outside("connect.html", status=exc.status, consent=consent, error=exc.message)
     _, value = signer_of(request).new_session(token.id, now_of(request))
     response = RedirectResponse(url(request, "connections", request_id), status_code=303, headers=HEADERS)
     set_cookie(request, response, SESSION_COOKIE, value, max_age=SESSION_SECONDS)

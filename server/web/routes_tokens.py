@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from server.errors import EsfisError, Forbidden, Unauthorized
-from server.web.operators import operator_sign_in
+from server.web.operators import counted_sign_in
 from server.web.pages import (
     Posted,
     current_session,
@@ -71,7 +71,7 @@ RETYPE = "to make an operator token, type the operator token you signed in with 
 def _retyped(request: Request, done: Posted) -> bool:
     """Whether the form's ``confirm`` field is the active operator token of this session."""
     try:
-        token = operator_sign_in(service_of(request), done.form.get("confirm", "").strip())
+        token = counted_sign_in(request, done.form.get("confirm", "").strip())
     except (Unauthorized, Forbidden):
         return False
     return hmac.compare_digest(token.id.encode(), done.session.token_id.encode())

@@ -1,0 +1,139 @@
+"""Rate limits on everything a stranger or a runaway agent can call, shared by every worker and
+server: the ``limits`` library's fixed windows, counted in the catalog (``server.spaces.rates``
+through the façade), answered 429 with ``Retry-After``.
+
+| limit | counts | default | setting |
+| --- | --- | --- | --- |
+| per token | requests of one token to ``/v1`` and ``/mcp`` | 1200/minute | ``ESFIS_RATE_TOKEN`` |
+| per address | requests from one address to ``/v1`` and ``/mcp``, tokens or none | 2400/minute | ``ESFIS_RATE_ADDRESS`` |
+| runs | run tokens one token opens (``POST /v1/runs``) | 60/minute | ``ESFIS_RATE_RUNS`` |
+| OAuth | requests from one address to ``/register``, ``/authorize``, ``/token``, ``/revoke`` | 60/minute | ``ESFIS_RATE_OAUTH`` |
+| sign-in | failed operator sign-ins from one address (the settings pages, the OAuth consent) | 10/15minutes | ``ESFIS_RATE_SIGN_IN`` |
+
+Each setting takes the ``limits`` notation (``100/minute``, ``10/15minutes``, ``5/second``) or
+``off``. The defaults are far above what an agent does (a recall or a write every 50 ms for a
+minute); sign-in counts only failures, and once they are spent even the right token waits for
+the window, so guessing gets no faster by mixing in a good guess. An address is the connection's
+peer, or what a proxy forwards when uvicorn trusts it (``--forwarded-allow-ips``; by default
+127.0.0.1 only). A counter's key names the limit and a token id or an address, never a secret.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from limits import RateLimitItem, parse
+from limits.storage import Storage
+from limits.strategies import FixedWindowRateLimiter
+
+from server.errors import InvalidInput, TooManyRequests
+
+if TYPE_CHECKING:
+    from server.facade import Esfis
+
+DEFAULTS = {
+    "token": "1200/minute",
+    "address": "2400/minute",
+    "runs": "60/minute",
+    "oauth": "60/minute",
+    "sign_in": "10/15minutes",
+}
+SAID = {
+    "token": "this token made too many requests",
+    "address": "too many requests from this address",
+    "runs": "this token opened too many run tokens",
+    "oauth": "too many authorization requests from this address",
+    "sign_in": "too many failed sign-ins from this address",
+}
+
+
+class CatalogStorage(Storage):
+    """``limits``' storage over the catalog's counters: every worker and server counts together."""
+
+    STORAGE_SCHEME = ["esfis-catalog"]
+
+    def __init__(self, service: Callable[[], Esfis]) -> None:
+        super().__init__()
+        self.service = service
+
+    @property
+    def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
+        return ()
+
+    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        return self.service().rates.incr(key, expiry, amount)
+
+    def get(self, key: str) -> int:
+        return self.service().rates.get(key)
+
+    def get_expiry(self, key: str) -> float:
+        return self.service().rates.expiry(key)
+
+    def check(self) -> bool:
+        return True
+
+    def reset(self) -> int | None:
+        return None
+
+    def clear(self, key: str) -> None:
+        self.service().rates.clear(key)
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """The limits in force (None: off), read from the environment once, at start."""
+
+    token: RateLimitItem | None
+    address: RateLimitItem | None
+    runs: RateLimitItem | None
+    oauth: RateLimitItem | None
+    sign_in: RateLimitItem | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RateLimits:
+        return cls(**{name: _item(environ, name) for name in DEFAULTS})
+
+
+def _item(environ: Mapping[str, str], name: str) -> RateLimitItem | None:
+    variable = f"ESFIS_RATE_{name.upper()}"
+    value = (environ.get(variable) or DEFAULTS[name]).strip()
+    if value.lower() == "off":
+        return None
+    try:
+        return parse(value)
+    except ValueError:
+        raise InvalidInput(
+            f"{variable} must be a rate such as 100/minute or 10/15minutes, or off; not {value[:40]!r}",
+            field=variable,
+        ) from None
+
+
+class Limiter:
+    """Hits and tests the limits; each call is one catalog round trip (run it off the loop)."""
+
+    def __init__(self, service: Callable[[], Esfis], limits: RateLimits) -> None:
+        self.limits = limits
+        self.strategy = FixedWindowRateLimiter(CatalogStorage(service))
+
+    def hit(self, name: str, who: str) -> None:
+        """Counts one call of ``who`` under the limit ``name``; ``TooManyRequests`` past it."""
+        item: RateLimitItem | None = getattr(self.limits, name)
+        if item is not None and not self.strategy.hit(item, name, who):
+            raise self._refusal(name, item, who)
+
+    def test(self, name: str, who: str) -> None:
+        """``TooManyRequests`` when ``who`` has no room left under ``name``; counts nothing."""
+        item: RateLimitItem | None = getattr(self.limits, name)
+        if item is not None and not self.strategy.test(item, name, who):
+            raise self._refusal(name, item, who)
+
+    def _refusal(self, name: str, item: RateLimitItem, who: str) -> TooManyRequests:
+        reset = self.strategy.get_window_stats(item, name, who).reset_time
+        wait = max(1, math.ceil(reset - time.time()))
+        refusal = TooManyRequests(f"{SAID[name]} ({item}): try again in {wait} s")
+        refusal.retry_after = wait
+        return refusal

@@ -1,0 +1,112 @@
+"""Rate limits, counted in the catalog, so two workers count together: per token, per address,
+run-token minting, the OAuth endpoints, and failed sign-ins; each answered 429 with
+``Retry-After``. The limits are set low here (ESFIS_RATE_*) to meet them in a few requests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import closing
+
+import httpx
+import pytest
+
+from tests.http.conftest import Server, start_server, stop_server
+from tests.http.oauth_support import register
+from tests.http.test_workers import _workers, pinned
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("rates")
+    server = start_server(
+        root / "esfis-home",
+        root / "work",
+        workers=2,
+        ESFIS_RATE_TOKEN="6/minute",
+        ESFIS_RATE_RUNS="2/minute",
+        ESFIS_RATE_ADDRESS="off",
+    )
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def strangers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("strangers")
+    (root / "work").mkdir()
+    server = start_server(
+        root / "esfis-home",
+        root / "work",
+        ESFIS_RATE_ADDRESS="10/minute",
+        ESFIS_RATE_OAUTH="3/minute",
+        ESFIS_RATE_SIGN_IN="3/15minutes",
+    )
+    try:
+        server.tokens["operator"] = server.token("--operator")
+        yield server
+    finally:
+        stop_server(server)
+
+
+def _too_many(answer: httpx.Response) -> None:
+    assert answer.status_code == 429, answer.text
+    assert 1 <= int(answer.headers["Retry-After"]) <= 60
+
+
+def test_a_tokens_limit_is_shared_by_both_workers(two):
+    a, b = _workers(two)
+    token, other = two.agent_token(), two.agent_token()
+    with closing(pinned(two, a, token)) as first, closing(pinned(two, b, token)) as second:
+        served = [c.post("/v1/recall", json={"query": "anything"}).status_code for c in (first, second) * 3]
+        assert served == [200] * 6
+        refused = second.post("/v1/recall", json={"query": "anything"})
+        _too_many(refused)
+        assert refused.json()["error"]["code"] == "too_many_requests"
+        _too_many(first.post("/mcp", json={}))  # /mcp counts with /v1
+    with closing(pinned(two, a, other)) as elsewhere:
+        assert elsewhere.post("/v1/recall", json={"query": "anything"}).status_code == 200  # its own count
+
+
+def test_opening_run_tokens_has_a_limit_of_its_own(two):
+    opener = two.client(two.agent_token())
+    assert [opener.post("/v1/runs", json={}).status_code for _ in range(2)] == [201, 201]
+    _too_many(opener.post("/v1/runs", json={}))
+
+
+def test_an_address_is_limited_whatever_the_tokens_it_sends(strangers):
+    bad = [
+        httpx.post(
+            f"{strangers.url}/v1/recall", json={"query": "x"}, headers={"Authorization": f"Bearer esfis_{i:043d}"}
+        )
+        for i in range(10)
+    ]
+    assert [r.status_code for r in bad] == [401] * 10
+    good = strangers.client(strangers.agent_token())
+    _too_many(good.post("/v1/recall", json={"query": "x"}))  # the good token from that address waits too
+
+
+def test_the_oauth_endpoints_are_limited_per_address_with_an_oauth_error(strangers):
+    assert [register(strangers.url).status_code for _ in range(3)] == [201, 201, 201]
+    refused = register(strangers.url)
+    _too_many(refused)
+    assert refused.json()["error"] == "temporarily_unavailable"
+
+
+def test_failed_sign_ins_slow_every_sign_in_from_that_address(strangers):
+    base = re.search(r"esfis: settings page: http://[^/]+(/settings/[a-z2-7]{26}/)", strangers.log.read_text()).group(1)
+    with httpx.Client(base_url=strangers.url, follow_redirects=False, timeout=30) as browser:
+
+        def attempt(token: str) -> httpx.Response:
+            form = browser.get(base + "sign-in")
+            return browser.post(
+                base + "sign-in", data={"csrf": CSRF.search(form.text).group(1), "token": token, "next": ""}
+            )
+
+        assert [attempt("esfis_" + "x" * 43).status_code for _ in range(3)] == [401] * 3
+        right = attempt(strangers.tokens["operator"])
+        assert right.status_code == 429 and "too many failed sign-ins" in right.text
