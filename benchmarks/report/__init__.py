@@ -1,0 +1,137 @@
+"""Turn one run's pytest-benchmark JSON into REPORT.md and PNG plots.
+
+    python -m benchmarks.report RAW.json [--partial OTHER.json ...] [--out DIR]
+
+A report is one run: every figure in its tables comes from RAW.json, and its header gives that
+run's commit and whether the tree was dirty. A partial rerun (``--partial``) gets a section of
+its own, headed with its commit, and never replaces a cell. Targets come from
+``benchmarks/targets.py``; each figure that has one is shown beside it with ✅ or ❌.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.report.bulk import section_backup, section_import
+from benchmarks.report.common import RESULTS, Checks, Run, load, outcome_line, table
+from benchmarks.report.embedding import section_batching, section_embedding, section_model_costs
+from benchmarks.report.gpu import gpu_section
+from benchmarks.report.header import header, summary
+from benchmarks.report.http_load import section_load
+from benchmarks.report.plots import plots
+from benchmarks.report.real_text import section_evidence, section_ivf_text, section_lexical, section_lme
+from benchmarks.report.recall_path import (
+    section_http,
+    section_large,
+    section_mcp_http,
+    section_overhead,
+    section_runs,
+    section_several,
+)
+from benchmarks.report.scope import section_scope
+from benchmarks.report.startup import section_cli, section_mcp
+from benchmarks.targets import MODULES
+
+# Each benchmark file's section; test_http_recall.py's also takes the embedding's p50 (``modules``).
+SECTIONS: dict[str, Callable[..., list[str]]] = {
+    "test_evidence_recall.py": section_evidence,
+    "test_lexical_latency.py": section_lexical,
+    "test_scope_vs_filter.py": section_scope,
+    "test_longmemeval.py": section_lme,
+    "test_real_text_ivf.py": section_ivf_text,
+    "test_large_partition.py": section_large,
+    "test_recall_overhead.py": section_overhead,
+    "test_run_bookkeeping.py": section_runs,
+    "test_embedding.py": section_embedding,
+    "test_cli_wall.py": section_cli,
+    "test_mcp_startup.py": section_mcp,
+    "test_import_throughput.py": section_import,
+    "test_http_load.py": section_load,
+    "test_embedding_batching.py": section_batching,
+    "test_several_machines.py": section_several,
+    "test_backup_rates.py": section_backup,
+    "test_mcp_http_latency.py": section_mcp_http,
+    "test_model_costs.py": section_model_costs,
+}
+
+
+def modules(run: Run, checks: Checks, level: str = "##", missing: str | None = "Not in this run.") -> list[str]:
+    """A section per benchmark file, in ``MODULES``' order; ``missing=None`` leaves out files not in the run."""
+    by_module: dict[str, list[dict]] = defaultdict(list)
+    for r in run.rows:
+        by_module[r["module"]].append(r)
+    onnx = next((r["bench_p50_ms"] for r in by_module.get("test_embedding.py", []) if r.get("backend") == "onnx"), None)
+    out = []
+    for module, title in MODULES.items():
+        rows = by_module.get(module)
+        heading = [f"{level} {title} (`benchmarks/{module}`)", ""]
+        if not rows:
+            if missing is not None:
+                out += heading + [missing, ""]
+            continue
+        out += heading
+        if module == "test_http_recall.py":
+            out += section_http(rows, checks, onnx)
+        else:
+            out += SECTIONS[module](rows, checks)
+        out += outcome_line(rows)
+    unknown = sorted(set(by_module) - set(MODULES))
+    for module in unknown:
+        out += [f"{level} `benchmarks/{module}` (no section of its own)", ""]
+        out += table(
+            [[r["name"], r["bench_p50_ms"], r.get("bench_p95_ms"), r["outcome"]] for r in by_module[module]],
+            ["benchmark", "p50 ms", "p95 ms", "test"],
+        )
+    return out
+
+
+def partial_section(run: Run) -> list[str]:
+    """A partial rerun apart: its own header and checks, its sections one level down."""
+    checks = Checks(run.mode)
+    state = "**dirty tree**" if run.dirty else "clean tree" if run.dirty is not None else "tree state not recorded"
+    body = modules(run, checks, level="###", missing=None)
+    out = [
+        f"## Partial rerun, commit {run.short}, not part of the full run",
+        "",
+        f"`{run.path.name}`: {run.mode_text}, {state}, {run.when}. Its figures replace none of the cells above.",
+        "",
+    ]
+    if "-shared" in run.path.name:
+        out += [
+            "> Measured on cores shared with other work (what it was: `partial/README.md`): latencies and "
+            "throughput are those of a busy machine, not of esfis alone.",
+            "",
+        ]
+    if checks.items:
+        out += table(checks.items, ["figure", "cell", "measured", "target", "met"])
+    return out + body
+
+
+def build(raw: Path, partials: list[Path], out_dir: Path) -> Path:
+    run = load(raw)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checks = Checks(run.mode)
+    body = modules(run, checks)
+    lines = header(run) + summary(checks) + body
+    partial_runs = [load(path) for path in partials]
+    for partial in partial_runs:
+        lines += partial_section(partial)
+    lines += gpu_section()
+    load_rows = [r for p in partial_runs for r in p.rows if r["module"] == "test_http_load.py"]
+    for png in plots(run.rows, out_dir, load_rows):
+        lines += [f"![{png}]({png})", ""]
+    report = out_dir / "REPORT.md"
+    report.write_text("\n".join(lines))
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
+    parser.add_argument("raw", type=Path, help="the run's pytest-benchmark JSON")
+    parser.add_argument("--partial", type=Path, action="append", default=[], help="a partial rerun, reported apart")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where REPORT.md and the plots go")
+    args = parser.parse_args(argv)
+    print(build(args.raw, args.partial, args.out))

@@ -1,0 +1,62 @@
+"""The sections on whole-store moves: bulk import (``test_import_throughput.py``) and backup,
+restore and export rates (``test_backup_rates.py``)."""
+
+from __future__ import annotations
+
+from benchmarks.report.common import Checks, fmt, table
+
+
+def section_import(rows: list[dict], checks: Checks) -> list[str]:
+    body = [
+        [
+            r.get("rows"),
+            r.get("batch_size"),
+            checks.check(
+                "import.rows_per_s", f"{fmt(r.get('rows'))} rows, batch {r.get('batch_size')}", r.get("rows_per_s")
+            ),
+            r.get("index_build_s", "not recorded"),
+            r.get("rows_per_s_before_build", "not recorded"),
+            r.get("cpu_us_per_row"),
+            r["outcome"],
+        ]
+        for r in sorted(rows, key=lambda r: (r.get("rows", 0), r.get("batch_size", 0)))
+    ]
+    return [
+        "Short keyed text rows into a new store with an embedder that costs nothing: parse, checks, "
+        "duplicate queries, LanceDB and catalog writes, what bounds an import on a GPU. The rate includes "
+        "the large partition's index build at the import's end; its time, and the rate without it, beside.",
+        "",
+    ] + table(body, ["rows", "batch", "rows/s", "index build s", "rows/s before the build", "CPU µs per row", "test"])
+
+
+def section_backup(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in sorted(rows, key=lambda r: r.get("memories", 0)):
+        cell = f"{fmt(r.get('memories'))} memories"
+        for what in ("backup", "export"):
+            checks.unjudged(f"{what} rate", cell, fmt(r.get(f"{what}_per_s")), "no target is stated")
+        body.append(
+            [
+                r.get("memories"),
+                r.get("spaces"),
+                f"{fmt(r.get('backup_per_s'))} ({fmt(r.get('backup_s'))} s, {fmt(r.get('backup_mb'))} MB)",
+                f"{fmt(r.get('restore_per_s'))} ({fmt(r.get('restore_s'))} s)",
+                f"{fmt(r.get('export_per_s'))} ({fmt(r.get('export_mb'))} MB)",
+                f"{fmt(r.get('export_vectors_per_s'))} ({fmt(r.get('export_vectors_mb'))} MB)",
+                r.get("peak_rss_mb"),
+                r["outcome"],
+            ]
+        )
+    return ["A store at rest, 384-d vectors; the export goes to a sink that counts bytes.", ""] + table(
+        body,
+        [
+            "memories",
+            "spaces",
+            "backup memories/s",
+            "restore memories/s",
+            "export memories/s",
+            "export with vectors, memories/s",
+            "peak RSS MiB",
+            "test",
+        ],
+    )

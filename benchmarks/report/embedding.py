@@ -1,0 +1,101 @@
+"""The sections on the model: query embedding on the CPU (``test_embedding.py``), batched
+query embedding (``test_embedding_batching.py``) and what each model costs
+(``test_model_costs.py``)."""
+
+from __future__ import annotations
+
+from benchmarks.report.common import Checks, fmt, table
+
+
+def section_embedding(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in rows:
+        onnx = r.get("backend") == "onnx"
+        body.append(
+            [
+                r.get("backend"),
+                r.get("queries"),
+                checks.check("embed.p50_ms", "onnx", r["bench_p50_ms"]) if onnx else fmt(r["bench_p50_ms"]),
+                r.get("bench_p95_ms"),
+                checks.check(
+                    "embed.cosine",
+                    "onnx vs torch",
+                    r.get("min_cosine_onnx_vs_torch"),
+                    shown=f"{r.get('min_cosine_onnx_vs_torch', 0):.6f}",
+                )
+                if onnx
+                else f"{r.get('min_cosine_onnx_vs_torch', 0):.6f}",
+                r["outcome"],
+            ]
+        )
+    return table(body, ["backend", "queries", "p50 ms", "p95 ms", "min cosine, onnx vs torch", "test"])
+
+
+def section_batching(rows: list[dict], checks: Checks) -> list[str]:
+    out = []
+    lone = [r for r in rows if "lone_overhead_p50_ms" in r]
+    if lone:
+        out += table(
+            [
+                [
+                    r.get("queries"),
+                    fmt(r.get("direct_p50_ms")),
+                    fmt(r.get("batched_p50_ms")),
+                    checks.check("batch.lone_overhead_ms", "lone query", r.get("lone_overhead_p50_ms")),
+                    fmt(r.get("direct_p95_ms")),
+                    fmt(r.get("batched_p95_ms")),
+                    r["outcome"],
+                ]
+                for r in lone
+            ],
+            ["queries", "direct p50 ms", "batcher p50 ms", "difference ms", "direct p95 ms", "batcher p95 ms", "test"],
+        )
+    many = [r for r in rows if "threads" in r]
+    if many:
+        out += table(
+            [
+                [
+                    r["threads"],
+                    fmt(r.get("direct_qps")),
+                    fmt(r.get("batched_qps")),
+                    fmt(r.get("direct_p50_ms")),
+                    fmt(r.get("batched_p50_ms")),
+                    fmt(r.get("direct_p95_ms")),
+                    fmt(r.get("batched_p95_ms")),
+                    fmt(r.get("mean_batch")),
+                    r["outcome"],
+                ]
+                for r in sorted(many, key=lambda r: r["threads"])
+            ],
+            [
+                "threads",
+                "direct queries/s",
+                "batched queries/s",
+                "direct p50 ms",
+                "batched p50 ms",
+                "direct p95 ms",
+                "batched p95 ms",
+                "mean batch",
+                "test",
+            ],
+        )
+    return out
+
+
+def section_model_costs(rows: list[dict], checks: Checks) -> list[str]:
+    body = []
+    for r in rows:
+        what = "reindex" if "rows_per_s" in r else "HTTP recall"
+        value = (
+            f"{fmt(r.get('rows_per_s'))} rows/s"
+            if what == "reindex"
+            else (f"p50 {fmt(r.get('p50_ms'))} ms, p95 {fmt(r.get('p95_ms'))} ms")
+        )
+        checks.unjudged(
+            f"{what} with {r.get('model')}",
+            r.get("runtime") or r.get("scope") or "",
+            value,
+            "issue 27 asks for the figure, with no target",
+        )
+        body.append([r["name"], r.get("model"), what, value, r["outcome"]])
+    return table(body, ["benchmark", "model", "what", "measured", "test"])

@@ -1,0 +1,84 @@
+"""The report's top: the header (the run, its commit and tree, the machine, the recall
+definition) and "Targets", the summary of every check the sections made."""
+
+from __future__ import annotations
+
+import platform
+
+from benchmarks.report.common import Checks, Run, table
+from benchmarks.targets import RECALL_DEFINITION
+
+
+def header(run: Run) -> list[str]:
+    cpu = run.machine.get("cpu", {})
+    title = "# esfis benchmark report"
+    if run.kind == "partial":
+        title += f" — partial rerun, commit {run.short}, not a full run"
+    out = [title, ""]
+    legacy = (
+        " (as pytest-benchmark recorded it: `git describe --dirty`, untracked files not seen)"
+        if run.porcelain is None
+        else ""
+    )
+    if run.dirty is None:
+        out += ["> ⚠️ **The tree's state was not recorded**: this run cannot say whether it measured a commit.", ""]
+    elif run.dirty:
+        out += [
+            f"> ⚠️ **Measured from a dirty tree**{legacy}: commit `{run.commit}` with uncommitted changes"
+            + (" (`git status --porcelain` at the start of the run):" if run.porcelain else "."),
+            ">",
+        ]
+        out += [f"> `{line}`" for line in run.porcelain or [] if not line[3:].startswith("benchmarks/results/")] + [""]
+    else:
+        out += [f"**Commit `{run.commit}`**, clean tree{legacy}.", ""]
+    if run.commit_at_end and run.commit and run.commit_at_end != run.commit:
+        out += [f"> ⚠️ HEAD moved during the run: `{run.commit}` at the start, `{run.commit_at_end}` at the end.", ""]
+    if run.kind == "complete":
+        how = "one complete run (`scripts/bench" + (" full" if run.mode == "full" else "") + "`)"
+    elif run.kind == "partial":
+        how = (
+            "a partial run (a selection of benchmarks"
+            + (f", overrides {run.overrides}" if run.overrides else "")
+            + "): no cell here stands for a full run"
+        )
+    else:
+        how = "a run whose raw file predates run labels (whether it was complete is not recorded)"
+    out += [
+        f"Run: {run.mode_text}, {how}, {run.when}; raw data `{run.path.name}`, the only source of every figure below.",
+        "",
+    ]
+    if run.mode == "quick":
+        out += [
+            "> Quick mode: small stores and few queries. Targets stated for the full mode's sizes are marked "
+            "*(full-mode target)*; their verdicts here say little.",
+            "",
+        ]
+    out += [
+        f"Machine: {cpu.get('brand_raw', platform.processor())}, {cpu.get('count', '?')} cores, "
+        f"Python {run.machine.get('python_version', platform.python_version())}, {run.machine.get('system', '')} "
+        f"{run.machine.get('release', '')}.",
+        "",
+        "Latency: p50/p95 of the timed pass (pytest-benchmark rounds, one query or request each), in ms.",
+        "",
+        f"Recall, everywhere in this report: {RECALL_DEFINITION}.",
+        "",
+    ]
+    return out
+
+
+def summary(checks: Checks) -> list[str]:
+    met = sum(1 for c in checks.items if c[4].startswith("✅"))
+    missed = [c for c in checks.items if c[4].startswith("❌")]
+    out = [
+        "## Targets",
+        "",
+        f"{met} of {len(checks.items)} checks met, {len(missed)} missed"
+        + (
+            f", {len(checks.items) - met - len(missed)} without a figure"
+            if len(checks.items) - met - len(missed)
+            else ""
+        )
+        + ". Targets are defined in `benchmarks/targets.py`.",
+        "",
+    ]
+    return out + table(checks.items, ["figure", "cell", "measured", "target", "met"])
