@@ -38,6 +38,7 @@ VOCABULARY = (
     "server.render",
     "server.home",
     "server.arenas",
+    "server.metrics",
 )
 # What an interface may import from server/: the façade, the light door (where a caller stands,
 # from the catalog alone), and the shared vocabulary.

@@ -71,6 +71,7 @@ from server.clock import Clock
 from server.errors import InvalidInput
 from server.inputs import DEFAULT_BATCH, MAX_BATCH
 from server.memories import MemoryBook
+from server.metrics import count_import
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
@@ -245,6 +246,7 @@ class _Importer:
         seconds = time.monotonic() - started
         failures = preparer.failures
         rows = writer.imported + writer.skipped + failures.count
+        count_import(writer.imported, writer.skipped, failures.count)
         return ImportReport(
             writer.imported,
             writer.skipped,

@@ -117,6 +117,10 @@ class Operator:
 
     # -- held calls (operator) --------------------------------------------------------------
 
+    def approvals_waiting(self) -> int:
+        """How many calls wait for a person now (``/metrics``)."""
+        return self._parts.approvals.waiting()
+
     def approvals(self, *, status: str | None = "pending", last: int = 100) -> list[HeldView]:
         """Held calls, newest first (the pending ones by default), each rendered as the person
         must read it; one that can no longer be applied is voided, never shown as approvable."""

@@ -47,6 +47,7 @@ from server.facade.writing import new_memory, write_trail
 from server.memories.input import MAX_QUERY_BYTES, check_id, check_text
 from server.memories.journal import JOURNALS
 from server.memories.recall import run_recall
+from server.metrics import count_upkeep, time_stage
 from server.models import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -225,7 +226,9 @@ class Esfis:
         now = self._parts.clock()
         vector = None
         if scope.allowed:
+            embedding = time.perf_counter()
             vector = self._parts.embed_query(query) if query_vector is None else self._parts.given_vector(query_vector)
+            time_stage("embedding", time.perf_counter() - embedding)
         outcome = run_recall(
             scope, vector, limit=limit, now=now, store=self._parts.store, book=self._parts.memories, query_text=query
         )
@@ -460,6 +463,7 @@ class Esfis:
         while not self._closing.wait(SETTLE_EVERY_S):
             try:  # held calls that expired or lost their run: their texts leave the catalog
                 self.operator.settle_approvals()
+                count_upkeep("settle")
                 self.connections.prune()  # OAuth requests and refresh tokens past their time
                 self.rates.prune()  # rate counters past their window
             except Exception:
@@ -469,6 +473,7 @@ class Esfis:
             last_prune = time.monotonic()
             try:
                 self.operator.prune_trail()
+                count_upkeep("prune_trail")
             except Exception:  # the next round tries again; a request never sees it
                 _log.warning("pruning the trail did not finish", exc_info=True)
 

@@ -14,6 +14,8 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.metrics import count_request
+
 log = logging.getLogger("esfis.access")
 NO_ROUTE = "(no route)"
 
@@ -51,7 +53,8 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             method = scope.get("method", "?")
-            elapsed = (time.perf_counter() - started) * 1000
-            log.info(
-                "%s %s %d %.1fms", method if isinstance(method, str) else "?", route_template(scope), status, elapsed
-            )
+            method = method if isinstance(method, str) else "?"
+            seconds = time.perf_counter() - started
+            route = route_template(scope)
+            log.info("%s %s %d %.1fms", method, route, status, seconds * 1000)
+            count_request(method, route, status, seconds)  # /metrics: the same template, never a path

@@ -27,6 +27,7 @@ from server.http.docs import mount_docs
 from server.http.errors import install_error_handlers
 from server.http.html_policy import HtmlPolicy
 from server.http.mcp import McpEndpoint, Protection
+from server.http.metrics import mount_metrics, note_health, server_health
 from server.http.oauth import OAuthSite, mount_oauth, site_from_env
 from server.http.rate_limits import Limiter, RateLimits
 from server.http.routes_agent import router as agent_router
@@ -42,6 +43,7 @@ class Warmup:
 
     def __init__(self, service: Esfis) -> None:
         self.state: Literal["loading", "ready", "failed"] = "loading"
+        note_health(self.state)
         threading.Thread(target=self._run, args=(service.warm_up,), name="esfis-model-load", daemon=True).start()
 
     def _run(self, load: Callable[[], None]) -> None:
@@ -51,11 +53,13 @@ class Warmup:
         except Exception:  # the first request that embeds reports it in the one error shape
             log.exception("the model failed to load")
             self.state = "failed"
+        note_health(self.state)
 
 
 class Health(BaseModel):
     status: Literal["ok"]
     model: Literal["loading", "ready", "failed"]
+    workers: int
 
 
 def create_app(
@@ -117,10 +121,13 @@ def create_app(
     app.include_router(operator_router)
     mount_web(app, public_url=public_url)  # the operator's web page, under /settings/SEGMENT/
     mount_docs(app)  # /docs: Swagger UI from a packaged copy
+    mount_metrics(app)  # /metrics: the operator's, for every worker
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> dict:
-        """Answers as soon as the server listens; ``model`` says whether the model is loaded."""
-        return {"status": "ok", "model": app.state.warmup.state}
+        """Answers as soon as the server listens; ``model`` says whether every worker's model is
+        loaded (the least ready of them), ``workers`` how many workers answer."""
+        model, workers = server_health(app.state.warmup.state)
+        return {"status": "ok", "model": model, "workers": workers}
 
     return app

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.errors import EsfisError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests, Unauthorized
+from server.metrics import count_refusal
 
 log = logging.getLogger("esfis.http")
 
@@ -45,6 +46,7 @@ def error_response(status: int, code: str, message: str, headers: Mapping[str, s
 
 
 def from_esfis(exc: EsfisError) -> JSONResponse:
+    count_refusal(exc.code)
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
     return error_response(exc.status, exc.code, exc.message, headers)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -31,6 +32,7 @@ from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
 from server.http.mcp import Redacting
 from server.http.oauth.address import SERVE_HOST, SERVE_PORT
+from server.metrics import DIR as METRICS_DIR
 from server.settings import Settings
 
 WORKER_APP = "server.http.workers:worker_app"
@@ -82,6 +84,17 @@ def _then(factory: Callable[[], Esfis], opened: Callable[[Esfis], None] | None) 
     return opening
 
 
+def _metrics_folder(home: Path, port: int) -> Path:
+    """This server's metrics and health files (``server.metrics``), emptied at its start: counts
+    begin at zero with the server, as Prometheus expects of a restart."""
+    folder = home / "serve" / str(port)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for stale in folder.iterdir():
+        if stale.is_file():
+            stale.unlink()
+    return folder
+
+
 GRACE_S = 5  # SIGTERM: how long requests in flight may finish before the rest is cancelled
 
 
@@ -103,6 +116,7 @@ def serve(
         raise InvalidInput("--workers must be at least 1", field="workers")
     os.environ[SERVE_HOST] = host  # /mcp's Host check, in this process and the workers (Protection.from_env)
     os.environ[SERVE_PORT] = str(port)  # the OAuth issuer of a server on loopback (server.http.oauth.address)
+    os.environ[METRICS_DIR] = str(_metrics_folder(Settings.from_env().home, port))  # before a worker counts
     # SIGTERM: stop taking requests, let those in flight finish for a few seconds, then cancel
     # what still waits (an MCP session's stream, a prompt nobody answers), so a stop is bounded.
     common: dict[str, Any] = dict(

@@ -50,6 +50,7 @@ from pydantic import BaseModel, Field
 from server import inputs
 from server.errors import EsfisError, InvalidInput, RunNotFound, StoreUnavailable
 from server.mcp.standing import Standing, instructions, stand
+from server.metrics import count_refusal
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, ApprovalRequest, Ask, Caller, Held, NeedsPerson, answered
 from server.settings import APPROVAL_WAIT_S, Settings
 from server.shapes import (
@@ -257,6 +258,7 @@ async def _serve(call: Callable[[], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(call)
     except EsfisError as exc:
+        count_refusal(exc.code)
         raise ToolError(f"{exc.message} ({exc.code})") from None
 
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,6 +23,7 @@ from indexing.rows import Hit, PartitionResult, merge_best
 from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
+from server.metrics import time_stage
 from server.models import DeliveryItem, RecalledMemory
 from server.spaces import partition_key
 from server.spaces.scope import Scope
@@ -61,6 +63,7 @@ def run_recall(
     if query_vector is not None:
         micros = to_micros(now)
         results: list[PartitionResult] = []
+        searching = time.perf_counter()
         for space in scope.allowed:
             key = partition_key(space)
             result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text)
@@ -70,10 +73,13 @@ def run_recall(
             cut["not_yet_valid"] += result.pending
             candidates += result.candidates
             results.append(result)
+        fusing = time.perf_counter()
+        time_stage("search", fusing - searching)
         if query_text is not None:
             results = with_feedback(results, query_vector)
         # One merge by score; only the rows that made it are read out of their partitions.
         pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
+        time_stage("fusion", time.perf_counter() - fusing)
     current = book.current_labels([hit.id for hit, _ in pool], now)
     ranked = [pair for pair in pool if pair[0].id in current]
     memories = [

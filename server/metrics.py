@@ -1,0 +1,87 @@
+"""What ``esfis serve`` counts for ``/metrics`` (``server.http.metrics``): Prometheus metrics,
+kept by ``prometheus_client`` in its multiprocess mode, so the workers of one server add up.
+
+Only a server counts: ``esfis serve`` names a folder for the workers' files
+(``PROMETHEUS_MULTIPROC_DIR``, under ``ESFIS_HOME/serve/``) before any worker starts, and the
+library is imported at the first count, in a process that has it. Anywhere else (the CLI,
+``esfis mcp``, the tests' services) every call here does nothing.
+
+What the labels hold, and what they never hold: route templates (``/v1/memories/{id}``, never a
+path), methods, statuses, error codes, recall stages, upkeep tasks. No memory text, query, id,
+token, address or space name is ever a label, so a scrape shows how the server is used, not by
+whom nor on what.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+DIR = "PROMETHEUS_MULTIPROC_DIR"
+STAGES = ("embedding", "search", "fusion")
+
+_made: dict[str, Any] | None = None
+_off = False
+
+
+def _metrics() -> dict[str, Any] | None:
+    global _made, _off
+    if _made is not None or _off:
+        return _made
+    if not os.environ.get(DIR):
+        _off = True
+        return None
+    from prometheus_client import Counter, Histogram  # multiprocess: the library reads DIR on import
+
+    _made = {
+        "requests": Counter("esfis_http_requests", "HTTP requests answered", ["method", "route", "status"]),
+        "latency": Histogram(
+            "esfis_http_request_duration_seconds",
+            "time to answer an HTTP request",
+            ["method", "route"],
+            buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        ),
+        "stages": Histogram(
+            "esfis_recall_stage_seconds",
+            "time in each stage of a recall",
+            ["stage"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        ),
+        "imported": Counter("esfis_import_rows", "rows an import wrote, skipped or refused", ["outcome"]),
+        "refusals": Counter("esfis_refusals", "calls answered with an esfis error, by its code", ["code"]),
+        "upkeep": Counter("esfis_upkeep_runs", "rounds of the server's upkeep", ["task"]),
+    }
+    return _made
+
+
+def count_request(method: str, route: str, status: int, seconds: float) -> None:
+    made = _metrics()
+    if made is not None:
+        made["requests"].labels(method, route, str(status)).inc()
+        made["latency"].labels(method, route).observe(seconds)
+
+
+def time_stage(stage: str, seconds: float) -> None:
+    made = _metrics()
+    if made is not None:
+        made["stages"].labels(stage).observe(seconds)
+
+
+def count_import(imported: int, skipped: int, failed: int) -> None:
+    made = _metrics()
+    if made is not None:
+        for outcome, rows in (("imported", imported), ("skipped", skipped), ("failed", failed)):
+            if rows:
+                made["imported"].labels(outcome).inc(rows)
+
+
+def count_refusal(code: str) -> None:
+    made = _metrics()
+    if made is not None:
+        made["refusals"].labels(code).inc()
+
+
+def count_upkeep(task: str) -> None:
+    made = _metrics()
+    if made is not None:
+        made["upkeep"].labels(task).inc()
