@@ -6,7 +6,7 @@ through the façade), answered 429 with ``Retry-After``.
 | --- | --- | --- | --- |
 | per token | requests of one token to ``/v1`` and ``/mcp`` | 1200/minute | ``ESFIS_RATE_TOKEN`` |
 | per address | requests from one address to ``/v1`` and ``/mcp``, tokens or none | 2400/minute | ``ESFIS_RATE_ADDRESS`` |
-| runs | run tokens one token opens (``POST /v1/runs``) | 60/minute | ``ESFIS_RATE_RUNS`` |
+| runs | run tokens one token opens (``POST /v1/runs``) | 600/minute | ``ESFIS_RATE_RUNS`` |
 | OAuth | requests from one address to ``/register``, ``/authorize``, ``/token``, ``/revoke`` | 60/minute | ``ESFIS_RATE_OAUTH`` |
 | sign-in | failed operator sign-ins from one address (the settings pages, the OAuth consent) | 10/15minutes | ``ESFIS_RATE_SIGN_IN`` |
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 DEFAULTS = {
     "token": "1200/minute",
     "address": "2400/minute",
-    "runs": "60/minute",
+    "runs": "600/minute",
     "oauth": "60/minute",
     "sign_in": "10/15minutes",
 }

@@ -1,8 +1,10 @@
 """MCP hosts whose user never answers: ``python silent_hosts.py URL TEXT TOKEN…``. Each token
-opens a session over streamable HTTP, recalls (so its run carries the platform's data) and
-calls ``remember(personal=true)``; the host shows the prompt and waits for ever. Prints
-``asked N`` once every host has been asked, then waits until it is killed. A process of its own,
-so the test that starts it can kill it, whatever its clients do once the server is gone."""
+connects over streamable HTTP, recalls (so its run carries the platform's data) and calls
+``remember(personal=true)``; were the host asked, it would show the prompt and wait for ever.
+Prints ``asked N`` once every host has been asked, or ``held N`` once every call came back held
+for the operator (over HTTP, with no session, nobody is asked), then waits until it is killed.
+A process of its own, so the test that starts it can kill it, whatever its clients do once the
+server is gone."""
 
 from __future__ import annotations
 
@@ -42,6 +44,10 @@ async def main(url: str, text: str, tokens: list[str]) -> None:
             await stack.enter_async_context(client)
             await client.call_tool("recall", {"query": "staging database password"})
             calls.append(asyncio.create_task(client.call_tool("remember", {"text": text, "personal": True})))
+        done, _ = await asyncio.wait(calls, timeout=60)
+        held = [c for c in done if (c.result().structured_content or {}).get("approval")]
+        if len(held) == len(tokens):
+            print(f"held {len(held)}", flush=True)
         await never.wait()
 
 

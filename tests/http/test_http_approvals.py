@@ -122,10 +122,12 @@ def test_a_hundred_held_calls_of_one_token_leave_other_recalls_as_fast(platform,
     harness.close()
 
 
-def test_forty_prompts_nobody_answers_freeze_nothing_and_sigterm_still_stops(tmp_path: Path):
-    """The review's freeze: tokens whose host's prompts count (``--approvals host``) call a tool
-    that needs a person, and the host never answers. Each waits on the event loop, not in a
-    thread: others recall, the sign-in page answers, and SIGTERM stops the server in seconds."""
+def test_forty_calls_that_need_a_person_freeze_nothing_and_sigterm_still_stops(tmp_path: Path):
+    """The review's freeze: forty tokens whose host's prompts would count (``--approvals host``)
+    call a tool that needs a person, from hosts that would never answer. Over HTTP nothing waits
+    for them: with no session, each call is held for the operator at once, so others recall,
+    the sign-in page answers, and SIGTERM stops the server in seconds. (Over stdio a prompt is
+    awaited on the event loop: tests/mcp.)"""
     work = tmp_path / "work"
     (work / "acme" / "platform").mkdir(parents=True)
     server = start_server(tmp_path / "home", work, ESFIS_APPROVAL_WAIT_S="600")
@@ -138,12 +140,14 @@ def test_forty_prompts_nobody_answers_freeze_nothing_and_sigterm_still_stops(tmp
         hosts = subprocess.Popen(
             [sys.executable, str(SILENT_HOSTS), server.url, LEAK, *tokens], stdout=subprocess.PIPE, text=True
         )
-        assert hosts.stdout is not None and hosts.stdout.readline().strip() == "asked 40"
+        assert hosts.stdout is not None and hosts.stdout.readline().strip() == "held 40"
+        operator = server.client(server.token("--operator"))
+        assert len(operator.get("/v1/approvals").json()["approvals"]) == 40
         with server.client(server.agent_token(ai="bystander")) as bystander:
             recalls = [recall_ms(bystander, f"anything {i}", "acme") for i in range(10)]
         signin = httpx.get(f"{server.url}/settings/", timeout=5)
         assert signin.status_code < 500
-        assert hosts.poll() is None  # its forty calls still wait for their person
+        assert hosts.poll() is None
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(20)
