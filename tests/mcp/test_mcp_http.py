@@ -69,11 +69,12 @@ async def session(
     query: str = "",
     person: Person | None = None,
     name: str = "Claude Code",
+    mode: str = "legacy",
 ) -> Client:
     http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60))
     client = Client(
         streamable_http_client(f"{server.url}/mcp{query}", http_client=http),
-        mode="legacy",
+        mode=mode,
         client_info=Implementation(name=name, version="1.0"),
         elicitation_callback=person,
     )
@@ -111,6 +112,36 @@ async def test_auth0_and_clerk_stay_apart_across_sessions_of_scoped_tokens(serve
         assert written["space"] == "acme"
     delivery = served.cli("deliveries", "--last", "1", "--json")
     assert '"transport": "mcp"' in delivery.stdout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+async def test_the_sessionless_revision_is_served_with_the_same_isolation_and_barrier(served, mode):
+    """2026-07-28: no initialize, every request self-contained; "auto" discovers it."""
+    sent: list[str] = []
+
+    async def version(request: httpx2.Request) -> None:
+        sent.append(request.headers.get("mcp-protocol-version", ""))
+
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {served.agent_token(space='acme')}"},
+                timeout=60,
+                event_hooks={"request": [version]},
+            )
+        )
+        on_acme = await stack.enter_async_context(
+            Client(streamable_http_client(f"{served.url}/mcp", http_client=http), mode=mode)
+        )
+        found = texts(await ok(on_acme, "recall", query="how does login work?"))
+        assert AUTH0 in found and CLERK not in found
+        assert sent[-1] == "2026-07-28"
+        client = await session(stack, served, served.agent_token(), query="?space=acme/platform", mode=mode)
+        assert texts(await ok(client, "recall", query="staging database password"))[0] == SECRET
+        held = await ok(client, "remember", text=LEAK + f" ({mode})", personal=True)
+        assert held["id"] is None and held["approval"]["status"] == "pending"
+        await ok(client, "forget", id=held["approval"]["id"])
 
 
 @pytest.mark.anyio
