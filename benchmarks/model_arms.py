@@ -11,7 +11,8 @@ Texts are embedded once per arm and cached (``benchmarks.longmemeval.embed_cache
     python -m benchmarks.model_arms --data sample --levels turn --arms minilm,embeddinggemma \\
         --out benchmarks/results/partial/evidence-models-COMMIT.json
 
-Full mode of ``benchmarks/test_evidence_recall.py`` runs every arm on the whole S split.
+Full mode of ``benchmarks/test_evidence_recall.py`` runs the default arm on the whole S split, and
+the others ``ESFIS_BENCH_MODELS`` names (``chosen_arms``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,20 @@ ARMS = {
         _gemma_int8,
     ),
 }
+
+DEFAULT_ARM = "minilm"
+MODELS_VARIABLE = "ESFIS_BENCH_MODELS"
+
+
+def chosen_arms() -> list[str]:
+    """The default model's arm, and the others ``ESFIS_BENCH_MODELS`` names (comma-separated):
+    another model's arms take more than a day on two cores in full mode, so a run measures them
+    only when asked. The default model is always measured."""
+    named = [a.strip() for a in os.environ.get(MODELS_VARIABLE, "").split(",") if a.strip()]
+    unknown = [a for a in named if a not in ARMS]
+    if unknown:
+        raise ValueError(f"{MODELS_VARIABLE} names no arm {', '.join(unknown)}: the arms are {', '.join(ARMS)}")
+    return [DEFAULT_ARM, *[a for a in named if a != DEFAULT_ARM]]
 
 
 def quantized(model_path: Path) -> tuple[GraphSpec, Path]:

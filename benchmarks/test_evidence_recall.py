@@ -27,7 +27,7 @@ from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
 from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
-from benchmarks.model_arms import ARMS
+from benchmarks.model_arms import chosen_arms
 from benchmarks.model_arms import markdown as models_markdown
 from benchmarks.model_arms import run as run_arms
 from indexing.embedder import load_embedder
@@ -195,7 +195,7 @@ def write_results(granularity: str, result: dict) -> None:
 # Embedding models side by side (benchmarks/model_arms.py): every arm in full mode, on the whole
 # S split; the default model alone in quick mode, so the default test run never fetches or loads
 # EmbeddingGemma.
-MODEL_ARMS = list(ARMS) if FULL else ["minilm"]
+MODEL_ARMS = chosen_arms()  # the default model; others when ESFIS_BENCH_MODELS names them
 
 
 @pytest.mark.parametrize("arm", MODEL_ARMS)

@@ -1,8 +1,9 @@
 """What another embedding model costs around the recall itself: ``esfis reindex`` time, and HTTP
 recall through a real ``esfis serve`` whose model embeds each query.
 
-Per model arm (``benchmarks/model_arms.py``): every arm in full mode, the default model alone in
-quick mode; ``ESFIS_BENCH_MODEL_ARMS=embeddinggemma`` picks arms (a partial run).
+Per model arm (``benchmarks/model_arms.py``): the default model, and the arms
+``ESFIS_BENCH_MODELS=embeddinggemma,…`` adds (another model's arms take more than a day on two
+cores in full mode); ``ESFIS_BENCH_MODEL_ARMS=embeddinggemma`` measures only those (a partial run).
 
 - **Reindex**: a store of real LongMemEval user turns (``ESFIS_BENCH_REINDEX_ROWS``, 100,000 in
   full mode) made by another model, moved to the arm's model by ``reindex_store``, the
@@ -26,7 +27,7 @@ from benchmarks.arms import NOW, ScopeFirst
 from benchmarks.conftest import FULL
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
-from benchmarks.model_arms import ARMS
+from benchmarks.model_arms import ARMS, chosen_arms
 from benchmarks.synthetic import build_store
 from indexing.testing import HashingEmbedder
 from server.facade import open_service, reindex_store
@@ -35,7 +36,7 @@ from server.settings import Settings
 from tests.http.conftest import start_server, stop_server
 
 CHOSEN = os.environ.get("ESFIS_BENCH_MODEL_ARMS")
-MODEL_ARMS = CHOSEN.split(",") if CHOSEN else (list(ARMS) if FULL else ["minilm"])
+MODEL_ARMS = CHOSEN.split(",") if CHOSEN else chosen_arms()
 REINDEX_ROWS = int(os.environ.get("ESFIS_BENCH_REINDEX_ROWS") or (100_000 if FULL else 300))
 HTTP_SIZE, HTTP_SCOPE = (100_000, ("1p-10k", (10_000, 1))) if FULL else (10_000, ("1p-2k", (2_000, 1)))
 QUERIES = 200 if FULL else 20
