@@ -20,6 +20,7 @@ from datetime import datetime
 
 import numpy as np
 
+from indexing import failpoints
 from indexing.errors import IndexingError
 from indexing.rows import OPEN_END
 from server.bulk.journal import Journal, batch_lock
@@ -42,6 +43,7 @@ class Prepared:
     batches: list[MemoryBatch]
     rows: int  # rows of the batch that reached this point (repeats included)
     mark: int  # the catalog's last memory rowid before the rows were checked
+    create: tuple[str, ...] = ()  # spaces the rows name that do not exist yet (--create-spaces)
 
 
 class Stopped(Exception):
@@ -90,10 +92,12 @@ class Preparer:
         ai: str,
         clock: Callable[[], datetime],
         stop: threading.Event,
+        create_spaces: bool = False,
     ) -> None:
         self.stop = stop
         self.book = book
         self.registry = registry
+        self.create_spaces = create_spaces
         self.embed = embed
         self.ai = ai
         self.clock = clock
@@ -111,10 +115,14 @@ class Preparer:
                 failures.append((item.line, item.reason))
             else:
                 groups.setdefault(item.space, []).append(item)
-        for space in list(groups):
-            if space is not None and not self.registry.exists(space):
-                reason = f"no space named {space!r}; an import never creates spaces (esfis space add)"
-                failures.extend((row.line, reason) for row in groups.pop(space))
+        named = [s for s in groups if s is not None]
+        known = self.registry.known(named)  # one read per thousand spaces, however thin the spread
+        unknown = tuple(s for s in named if s not in known)
+        if not self.create_spaces:
+            for missing in unknown:
+                reason = f"no space named {missing!r}; give --create-spaces to create it, or esfis space add"
+                failures.extend((row.line, reason) for row in groups.pop(missing))
+            unknown = ()
         self.failures.add(failures)
         rows = sum(map(len, groups.values()))
         mark = self.book.last_rowid()
@@ -126,7 +134,7 @@ class Preparer:
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
         # Built here, not by the writer: its thread is the import's narrowest stage.
         batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
-        return Prepared(batches, rows, mark)
+        return Prepared(batches, rows, mark, unknown)
 
     def _vectors(self, rows: list[Row]) -> tuple[np.ndarray, dict[str, int]]:
         """A vector for each distinct text of the rows that came without one, and each digest's
@@ -190,9 +198,19 @@ IMPORT_TURN = "~imports"  # no partition key starts with "~": the imports' own t
 class Writer:
     """Step two: under the import lock, check again what is present, then write the rest."""
 
-    def __init__(self, book: MemoryBook, *, journal: Journal, vectors_in: Executor, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        book: MemoryBook,
+        *,
+        journal: Journal,
+        vectors_in: Executor,
+        stop: threading.Event,
+        registry: Registry | None = None,
+    ) -> None:
         self.stop = stop
         self.book = book
+        self.registry = registry  # where it creates the spaces a batch names (--create-spaces)
+        self.created: list[str] = []  # every space this import created, in order
         self.journal = journal
         self.vectors_in = vectors_in
         self.imported = self.skipped = 0
@@ -208,6 +226,12 @@ class Writer:
                 b.select(self.book.absent(b.space, b.keys, b.digests, since=prepared.mark)) for b in prepared.batches
             ]
             batches = [b for b in batches if len(b)]
+            if prepared.create and self.registry is not None:
+                # Before the batch's rows, in a transaction of its own: a space created by a batch
+                # killed before its rows is an empty space the resumed import finds and fills.
+                created, _ = self.registry.add_many(prepared.create)
+                self.created.extend(created)
+                failpoints.hit("import:after-spaces")
             self.journal.pending({partition_key(b.space): b.ids for b in batches})
             for batch in batches:
                 self.book.write_batch(batch, vectors_in=self.vectors_in)

@@ -2,7 +2,9 @@
 
 A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "vector"?}``
 (``server.bulk.rows`` checks each). No space means personal; a space that does not exist is
-that row's error, because an import never creates spaces. ``valid_from`` defaults to now and
+that row's error, unless the import was asked to create spaces (``create_spaces``: then each
+batch creates the spaces it names, checked as ``space add`` checks them, before its rows, and
+the report lists every one). ``valid_from`` defaults to now and
 ``valid_until`` must come after it (a past interval is allowed: migrations carry history).
 
 What is promised:
@@ -87,14 +89,16 @@ class ImportReport:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason), first ERRORS_KEPT
     seconds: float = 0.0
     rate: float = 0.0  # rows (imported, skipped and failed) per second
+    created_spaces: tuple[str, ...] = ()  # with create_spaces: every space the import created
 
     @property
     def rows(self) -> int:
         return self.imported + self.skipped + self.failed
 
     def summary(self) -> str:
+        created = f", created {len(self.created_spaces)} spaces" if self.created_spaces else ""
         return (
-            f"imported {self.imported}, skipped {self.skipped}, failed {self.failed} "
+            f"imported {self.imported}, skipped {self.skipped}, failed {self.failed}{created} "
             f"in {self.seconds:.1f} s ({self.rate:.0f} rows/s)"
         )
 
@@ -128,8 +132,10 @@ def import_stream(
     ai: str = "import",
     batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
+    create_spaces: bool = False,
 ) -> ImportReport:
-    """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed."""
+    """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed;
+    ``create_spaces``: a row naming a space that does not exist creates it (else the row fails)."""
     dimension = parts.store.dimension
 
     def parsed() -> Iterator[Row | RowError | None]:
@@ -138,7 +144,7 @@ def import_stream(
                 now = parts.clock()  # "now" for rows without valid_from; read every 256 rows
             yield parse_line(number, raw, now=now, dimension=dimension)
 
-    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
+    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress, create_spaces=create_spaces).run(parsed())
 
 
 def import_records(
@@ -148,6 +154,7 @@ def import_records(
     ai: str = "import",
     batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
+    create_spaces: bool = False,
 ) -> ImportReport:
     """Import rows already split into fields, as ``(row number, fields)`` (Parquet)."""
     dimension = parts.store.dimension
@@ -158,7 +165,7 @@ def import_records(
                 now = parts.clock()
             yield check_row(number, fields, now=now, dimension=dimension)
 
-    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress).run(parsed())
+    return _Importer(parts, ai=ai, batch_size=batch_size, progress=progress, create_spaces=create_spaces).run(parsed())
 
 
 class _Importer:
@@ -166,8 +173,17 @@ class _Importer:
     worker thread and written in another, so parsing, embedding and writing overlap. The
     embedder and the stores release the GIL while they work."""
 
-    def __init__(self, parts: Stores, *, ai: str, batch_size: int, progress: Callable[[int], None] | None) -> None:
+    def __init__(
+        self,
+        parts: Stores,
+        *,
+        ai: str,
+        batch_size: int,
+        progress: Callable[[int], None] | None,
+        create_spaces: bool = False,
+    ) -> None:
         validate_ai(ai)
+        self.create_spaces = create_spaces
         check_batch_size(batch_size)
         self.parts = parts
         self.ai = ai
@@ -208,8 +224,15 @@ class _Importer:
                 ai=self.ai,
                 clock=parts.clock,
                 stop=stop,
+                create_spaces=self.create_spaces,
             )
-            writer = Writer(MemoryBook(writes, parts.store), journal=journal, vectors_in=vectors, stop=stop)
+            writer = Writer(
+                MemoryBook(writes, parts.store),
+                journal=journal,
+                vectors_in=vectors,
+                stop=stop,
+                registry=Registry(writes, parts.clock),
+            )
 
             def submit(batch: list[Row | RowError], consumed: int) -> None:
                 prepared = preparing.submit(preparer, batch)
@@ -254,6 +277,7 @@ class _Importer:
             failures.kept,
             round(seconds, 3),
             rows / seconds if seconds else 0.0,
+            tuple(writer.created),
         )
 
     @staticmethod

@@ -63,6 +63,11 @@ def _summarise(report: _Report, kept: str) -> None:
     ),
     arg("--format", choices=["jsonl", "parquet"], help="default: from the file's extension"),
     arg("--restore", action="store_true", help="FILE is an esfis export: keep its ids, labels and validity"),
+    arg(
+        "--create-spaces",
+        action="store_true",
+        help="create the spaces rows name that do not exist yet (each is listed); without it such a row fails",
+    ),
 )
 def import_(args: Namespace) -> None:
     """A progress bar on a terminal, errors by line, then the summary."""
@@ -83,11 +88,20 @@ def import_(args: Namespace) -> None:
                 bar.total = total
 
             report = service.operator.import_parquet(
-                source, ai=ai, batch_size=args.batch_size, progress=bar.update, sized=sized
+                source,
+                ai=ai,
+                batch_size=args.batch_size,
+                progress=bar.update,
+                sized=sized,
+                create_spaces=args.create_spaces,
             )
         else:
             with open(source, "rb") if source != "-" else nullcontext(sys.stdin.buffer) as lines:
-                report = service.operator.import_jsonl(lines, ai=ai, batch_size=args.batch_size, progress=bar.update)
+                report = service.operator.import_jsonl(
+                    lines, ai=ai, batch_size=args.batch_size, progress=bar.update, create_spaces=args.create_spaces
+                )
+    for name in report.created_spaces:  # no space is created silently
+        print(f"created space {name}", file=sys.stderr)
     _summarise(report, "imported")
 
 

@@ -3,7 +3,9 @@ the delivery log and its ``--why``, and the HTTP tokens."""
 
 from __future__ import annotations
 
+import sys
 from argparse import Namespace
+from pathlib import Path
 from typing import Literal
 
 from server import render
@@ -49,14 +51,42 @@ group("space", "add, list and remove spaces")
 
 @command(
     "space add",
-    "register FOLDER to a space (created if new)",
-    arg("folder"),
+    "register FOLDER to a space (created if new), or create the spaces a file names",
+    arg("folder", nargs="?"),
     arg("--name", help="the space's name (default: the folder's base name, under its enclosing space)"),
+    arg(
+        "--from",
+        dest="names_file",
+        metavar="FILE",
+        help="create the spaces named in FILE, one per line (# comments and blank lines skipped; - reads stdin)",
+    ),
 )
 def space_add(args: Namespace) -> None:
+    if (args.folder is None) == (args.names_file is None):
+        raise InvalidInput("give a FOLDER or --from FILE (exactly one)", field="folder")
+    if args.names_file is not None:
+        if args.name is not None:
+            raise InvalidInput("--name names one folder's space; a file names its own", field="name")
+        names = _names_in(args.names_file)
+        with open_service() as service:
+            created, existing = service.operator.create_spaces(names)
+        for name in created:  # every space created is said: none is made silently
+            print(name)
+        print(f"created {len(created)} spaces; {len(existing)} existed already", file=sys.stderr)
+        return
     with open_service() as service:
         space = service.operator.add_space(args.folder, args.name)
     print(space.name)
+
+
+def _names_in(path: str) -> list[str]:
+    """Space names, one per line, from a file (or stdin for ``-``); the façade checks every
+    name before it makes any."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read the space names from {path}: {exc}", field="from") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
 @command("space list", "list spaces, their folders and memory counts", arg("--json", action="store_true"))

@@ -54,6 +54,11 @@ class Operator:
     def create_space(self, name: str, folders: list[str] | None = None) -> Space:
         return self._parts.registry.add_named(name, folders)
 
+    def create_spaces(self, names: list[str]) -> tuple[list[str], list[str]]:
+        """Many spaces by name at once (``esfis space add --from FILE``): the created ones and
+        those that existed; one refused name creates none."""
+        return self._parts.registry.add_many(names)
+
     def spaces(self) -> list[Space]:
         return self._parts.registry.list()
 
@@ -264,6 +269,7 @@ class Operator:
         ai: str = "import",
         batch_size: int | None = None,
         progress: Callable[[int], None] | None = None,
+        create_spaces: bool = False,
     ) -> ImportReport:
         """Import JSON Lines from a binary stream (see ``server.bulk.importer``): bad rows reported by
         line, the rest imported, re-runs add nothing. A line over the limit is that line's error."""
@@ -276,6 +282,7 @@ class Operator:
             ai=ai,
             batch_size=DEFAULT_BATCH if batch_size is None else batch_size,
             progress=progress,
+            create_spaces=create_spaces,
         )
 
     def import_parquet(
@@ -286,6 +293,7 @@ class Operator:
         batch_size: int | None = None,
         progress: Callable[[int], None] | None = None,
         sized: Callable[[int], None] | None = None,
+        create_spaces: bool = False,
     ) -> ImportReport:
         """Import a Parquet file; ``sized(rows)`` is told its row count before the first batch."""
         from server.bulk.importer import check_batch_size, import_records
@@ -295,7 +303,9 @@ class Operator:
         total, records = parquet_rows(Path(path), batch_size=batch)
         if sized is not None:
             sized(total)
-        return import_records(self._parts, records, ai=ai, batch_size=batch, progress=progress)
+        return import_records(
+            self._parts, records, ai=ai, batch_size=batch, progress=progress, create_spaces=create_spaces
+        )
 
     def import_restore(self, stream: BinaryIO, *, progress: Callable[[int], None] | None = None) -> RestoreImportReport:
         """Restore the rows of an ``esfis export`` (``server.bulk.export``): ids, writers, times and

@@ -264,6 +264,9 @@ async def import_lines(
     request: Request,
     _: OperatorToken,
     ai: Annotated[Text, Query(description="the AI recorded as writer")] = "import",
+    create_spaces: Annotated[
+        bool, Query(description="create the spaces rows name that do not exist yet (each listed in the answer)")
+    ] = False,
 ) -> dict[str, Any]:
     """Bulk import, streamed in batches; bad rows are reported by line and the rest go on, and a
     re-run adds nothing twice. Answers the report."""
@@ -278,7 +281,7 @@ async def import_lines(
 
     def run() -> Any:
         body = io.BufferedReader(_BodyReader(lambda: anyio.from_thread.run(next_chunk)), 64 * 1024)
-        return service.operator.import_jsonl(body, ai=ai)
+        return service.operator.import_jsonl(body, ai=ai, create_spaces=create_spaces)
 
     report = await anyio.to_thread.run_sync(run)
     return {
@@ -287,6 +290,7 @@ async def import_lines(
         "failed": report.failed,
         "errors": [{"line": line, "reason": reason} for line, reason in report.errors],
         "seconds": report.seconds,
+        "created_spaces": list(report.created_spaces),
     }
 
 

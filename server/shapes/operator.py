@@ -343,6 +343,7 @@ class ImportOut(Shape):
     failed: int
     errors: list[ImportErrorOut] = Field(description=f"the first {ERRORS_KEPT}, by line number")
     seconds: float
+    created_spaces: list[str] = Field(default_factory=list, description="with create_spaces: every space it created")
 
 
 class BackupOut(Shape):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -78,6 +79,47 @@ class Registry:
                 _claim_folder(tx, path, name)
                 tx.execute("INSERT INTO folders (path, space) VALUES (?, ?)", (str(path), name))
         return self.get(name)
+
+    def known(self, names: Iterable[str]) -> set[str]:
+        """Which of ``names`` are registered, in one read per thousand."""
+        wanted = list(dict.fromkeys(names))
+        found: set[str] = set()
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            rows = self.catalog.all(
+                f"SELECT name FROM spaces WHERE name IN ({', '.join('?' * len(chunk))})", tuple(chunk)
+            )
+            found.update(r["name"] for r in rows)
+        return found
+
+    def add_many(self, names: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Create every space of ``names`` that is not registered, in one transaction: the
+        created ones, and those that existed, each in the order given. Every name is checked
+        first, as ``space add`` checks one; one refused name creates nothing (``InvalidSpaceName``
+        says which)."""
+        wanted = list(dict.fromkeys(names))
+        for name in wanted:
+            validate_space_name(name, field="name")
+        at = to_micros(self.clock())
+        with self.catalog.transaction() as tx:
+            present: set[str] = set()
+            for start in range(0, len(wanted), CHUNK):
+                chunk = wanted[start : start + CHUNK]
+                rows = tx.all(f"SELECT name FROM spaces WHERE name IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+                present.update(r["name"] for r in rows)
+            created = [n for n in wanted if n not in present]
+            tx.executemany(
+                "INSERT INTO spaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", [(n, at) for n in created]
+            )
+            # A new space inherits no token (as _insert_space): one left active for its name is revoked.
+            for start in range(0, len(created), CHUNK):
+                chunk = created[start : start + CHUNK]
+                tx.execute(
+                    f"UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IN "
+                    f"({', '.join('?' * len(chunk))})",
+                    (at, *chunk),
+                )
+        return created, [n for n in wanted if n in present]
 
     def get(self, name: str) -> Space:
         row = self.catalog.one("SELECT name, created_at FROM spaces WHERE name = ?", (name,))
@@ -174,6 +216,9 @@ def _claim_folder(tx, path: Path, name: str) -> None:
     row = tx.one("SELECT space FROM folders WHERE path = ?", (str(path),))
     if row is not None and row["space"] != name:
         raise SpaceExists(f"folder {str(path)!r} already belongs to space {row['space']!r}")
+
+
+CHUNK = 900  # names per IN (...): under SQLite's bound of 999 parameters
 
 
 def _insert_space(tx, name: str, at: datetime) -> bool:
