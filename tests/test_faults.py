@@ -295,7 +295,7 @@ def test_import_killed_mid_way_reruns_to_each_row_once(home, acme, tmp_path, fai
         svc.close()
 
 
-@pytest.mark.parametrize("failpoint", ["import:after-spaces@2", "write:after-vectors@7", "write:after-commit@7"])
+@pytest.mark.parametrize("failpoint", ["import:after-spaces@2", "write:after-vectors@3", "write:after-commit@3"])
 def test_a_thin_spread_import_that_creates_its_spaces_killed_at_each_stage_reruns_to_each_row_once(
     home, acme, tmp_path, failpoint
 ):

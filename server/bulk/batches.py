@@ -233,8 +233,10 @@ class Writer:
                 self.created.extend(created)
                 failpoints.hit("import:after-spaces")
             self.journal.pending({partition_key(b.space): b.ids for b in batches})
+            # One catalog transaction for the batch, however many spaces it spans: a partition
+            # costs its own write (side by side on the vectors' threads), never a commit of its own.
+            self.book.write_many(batches, vectors_in=self.vectors_in)
             for batch in batches:
-                self.book.write_batch(batch, vectors_in=self.vectors_in)
                 self.imported += len(batch)
                 self.partitions.add(partition_key(batch.space))
             self.journal.committed()

@@ -20,10 +20,10 @@ What is promised:
   skipped. The last check runs under a lock with the write, against the rows written since the
   first check, so the batches in flight beside each other, and two imports of the same file at
   once, still add each row once.
-- **Kill and re-run.** Each batch is written per space, vectors first, then the catalog in one
-  transaction (the vectors are written while the catalog rows are inserted, and the transaction
-  commits only once they are on disk); what is committed stays, the rest is redone by the
-  re-run. A kill between the two leaves vectors no catalog entry names: recall ignores them, and
+- **Kill and re-run.** Each batch's vectors go into each of its spaces' partitions (side by
+  side, ``PARTITION_WRITERS`` at once), and its catalog rows, for every space, in one
+  transaction that commits only once all those vectors are on disk; what is committed stays,
+  the rest is redone by the re-run. A kill between the two leaves vectors no catalog entry names: recall ignores them, and
   the next import purges them (``server.bulk.journal``).
 - **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
   worker thread and written in another, so parsing, embedding and writing run at once (the
@@ -101,6 +101,11 @@ class ImportReport:
             f"imported {self.imported}, skipped {self.skipped}, failed {self.failed}{created} "
             f"in {self.seconds:.1f} s ({self.rate:.0f} rows/s)"
         )
+
+
+# Partitions a batch writes side by side: LanceDB's writes wait on the disk more than on a core,
+# so a thin spread (many spaces, a few rows each) gains from more than the machine's cores.
+PARTITION_WRITERS = 8
 
 
 class Stores(Protocol):
@@ -212,7 +217,11 @@ class _Importer:
             # Entered in this order so they stop in the reverse one: the writer first (it may
             # still be waiting on a batch's vectors), the vectors' thread last.
             vectors, preparing, writing = (
-                cleanup.enter_context(ThreadPoolExecutor(1, thread_name_prefix=f"esfis-import-{name}"))
+                cleanup.enter_context(
+                    ThreadPoolExecutor(
+                        PARTITION_WRITERS if name == "vectors" else 1, thread_name_prefix=f"esfis-import-{name}"
+                    )
+                )
                 for name in ("vectors", "prepare", "write")
             )
             cleanup.callback(self._abandon, in_flight, stop)
