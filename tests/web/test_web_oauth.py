@@ -21,7 +21,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from pydantic import AnyUrl
 
 from tests.http.conftest import free_port
-from tests.web.web_support import DESKTOP, save_shot
+from tests.web.web_support import DESKTOP, at, save_shot, signed_in
 
 AUTH0 = "Acme authentication uses Auth0"
 CLERK = "Globex authentication uses Clerk"
@@ -139,3 +139,9 @@ def test_the_python_sdk_connects_after_the_operator_consents_in_a_browser(spaces
     listed = json.loads(web.cli("token", "list", "--json").stdout)["tokens"]
     mine = [t for t in listed if t["client"] == "Python host" and t["revoked_at"] is None]
     assert [(t["ai"], t["space"], t["kind"]) for t in mine] == [("claude-ai", "acme", "agent")]
+    page = signed_in(web, web.tokens["operator"])  # Settings › Tokens names the client
+    try:
+        tokens = page.get(at(web, "tokens")).text
+        assert "connected by OAuth:</span> Python host" in tokens and mine[0]["id"] in tokens
+    finally:
+        page.close()
