@@ -178,6 +178,14 @@ TARGETS: dict[str, Target] = {
         source="benchmarks/test_import_throughput.py",
         full_only=True,
     ),
+    "import.spread_rows_per_s": Target(
+        "bulk import without the model, whatever the spread (1,000 to 100,000 spaces)",
+        ">=",
+        20_000,
+        "rows/s",
+        source="benchmarks/test_import_throughput.py",
+        full_only=True,
+    ),
     # benchmarks/test_mcp_startup.py
     "mcp.median_s": Target("MCP launch → tools/list, median", "<=", 1, "s", source="benchmarks/test_mcp_startup.py"),
     # benchmarks/test_http_load.py

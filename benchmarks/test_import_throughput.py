@@ -112,3 +112,56 @@ def test_import_write_path(benchmark, tmp_path: Path, rows: int, batch_size: int
     )
     assert (report.imported, report.skipped, report.failed) == (rows, 0, 0)
     assert (again.imported, again.skipped) == (0, min(rows, 20_000))
+
+
+# The spread: as many rows, over more and more spaces (a product's tenants, a handful of memories
+# each). Full mode: 500k rows over 1,000, 20,000 and 100,000 spaces; quick mode a small spread.
+SPREADS = [(500_000, 1_000), (500_000, 20_000), (500_000, 100_000)] if FULL else [(4_000, 400)]
+
+
+def spread_lines(rows: int, spaces: int) -> list[str]:
+    return [
+        json.dumps({"text": f"tenant {i % spaces} note {i}", "space": f"tenant-{i % spaces:06d}", "key": f"k{i}"})
+        for i in range(rows)
+    ]
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+@pytest.mark.parametrize(("rows", "spaces"), SPREADS, ids=[f"{r}-over-{s}" for r, s in SPREADS])
+def test_import_however_thin_the_spread(benchmark, tmp_path: Path, rows: int, spaces: int):
+    """Rows spread over new spaces, created by the import (``create_spaces``), each space its own
+    partition: rows/s and partitions/s, the process's peak RSS, and the first recall after."""
+    import lancedb  # noqa: F401  (its import is no part of the rate)
+
+    data = spread_lines(rows, spaces)
+    service = open_service(Settings(home=tmp_path / "home", model=None), embedder=PoolEmbedder())
+    try:
+        rss_before = peak_rss_mb()
+        started = time.perf_counter()
+        report = benchmark.pedantic(
+            lambda: import_stream(service._parts, data, create_spaces=True), rounds=1, iterations=1
+        )
+        seconds = time.perf_counter() - started
+        caller = service.caller("bench", space=f"tenant-{spaces // 2:06d}")
+        began = time.perf_counter()
+        found = service.recall(caller, "tenant note", query_vector=PoolEmbedder().pool[1])
+        first_recall_ms = (time.perf_counter() - began) * 1000
+    finally:
+        service.close()
+    benchmark.extra_info.update(
+        {
+            "rows": rows,
+            "spaces": spaces,
+            "rows_per_s": round(rows / seconds),
+            "partitions_per_s": round(spaces / seconds),
+            "peak_rss_mb": peak_rss_mb(),
+            "rss_growth_mb": round(peak_rss_mb() - rss_before, 1),
+            "first_recall_ms": round(first_recall_ms, 1),
+            "target_rows_per_s": 20_000,
+        }
+    )
+    assert (report.imported, report.failed, len(report.created_spaces)) == (rows, 0, spaces)
+    assert found.memories and all(m.space == f"tenant-{spaces // 2:06d}" for m in found.memories)
