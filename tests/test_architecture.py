@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from indexing.embedding.testing import HashingEmbedder
 from indexing.errors import StoreMismatch
-from indexing.store import VectorStore
-from indexing.testing import HashingEmbedder
+from indexing.partitions.store import VectorStore
 from server.errors import StoreUnavailable
 from server.facade import open_service
 from tests.catalogs import settings_for

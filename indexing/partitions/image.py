@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from indexing import failpoints
-from indexing.ann import (
+from indexing.relevance.ann import (
     CALIBRATION_QUERIES,
     IvfLists,
     TopTen,
@@ -47,8 +47,8 @@ from indexing.ann import (
     train,
     training_sample,
 )
-from indexing.fusion import SPREAD_SAMPLE
-from indexing.lexical import LexicalIndex
+from indexing.relevance.fusion import SPREAD_SAMPLE
+from indexing.relevance.lexical import LexicalIndex
 
 IMAGE_FORMAT = 4  # 2: the lexical index is part of the image; 3: its terms sorted, found by binary search;
 #                  4: a contiguous sample of vectors for the cosine's spread
@@ -161,7 +161,7 @@ def open_image(folder: Path) -> Image | None:
 
 
 def table_id(dataset) -> str:
-    """The identity a table was created with (schema metadata, ``indexing.store``); "" for a
+    """The identity a table was created with (schema metadata, ``indexing.partitions.store``); "" for a
     table made before tables had one. A table dropped and made again under the same name
     reuses fragment ids, so fragments alone cannot tell an image it is of another table."""
     return (dataset.schema.metadata or {}).get(b"esfis_table_id", b"").decode()
@@ -389,14 +389,14 @@ def build_in_child(folder: Path, lance_dir: str, dimension: int, *, reuse: bool,
     import subprocess
     import sys
 
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding indexing/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env["ESFIS_IMAGE_FAILPOINTS"] = ",".join(failpoints.armed())
     done = subprocess.run(
         [
             sys.executable,
             "-m",
-            "indexing.image",
+            "indexing.partitions.image",
             str(folder),
             str(lance_dir),
             str(dimension),
