@@ -1,5 +1,6 @@
 """How rows rank for a query, over arrays and texts handed in: the cosine, exact or over IVF
-lists (``ann.py``); BM25 of a partition's texts (``lexical.py``); the two fused (``fusion.py``); and pseudo-relevance
+lists (``ann.py``); BM25 of a partition's texts (``lexical.py``: the postings; ``words.py``: a
+text's terms; ``vocabulary.py``: their ids); the two fused (``fusion.py``); and pseudo-relevance
 feedback over a recall's candidates (``feedback.py``).
 
 It may import the vocabulary at the top of ``indexing`` (``rows``: a partition's result, which

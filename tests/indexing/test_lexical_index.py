@@ -10,7 +10,8 @@ import pytest
 
 from indexing.partitions.partition import LivePartition
 from indexing.relevance.fusion import Fusion
-from indexing.relevance.lexical import BULK, K1, B, LexicalIndex, query_terms, stem, tokenize
+from indexing.relevance.lexical import K1, B, LexicalIndex
+from indexing.relevance.words import BULK, query_terms, stem, tokenize
 from indexing.rows import OPEN_END, RowBatch
 
 TEXTS = [
