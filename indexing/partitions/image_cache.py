@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing.partitions import image
+from indexing.partitions import image, image_build
 from indexing.partitions.layout import Layout
 from indexing.partitions.location import open_dataset
 from indexing.partitions.locks import PartitionLocks
@@ -109,7 +109,9 @@ class ImageCache:
             return
         reuse = previous is not None
         del dataset, previous  # the child maps the previous image itself
-        image.build_in_child(folder, self.layout.uri(key), self.dimension, reuse=reuse, lock_fd=self.locks.fd(key))
+        image_build.build_in_child(
+            folder, self.layout.uri(key), self.dimension, reuse=reuse, lock_fd=self.locks.fd(key)
+        )
         self.built[key] += 1
 
     def refresh(self, key: str, *, force: bool) -> None:

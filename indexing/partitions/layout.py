@@ -15,8 +15,8 @@ prefix and the rest in this machine's folder)::
                           other processes know their in-memory partition is stale (a file read
                           costs far less than a Lance version check); across machines the
                           version lives in the catalog instead (``coordination.py``)
-    <table>.image/        a large partition's persisted, mapped image (``image.py``,
-                          kept by ``image_cache.py``)
+    <table>.image/        a large partition's persisted, mapped image (``image.py``, built
+                          by ``image_build.py``, kept by ``image_cache.py``)
 
 ``<table>`` is ``table_name(key)``: the partition key, escaped into the characters a table name
 allows. Every table has the one schema ``schema`` draws.

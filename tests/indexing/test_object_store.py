@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 import indexing.partitions.image_cache as image_cache
 from indexing.errors import StoreMismatch
 from indexing.identity import Prompts
-from indexing.partitions import image
+from indexing.partitions import image_build
 from indexing.partitions.coordination import LocalCoordination
 from indexing.partitions.store import VectorStore, table_name
 from indexing.rows import Row
@@ -176,8 +176,10 @@ class RecordingTurns(LocalCoordination):
 def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bucket, tmp_path, monkeypatch):
     monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 1000)
     events: list[str] = []
-    build = image.build_in_child
-    monkeypatch.setattr(image, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1])
+    build = image_build.build_in_child
+    monkeypatch.setattr(
+        image_build, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1]
+    )
     store = VectorStore(
         f"s3://{bucket}/esfis",
         local=tmp_path / "a",
