@@ -17,17 +17,15 @@ this process's writes; a write by another process bumps the partition's version
 (``coordination.py``), and the next read loads it again.
 
 ``stats`` counts, per partition, how often it was opened, how many vectors were scored and how
-many lexical postings were read: the instrumentation that lets a test prove an Acme recall never
-touched Globex.
+many lexical postings were read (``stats.py``): the instrumentation that lets a test prove an
+Acme recall never touched Globex.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,25 +53,11 @@ from indexing.partitions.location import Location, open_dataset
 from indexing.partitions.locks import PartitionLocks, share_store
 from indexing.partitions.manifest import check_manifest
 from indexing.partitions.partition import LivePartition
+from indexing.partitions.stats import IndexStats
 from indexing.rows import PartitionResult, Row, RowBatch
 
 # The layout's names, read by backup, restore and reindex through the store's door.
 __all__ = ["IN_USE", "IndexStats", "VectorStore", "key_of", "table_name"]
-
-
-@dataclass
-class IndexStats:
-    """What the store touched, per partition, since the last ``reset``."""
-
-    opened: Counter[str] = field(default_factory=Counter)
-    loaded: Counter[str] = field(default_factory=Counter)
-    scored: Counter[str] = field(default_factory=Counter)
-    built: Counter[str] = field(default_factory=Counter)  # images built
-    postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
-
-    def reset(self) -> None:
-        for counter in (self.opened, self.loaded, self.scored, self.built, self.postings):
-            counter.clear()
 
 
 class VectorStore:
