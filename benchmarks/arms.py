@@ -35,9 +35,9 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.synthetic import DIM, Store, Truth, recall_truth
-from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
+from indexing.embedding.testing import HashingEmbedder
+from indexing.relevance.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
 from indexing.rows import merge_best
-from indexing.testing import HashingEmbedder
 from server.facade import Esfis, open_service
 from server.memories.input import NewMemory, new_id
 from server.memories.recall import RUNNERS_UP

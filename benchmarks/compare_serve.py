@@ -27,7 +27,7 @@ import numpy as np
 from benchmarks.arms import ScopeFirst
 from benchmarks.synthetic import build_store
 from benchmarks.test_http_load import Clients, _cpu_s, _ms, _server_pids
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from tests.http.conftest import Server, free_port, start_server, stop_process, stop_server
 
 

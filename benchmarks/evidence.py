@@ -1,12 +1,12 @@
 """Evidence recall on LongMemEval_S, through esfis's own store: which method finds the turns (or
 sessions) that hold the answer.
 
-Each question's haystack is its own partition in a real LanceDB store (``VectorStore``), one
-memory per user turn, or per session (its user turns joined). Every method ranks the rows of
-that partition only, from the signals the product computes there: the cosine of the stored
-vectors and BM25 of the partition's own lexical index (``indexing.lexical``), fused by
-``indexing.fusion``. The default method is also asked of ``VectorStore.search`` itself, and the
-two rankings must agree, so the default's figures are the product's.
+Each question's haystack is its own partition in a real LanceDB store (``VectorStore``), one memory
+per user turn, or per session (its user turns joined). Every method ranks the rows of that partition
+only, from the signals the product computes there: the cosine of the stored vectors and BM25 of the
+partition's own lexical index (``indexing.relevance.lexical``), fused by
+``indexing.relevance.fusion``. The default method is also asked of ``VectorStore.search`` itself,
+and the two rankings must agree, so the default's figures are the product's.
 
 Metrics per question with evidence, averaged per question type and overall: recall_any@5 (some
 evidence in the top 5), recall_all@5 and recall_all@10 (all of it), NDCG@10 (binary gains).
@@ -34,12 +34,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.longmemeval import Question, Workload
-from indexing.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT, with_feedback
-from indexing.fusion import DEFAULT, Fusion, fuse_lexical
-from indexing.lexical import STEM, LexicalIndex
-from indexing.partition import LivePartition
+from indexing.partitions.partition import LivePartition
+from indexing.partitions.store import VectorStore
+from indexing.relevance.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT, with_feedback
+from indexing.relevance.fusion import DEFAULT, Fusion, fuse_lexical
+from indexing.relevance.lexical import LexicalIndex
+from indexing.relevance.words import STEM
 from indexing.rows import OPEN_END, RowBatch, merge_best
-from indexing.store import VectorStore
 from server.memories.recall import RUNNERS_UP
 
 METRICS = ("any@5", "all@5", "all@10", "ndcg@10")

@@ -143,7 +143,7 @@ def embed_cached(texts: list[str], prefix: str, embedder=None) -> np.ndarray:
     if target.exists():
         return np.load(target, mmap_mode="r")
     if embedder is None:
-        from indexing.embedder import load_embedder
+        from indexing.embedding.embedder import load_embedder
 
         embedder = load_embedder(None)
     chunks = cache_dir() / f"{prefix}-chunks-{len(texts)}"
@@ -200,7 +200,7 @@ def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
     if target.exists():
         return np.load(target)
     if embedder is None:
-        from indexing.embedder import load_embedder
+        from indexing.embedding.embedder import load_embedder
 
         embedder = load_embedder(None)
     vectors = np.stack([embedder.embed_query(q.text) for q in workload.questions])

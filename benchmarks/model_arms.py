@@ -32,10 +32,10 @@ import numpy as np
 from benchmarks.embeddinggemma import CACHE, ensure_model
 from benchmarks.evidence import METRICS, EvidenceStore, evaluate
 from benchmarks.longmemeval import Workload, cache_dir, embed_cached, load_workload
-from indexing.embedder import Embedder, default_cache, load_embedder
-from indexing.onnx_embedder import OnnxEmbedder
-from indexing.onnx_export import ensure_export
-from indexing.onnx_graph import GraphSpec
+from indexing.embedding.embedder import Embedder, default_cache, load_embedder
+from indexing.embedding.onnx_embedder import OnnxEmbedder
+from indexing.embedding.onnx_export import ensure_export
+from indexing.embedding.onnx_graph import GraphSpec
 
 
 @dataclass(frozen=True)

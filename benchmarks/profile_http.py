@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.longmemeval import load_workload
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 
 PROBE = "probe-1p-10k"
 

@@ -126,8 +126,8 @@ def recall_truth(
 ) -> Truth:
     """What esfis's whole recall answers when no query term matches a stored text (so relevance is
     the cosine), computed exactly: each partition's best ``pool`` valid rows, the query moved
-    towards the best ``feedback_rows`` of them all (``indexing.feedback``), those candidates
-    rescored against it, the best ``k``. Partitions are the spaces of ``space_of``."""
+    towards the best ``feedback_rows`` of them all (``indexing.relevance.feedback``), those
+    candidates rescored against it, the best ``k``. Partitions are the spaces of ``space_of``."""
     rows = np.flatnonzero(mask)
     cos = vectors[rows] @ query
     pools = []

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
-from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.embedding.embedder import SentenceTransformerEmbedder, load_embedder
 
 QUERIES = 200 if FULL else 20
 

@@ -1,4 +1,4 @@
-"""Batched query embedding (``indexing.batching``), the default ONNX model on the CPU.
+"""Batched query embedding (``indexing.embedding.batching``), the default ONNX model on the CPU.
 
 - lone: one query after another, through the batcher and straight to the model, interleaved
   (target, issue 23: the batcher slows a lone query by at most 0.3 ms at p50);
@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
-from indexing.batching import BatchingEmbedder
-from indexing.embedder import load_embedder
+from indexing.embedding.batching import BatchingEmbedder
+from indexing.embedding.embedder import load_embedder
 
 QUERIES = 200 if FULL else 20
 CONCURRENT_S = 5.0 if FULL else 0.5

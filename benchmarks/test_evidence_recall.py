@@ -30,7 +30,7 @@ from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vec
 from benchmarks.model_arms import chosen_arms
 from benchmarks.model_arms import markdown as models_markdown
 from benchmarks.model_arms import run as run_arms
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from server.facade import open_service
 from server.memories.input import NewMemory, new_id
 from server.settings import Settings

@@ -32,7 +32,7 @@ import pytest
 from benchmarks.arms import ScopeFirst
 from benchmarks.conftest import FULL, REPO
 from benchmarks.synthetic import build_store
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from server.catalog import open_catalog
 from server.http.workers import default_workers
 from server.settings import Settings

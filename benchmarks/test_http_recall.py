@@ -12,7 +12,7 @@ from benchmarks.conftest import FULL
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from tests.http.conftest import start_server, stop_server
 
 SIZE = 1_000_000 if FULL else 10_000

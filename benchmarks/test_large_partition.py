@@ -26,7 +26,7 @@ from benchmarks.conftest import FULL
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import Store, _memories, _unit
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from tests.http.conftest import start_server, stop_server
 
 SIZE = 1_000_000 if FULL else 60_000
@@ -40,7 +40,7 @@ from pathlib import Path
 started = time.perf_counter()
 from server.facade import open_service
 from server.settings import Settings
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 import numpy as np
 name = json.load(open(sys.argv[1] + "/vectors/store.json"))["model"]
 svc = open_service(Settings(home=Path(sys.argv[1]), model=None), embedder=HashingEmbedder(dimension=384, name=name))

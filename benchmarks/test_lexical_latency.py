@@ -1,6 +1,6 @@
 """The cost of each recall method per partition: ``VectorStore.search`` of one partition
 without the query text (cosine alone), with it (cosine fused with BM25), and with it followed
-by pseudo-relevance feedback over its candidates (``indexing.feedback``, the default), at
+by pseudo-relevance feedback over its candidates (``indexing.relevance.feedback``, the default), at
 partitions of 250, 10k and 100k rows (250 and 2k in quick mode). Real LongMemEval texts, cycled
 to size; random unit vectors (the lexical cost does not depend on them; past 50k rows the IVF
 path runs). The arms are timed in the same run, in turn, so their ratios are the figures."""
@@ -15,9 +15,9 @@ import pytest
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
-from indexing.feedback import with_feedback
+from indexing.partitions.store import VectorStore
+from indexing.relevance.feedback import with_feedback
 from indexing.rows import OPEN_END, RowBatch
-from indexing.store import VectorStore
 
 SIZES = [250, 10_000, 100_000] if FULL else [250, 2_000]
 ROUNDS = 200 if FULL else 20

@@ -16,7 +16,7 @@ from benchmarks.arms import Floor, ScopeFirst, SingleTable
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from benchmarks.synthetic import Store, exact_top_k, recall_at_k
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 
 K = 10
 QUICK_QUESTIONS = 6

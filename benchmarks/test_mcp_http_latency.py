@@ -18,7 +18,7 @@ from benchmarks.arms import ScopeFirst
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
-from indexing.embedder import load_embedder
+from indexing.embedding.embedder import load_embedder
 from tests.http.conftest import start_server, stop_server
 
 SIZE = 100_000 if FULL else 10_000

@@ -29,7 +29,7 @@ from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.model_arms import ARMS, chosen_arms
 from benchmarks.synthetic import build_store
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service, reindex_store
 from server.memories.input import NewMemory, new_id
 from server.settings import Settings

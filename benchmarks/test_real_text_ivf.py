@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 
-import indexing.image_cache as image_cache
+import indexing.partitions.image_cache as image_cache
 from benchmarks.conftest import FULL
 from benchmarks.longmemeval import load_workload, question_vectors, text_vectors
 from benchmarks.synthetic import exact_top_k, recall_at_k
+from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
-from indexing.store import VectorStore
 
 KEY = "space:lme-all"
 K = 10

@@ -21,7 +21,7 @@ import pytest
 
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
 from server.memories.input import NewMemory, new_ids
 from server.settings import Settings

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from benchmarks.conftest import FULL
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
 from server.memories.recall import run_recall
 from server.settings import Settings

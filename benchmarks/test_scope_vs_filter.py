@@ -21,7 +21,7 @@ import pytest
 from benchmarks.arms import NOW, Floor, InMemory, ScopeFirst, SingleTable, partition_rows
 from benchmarks.conftest import FULL, rss_mb
 from benchmarks.synthetic import build_store, exact_top_k, queries_for, recall_at_k
-from indexing.ann import ANN_THRESHOLD
+from indexing.relevance.ann import ANN_THRESHOLD
 from server.clock import to_micros
 from server.spaces import partition_key
 

@@ -25,8 +25,8 @@ from benchmarks.conftest import FULL
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
-from indexing.embedder import load_embedder
-from indexing.store import VectorStore
+from indexing.embedding.embedder import load_embedder
+from indexing.partitions.store import VectorStore
 from server.catalog.partition_sync import PostgresPartitionSync
 from server.settings import Settings
 from server.spaces import partition_key

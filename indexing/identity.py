@@ -74,5 +74,5 @@ class ModelIdentity:
 
 
 def identity_of(embedder) -> ModelIdentity:
-    """The identity of an ``Embedder`` (``indexing.embedder``)."""
+    """The identity of an ``Embedder`` (``indexing.embedding.embedder``)."""
     return ModelIdentity(embedder.name, embedder.dimension, embedder.prompts)

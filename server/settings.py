@@ -77,7 +77,7 @@ class Settings:
     @property
     def vectors_path(self) -> Path:
         """This machine's folder of the vector store: the whole store by default; with
-        ``vectors`` on S3, its locks and images only (``indexing.location``)."""
+        ``vectors`` on S3, its locks and images only (``indexing.partitions.location``)."""
         return self.home / "vectors"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from indexing.embedder import load_embedder
-from indexing.testing import HashingEmbedder
+from indexing.embedding.embedder import load_embedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import Esfis, open_service
 from tests import catalogs
 from tests.catalogs import catalog_for, settings_for

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.image_cache as image_cache
-from indexing.embedder import load_embedder
+import indexing.partitions.image_cache as image_cache
+from indexing.embedding.embedder import load_embedder
+from indexing.embedding.testing import HashingEmbedder
 from indexing.identity import Prompts
-from indexing.store import table_name
-from indexing.testing import HashingEmbedder
+from indexing.partitions.store import table_name
 from server.errors import StoreUnavailable
 from server.facade import open_service, reindex_store
 from server.spaces import partition_key

@@ -1,5 +1,6 @@
-"""The arrows point one way (interfaces → façade → core → indexing), commands that do not embed never
-import the model stack, every CLI command has help, and a store refuses another model."""
+"""The arrows point one way (interfaces → façade → core → indexing; inside indexing, partitions →
+relevance, embedding on its own), commands that do not embed never import the model stack, every
+CLI command has help, and a store refuses another model."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from indexing.embedding.testing import HashingEmbedder
 from indexing.errors import StoreMismatch
-from indexing.store import VectorStore
-from indexing.testing import HashingEmbedder
+from indexing.partitions.store import VectorStore
 from server.errors import StoreUnavailable
 from server.facade import open_service
 from tests.catalogs import settings_for
@@ -43,6 +44,16 @@ VOCABULARY = (
 # What an interface may import from server/: the façade, the light door (where a caller stands,
 # from the catalog alone), and the shared vocabulary.
 DOORS = {*FACADE, "server.spaces.locate", *VOCABULARY}
+# indexing/, by concept (docs/layout.md): each room and the rooms it may import. Partitions rank
+# their rows with relevance; relevance knows arrays and texts only; embedding knows texts and
+# models, never a partition; no store loads a model.
+INDEXING_ROOMS = {
+    "indexing.embedding": (),
+    "indexing.relevance": (),
+    "indexing.partitions": ("indexing.relevance",),
+}
+# The vocabulary the rooms share, at the top of indexing/: it imports no room.
+INDEXING_VOCABULARY = ("indexing.errors", "indexing.failpoints", "indexing.identity", "indexing.rows")
 
 
 def modules() -> dict[str, Path]:
@@ -98,6 +109,35 @@ def own_package(name: str, target: str) -> bool:
 def test_indexing_never_imports_server():
     bad = {n: sorted(t for t in imports_of(n) if t.startswith("server")) for n in MODULES if layer(n) == "indexing"}
     assert not {n: t for n, t in bad.items() if t}
+
+
+def indexing_room(name: str) -> str | None:
+    """The room of indexing/ that ``name`` lives in; None for the package and its vocabulary."""
+    return next((r for r in INDEXING_ROOMS if name == r or name.startswith(r + ".")), None)
+
+
+def test_every_module_of_indexing_lives_in_a_room_or_is_shared_vocabulary():
+    """A module of indexing/ is embedding's, relevance's or the partitions', or one of the few
+    everything shares; never a loose module beside them."""
+    loose = [
+        n for n in MODULES if n.startswith("indexing.") and indexing_room(n) is None and n not in INDEXING_VOCABULARY
+    ]
+    assert not loose
+
+
+def test_the_rooms_of_indexing_point_one_way():
+    """Partitions may import relevance; relevance and embedding import no other room; the shared
+    vocabulary imports none. Every import counts, lazy ones included."""
+    bad = {}
+    for name in MODULES:
+        if layer(name) != "indexing":
+            continue
+        room = indexing_room(name)
+        allowed = () if room is None else (room, *INDEXING_ROOMS[room])
+        wrong = sorted(t for t in imports_of(name) if indexing_room(t) not in (None, *allowed))
+        if wrong:
+            bad[name] = wrong
+    assert not bad
 
 
 def test_every_module_of_server_lives_in_a_room_of_the_house():

@@ -41,9 +41,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from indexing.location import open_dataset
-from indexing.store import table_name
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions.location import open_dataset
+from indexing.partitions.store import table_name
 from server.bulk.backup import forget as forget_in
 from server.bulk.journal import sweep_every_partition
 from server.clock import from_micros

@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
+from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions.store import table_name
 from indexing.rows import Row
-from indexing.store import table_name
-from indexing.testing import HashingEmbedder
 from server.clock import to_micros
 from server.errors import BackupDamaged
 from server.facade import backup_home, open_service, restore_home

@@ -92,7 +92,7 @@ def test_remember_outside_every_space_says_how_to_fix_it(stocked, folders):
 
 @pytest.mark.parametrize("vectors", ["gs://bucket/esfis", "s3://", "s3:///prefix", "/tmp/elsewhere", "s3://A_B/x"])
 def test_esfis_vectors_that_is_not_an_s3_prefix_is_refused_by_name(home, vectors):
-    from indexing.testing import HashingEmbedder
+    from indexing.embedding.testing import HashingEmbedder
     from server.errors import StoreUnavailable
     from server.facade import open_service
     from tests.catalogs import settings_for

@@ -29,7 +29,7 @@ _WORKER = textwrap.dedent(
     """
     import io, json, os, random, sys, time
     from pathlib import Path
-    from indexing.testing import HashingEmbedder
+    from indexing.embedding.testing import HashingEmbedder
     from server.errors import AlreadySuperseded, MemoryNotFound
     from server.facade import open_service
     from server.settings import Settings

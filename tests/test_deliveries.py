@@ -121,7 +121,7 @@ def test_a_catalog_from_before_the_live_total_counts_its_memories(home, clock):
     (SQLite's: PostgreSQL catalogs begin at version 4.)"""
     import sqlite3
 
-    from indexing.testing import HashingEmbedder
+    from indexing.embedding.testing import HashingEmbedder
     from server.facade import open_service
     from server.settings import Settings
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.clock import iso
 from server.facade import export_home, open_service
 from server.settings import Settings

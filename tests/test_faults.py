@@ -25,8 +25,8 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from indexing.store import VectorStore, table_name
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions.store import VectorStore, table_name
 from server.bulk.importer import import_stream
 from server.catalog import open_catalog
 from server.errors import MemoryNotFound
@@ -45,7 +45,7 @@ FILLER = [f"acme standing fact {i} about the build pipeline" for i in range(40)]
 _VERB = textwrap.dedent(
     """
     import dataclasses, json, sys
-    from indexing.testing import HashingEmbedder
+    from indexing.embedding.testing import HashingEmbedder
     from server.facade import open_service
     from server.settings import Settings
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.errors import MemoryNotFound
 from server.facade import open_service
 from server.memories.input import new_id

@@ -26,8 +26,8 @@ _WORKER = textwrap.dedent(
     """
     import json, os, sys, threading, time
     from pathlib import Path
-    from indexing.store import VectorStore
-    from indexing.testing import HashingEmbedder
+    from indexing.partitions.store import VectorStore
+    from indexing.embedding.testing import HashingEmbedder
     from server.facade import open_service
     from server.settings import Settings
     from server.spaces import partition_key

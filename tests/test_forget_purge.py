@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
 from server.settings import Settings
 from tests.helpers import files_containing

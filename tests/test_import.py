@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indexing.store import VectorStore
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions.store import VectorStore
 from server.bulk.importer import import_stream
 from server.cli import main
 from server.errors import StoreUnavailable
@@ -466,7 +466,7 @@ CRASH_BETWEEN_VECTORS_AND_CATALOG = """
 import os, signal, sys
 import numpy as np
 from pathlib import Path
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.bulk.journal import Journal
 from server.memories.input import NewMemory, new_id
 from server.facade import open_service

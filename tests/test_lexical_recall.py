@@ -4,7 +4,7 @@ LanceDB; ``stats.postings`` counts the postings each partition's index read."""
 
 from __future__ import annotations
 
-from indexing.lexical import query_terms
+from indexing.relevance.words import query_terms
 from tests.helpers import files_containing
 
 CODEWORD = "quuxzebra"  # a term no other memory holds, so only BM25 can single it out

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import EVERYWHERE, open_service
 from server.spaces import contains
 from tests.catalogs import settings_for

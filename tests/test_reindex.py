@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.bulk.reindex import NEXT, REPLACED
 from server.errors import StoreUnavailable
 from server.facade import open_service, reindex_store
@@ -82,7 +82,7 @@ def test_a_store_open_in_another_process_is_never_reindexed_under_it(home, clock
 
 
 REINDEX_WITH_FAILPOINT = """
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.facade import reindex_store
 from server.settings import Settings
 reindex_store(Settings.from_env(), embedder=HashingEmbedder(32, "hashing-new"), batch=4)

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import numpy as np
 
+from indexing.embedding.testing import HashingEmbedder
 from indexing.rows import Row
-from indexing.testing import HashingEmbedder
 from server.clock import to_micros
 from server.facade import open_service
 from server.spaces import partition_key

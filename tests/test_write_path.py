@@ -61,7 +61,7 @@ def test_a_catalog_made_before_the_index_change_is_upgraded_on_open(tmp_path: Pa
 def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from indexing.store import VectorStore
+    from indexing.partitions.store import VectorStore
     from server.memories import MemoryBook
 
     catalog = open_catalog(settings_for(tmp_path))
@@ -93,8 +93,8 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
 
     import lance
 
-    from indexing.compaction import COMPACT_EVERY
-    from indexing.testing import HashingEmbedder
+    from indexing.embedding.testing import HashingEmbedder
+    from indexing.partitions.compaction import COMPACT_EVERY
     from server.bulk.importer import import_stream
     from server.facade import open_service
 

@@ -59,7 +59,7 @@ def lines(rows: int) -> list[str]:
 def main(out: Path, rows: int) -> dict:
     import lancedb  # noqa: F401  (fails here, early, when the wheels were not installed)
 
-    from indexing.embedder import load_embedder
+    from indexing.embedding.embedder import load_embedder
     from server.bulk.importer import import_stream
     from server.facade import open_service
     from server.settings import Settings

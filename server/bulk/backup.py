@@ -50,7 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from indexing import failpoints
-from indexing.store import VectorStore, table_name
+from indexing.partitions.store import VectorStore, table_name
 from server.barrier.contexts import ContextBook
 from server.bulk.backup_folder import CATALOG, DUMP, INCOMPLETE, MANIFEST, VECTORS, Folder, claimed
 from server.bulk.backup_manifest import FORMAT, BackupKey, home_key, sealed

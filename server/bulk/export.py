@@ -34,8 +34,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
-from indexing.store import VectorStore
 from server.barrier.labels import check_origins
 from server.barrier.runs import RUN_ID
 from server.bulk.journal import batch_lock

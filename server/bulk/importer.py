@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from indexing.embedder import Embedder
-from indexing.store import VectorStore
+from indexing.embedding.embedder import Embedder
+from indexing.partitions.store import VectorStore
 from server.arenas import limit_malloc_arenas
 from server.bulk.batches import Preparer, Writer
 from server.bulk.journal import Journal

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from indexing.store import VectorStore
+from indexing.partitions.store import VectorStore
 from server.catalog import Catalog
 from server.memories import MemoryBook
 from server.memories.journal import create_locked

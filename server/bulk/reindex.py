@@ -1,11 +1,12 @@
 """``esfis reindex``: every memory embedded again with the model now configured, into a new
 vector store that then takes the old one's place.
 
-A store records the model its vectors were made with (name, dimension, prompts), and refuses to
-open with another (``indexing.store``): a change of prompts alone is reindexed too. To change models, the texts are read partition by partition from the
-old store's tables (never all at once), embedded in batches with the new model and written to
-``$ESFIS_HOME/vectors.reindex/``, with their ids and validity unchanged; the catalog, which holds
-no vector, is not touched. Then the two folders are swapped:
+A store records the model its vectors were made with (name, dimension, prompts), and refuses to open
+with another (``indexing.partitions.store``): a change of prompts alone is reindexed too. To change
+models, the texts are read partition by partition from the old store's tables (never all at once),
+embedded in batches with the new model and written to ``$ESFIS_HOME/vectors.reindex/``, with their
+ids and validity unchanged; the catalog, which holds no vector, is not touched. Then the two folders
+are swapped:
 
     vectors → vectors.replaced,  vectors.reindex → vectors,  vectors.replaced removed
 
@@ -35,11 +36,11 @@ from pathlib import Path
 import numpy as np
 
 from indexing import failpoints
-from indexing.embedder import Embedder
+from indexing.embedding.embedder import Embedder
 from indexing.identity import ModelIdentity, identity_of
-from indexing.location import open_dataset
+from indexing.partitions.location import open_dataset
+from indexing.partitions.store import IN_USE, VectorStore, key_of
 from indexing.rows import OPEN_END, RowBatch
-from indexing.store import IN_USE, VectorStore, key_of
 from server.errors import InvalidInput, StoreUnavailable
 
 NEXT = "vectors.reindex"

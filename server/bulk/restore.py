@@ -27,8 +27,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from indexing import failpoints
-from indexing.location import open_dataset
-from indexing.store import VectorStore, table_name
+from indexing.partitions.location import open_dataset
+from indexing.partitions.store import VectorStore, table_name
 from server.bulk.backup import BATCH, Progress, file_digest, forget, fsync_dir, fsync_tree, row_digest
 from server.bulk.backup_folder import CATALOG, DUMP, VECTORS
 from server.bulk.backup_manifest import BackupKey, read_manifest

@@ -109,7 +109,7 @@ def open_catalog(settings: Settings) -> Catalog:
 def open_coordination(settings: Settings):
     """How the processes sharing the vector store learn of each other's writes: through the
     PostgreSQL catalog when there is one (several machines; ``server.catalog.partition_sync``), else
-    None, the store's token files (one machine, ``indexing.coordination``)."""
+    None, the store's token files (one machine, ``indexing.partitions.coordination``)."""
     if settings.catalog is None:
         return None
     from server.catalog.partition_sync import PostgresPartitionSync

@@ -1,5 +1,5 @@
 """Partition versions and writer turns in the PostgreSQL catalog: what lets several machines
-serve one store (``indexing.coordination`` says what a store needs of it).
+serve one store (``indexing.partitions.coordination`` says what a store needs of it).
 
 - **Versions.** ``partition_versions`` holds each partition's version, bumped right after a
   write's vectors are committed to Lance, before the write's catalog transaction commits. So a

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from indexing import failpoints
-from indexing.batching import BatchingEmbedder
-from indexing.embedder import Embedder, load_embedder
+from indexing.embedding.batching import BatchingEmbedder
+from indexing.embedding.embedder import Embedder, load_embedder
 from indexing.errors import IndexingError
-from indexing.store import VectorStore
+from indexing.partitions.store import VectorStore
 from server.catalog import Catalog, open_catalog, open_coordination
 from server.clock import Clock, system_clock
 from server.errors import InvalidInput, StoreUnavailable
@@ -163,7 +163,7 @@ def export_home(
 
 def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
     """The catalog and the store for a command that reads vectors but never embeds."""
-    from indexing.location import Location, read_manifest
+    from indexing.partitions.location import Location, read_manifest
 
     make_private(settings.home)
     catalog = open_catalog(settings)

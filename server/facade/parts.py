@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from indexing.embedder import Embedder
+from indexing.embedding.embedder import Embedder
 from indexing.errors import BadVector, IndexingError
-from indexing.store import VectorStore
+from indexing.partitions.store import VectorStore
 from server.barrier.approvals import ApprovalBook
 from server.barrier.contexts import ContextBook
 from server.barrier.gates import Gates

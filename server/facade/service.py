@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import server.facade.approvals as held_calls
-from indexing.batching import BatchingEmbedder
+from indexing.embedding.batching import BatchingEmbedder
 from indexing.errors import IndexingError
 from server.barrier.approvals import is_approval_id
 from server.barrier.contexts import MAX_SHARED

@@ -13,7 +13,7 @@ any request.
 The parent opens the service once, before any worker starts, to announce the settings page (and
 a fresh home's first operator token, once); then uvicorn's supervisor starts the workers, each
 through ``worker_app``, and restarts one that dies. Each worker batches the query embeddings of
-its concurrent requests (``indexing.batching``, window ``ESFIS_BATCH_WINDOW_MS``).
+its concurrent requests (``indexing.embedding.batching``, window ``ESFIS_BATCH_WINDOW_MS``).
 """
 
 from __future__ import annotations

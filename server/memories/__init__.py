@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from indexing import failpoints
+from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
-from indexing.store import VectorStore
 from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from indexing.store import VectorStore
+from indexing.partitions.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import DeliveryNotFound

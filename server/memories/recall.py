@@ -5,8 +5,8 @@
 3. validity: inside each partition, only rows current now are candidates (``LivePartition.search``),
    and the catalog has the last word on each hit.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
-   (``indexing.fusion``); the candidates scored again against the query moved towards the best
-   two of them (``indexing.feedback``); then one merge by score.
+   (``indexing.relevance.fusion``); the candidates scored again against the query moved towards the
+   best two of them (``indexing.relevance.feedback``); then one merge by score.
 5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
 """
 
@@ -18,9 +18,9 @@ from datetime import datetime
 
 import numpy as np
 
-from indexing.feedback import with_feedback
+from indexing.partitions.store import VectorStore
+from indexing.relevance.feedback import with_feedback
 from indexing.rows import Hit, PartitionResult, merge_best
-from indexing.store import VectorStore
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
 from server.metrics import time_stage

@@ -1,6 +1,6 @@
-"""Batched embeddings (``indexing.batching``): concurrent calls meet in one model call, each gets
-its own vector, equal to the unbatched one; a lone call goes at once; no text waits past the
-window for company; a failure reaches every caller of its batch.
+"""Batched embeddings (``indexing.embedding.batching``): concurrent calls meet in one model call,
+each gets its own vector, equal to the unbatched one; a lone call goes at once; no text waits past
+the window for company; a failure reaches every caller of its batch.
 
 The vectors are the real model's. The timing promises are held by a gated embedder (a real
 implementation of the protocol whose calls wait for the test's word), never by a clock.
@@ -14,9 +14,9 @@ import time
 import numpy as np
 import pytest
 
-from indexing.batching import BatchingEmbedder
-from indexing.embedder import load_embedder
-from indexing.testing import HashingEmbedder
+from indexing.embedding.batching import BatchingEmbedder
+from indexing.embedding.embedder import load_embedder
+from indexing.embedding.testing import HashingEmbedder
 
 TEXTS = [
     f"how does service {i} handle {topic}?"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from indexing.feedback import FEEDBACK_WEIGHT, with_feedback
-from indexing.partition import LivePartition
+from indexing.partitions.partition import LivePartition
+from indexing.relevance.feedback import FEEDBACK_WEIGHT, with_feedback
 from indexing.rows import OPEN_END, RowBatch, merge_best
 
 DIM = 16

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.image_cache as image_cache
-from indexing import compaction, image
+import indexing.partitions.image_cache as image_cache
+from indexing.partitions import compaction, image
+from indexing.partitions.store import VectorStore, table_name
 from indexing.rows import Row
-from indexing.store import VectorStore, table_name
 
 DIM = 32
 THRESHOLD = 2000
@@ -149,8 +149,8 @@ def test_a_large_partition_without_an_image_gets_one_on_its_first_load_once(tmp_
 KILLED_BUILD = textwrap.dedent(
     """
     import sys
-    import indexing.image_cache as image_cache
-    import indexing.store as store_module
+    import indexing.partitions.image_cache as image_cache
+    import indexing.partitions.store as store_module
     from indexing import failpoints
     from indexing.rows import Row
     import numpy as np
@@ -223,8 +223,8 @@ def test_rows_deleted_in_an_image_fragment_by_a_forget_killed_half_way_are_gone(
 
 
 def test_the_image_cut_counts_by_binary_search_match_a_pass_over_the_rows():
+    from indexing.partitions.validity import ValidityCounts, validity_counts
     from indexing.rows import OPEN_END
-    from indexing.validity import ValidityCounts, validity_counts
 
     rng = np.random.default_rng(11)
     n = 5000
@@ -263,8 +263,8 @@ def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
     # BM25's fusion scales by the cosine's spread over the valid rows. Taken by stride from the
     # mapped vectors.npy it paged most of the file into every reader (the report has the figure);
     # the image keeps an even sample of rows, contiguous, and the rows written since add theirs.
-    from indexing.fusion import SPREAD_SAMPLE
-    from indexing.partition import _Vectors
+    from indexing.partitions.partition import _Vectors
+    from indexing.relevance.fusion import SPREAD_SAMPLE
 
     store = imported(tmp_path, clustered(20_000, seed=9))
     store.add(KEY, rows(clustered(30, seed=10), start=50_000), compact=False)

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from indexing.fusion import Fusion
-from indexing.lexical import BULK, K1, B, LexicalIndex, query_terms, stem, tokenize
-from indexing.partition import LivePartition
+from indexing.partitions.partition import LivePartition
+from indexing.relevance.fusion import Fusion
+from indexing.relevance.lexical import K1, B, LexicalIndex
+from indexing.relevance.words import BULK, query_terms, stem, tokenize
 from indexing.rows import OPEN_END, RowBatch
 
 TEXTS = [
@@ -144,8 +145,8 @@ def test_fusions_keep_cosine_order_when_no_term_matches():
 
 
 def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch, tmp_path):
-    import indexing.image_cache as image_cache
-    from indexing.store import VectorStore
+    import indexing.partitions.image_cache as image_cache
+    from indexing.partitions.store import VectorStore
 
     monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 2000)
     rng = np.random.default_rng(5)

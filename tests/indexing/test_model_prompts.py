@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexing.onnx_export as onnx_export
-from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+import indexing.embedding.onnx_export as onnx_export
+from indexing.embedding.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.embedding.model_files import read_dimension, read_prompts
+from indexing.embedding.onnx_embedder import OnnxEmbedder
 from indexing.identity import Prompts
-from indexing.model_files import read_dimension, read_prompts
-from indexing.onnx_embedder import OnnxEmbedder
 from tests.tiny_model import DIMENSION, build_tiny_model
 
 TEXTS = ["acme authentication uses auth0", "how does login work?", "x", "what did i buy " * 20]
@@ -133,7 +133,7 @@ def test_an_export_that_would_differ_is_refused_recorded_and_served_by_torch(tin
 def test_the_onnx_runtime_never_imports_torch(tiny_model, tiny_cache):
     runtime_embedder("onnx", tiny_model, tiny_cache)  # exported here, once
     code = (
-        "import sys; from pathlib import Path; from indexing.embedder import load_embedder; "
+        "import sys; from pathlib import Path; from indexing.embedding.embedder import load_embedder; "
         f"e = load_embedder({str(tiny_model)!r}, backend='onnx', device='cpu', cache=Path({str(tiny_cache)!r})); "
         "v = e.embed_query('how does login work?'); d = e.embed_documents(['a', 'b c']); "
         "print(type(e).__name__, e.runtime, v.shape[0], d.shape, "

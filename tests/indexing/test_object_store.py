@@ -1,6 +1,6 @@
-"""Partitions on S3-compatible object storage (``indexing/location.py``), against a real server
-(moto's, ``tests/objectstore.py``): the store works there as on a disk, forget leaves no object
-under the prefix holding the text, and a second machine (another local folder over the same
+"""Partitions on S3-compatible object storage (``indexing/partitions/location.py``), against a real
+server (moto's, ``tests/objectstore.py``): the store works there as on a disk, forget leaves no
+object under the prefix holding the text, and a second machine (another local folder over the same
 prefix, sharing the partition versions) sees every write and forget at its next search, its own
 image included.
 
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-import indexing.image_cache as image_cache
-from indexing import image
-from indexing.coordination import LocalCoordination
+import indexing.partitions.image_cache as image_cache
 from indexing.errors import StoreMismatch
 from indexing.identity import Prompts
+from indexing.partitions import image_build
+from indexing.partitions.coordination import LocalCoordination
+from indexing.partitions.store import VectorStore, table_name
 from indexing.rows import Row
-from indexing.store import VectorStore, table_name
 from tests.helpers import files_containing
 
 DIM = 16
@@ -176,8 +176,10 @@ class RecordingTurns(LocalCoordination):
 def test_an_image_build_waits_until_the_turn_among_machines_is_given_back(s3, bucket, tmp_path, monkeypatch):
     monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 1000)
     events: list[str] = []
-    build = image.build_in_child
-    monkeypatch.setattr(image, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1])
+    build = image_build.build_in_child
+    monkeypatch.setattr(
+        image_build, "build_in_child", lambda *a, **k: (events.append("image built"), build(*a, **k))[1]
+    )
     store = VectorStore(
         f"s3://{bucket}/esfis",
         local=tmp_path / "a",
@@ -216,7 +218,7 @@ def test_a_table_dropped_and_made_again_elsewhere_is_never_served_from_an_old_im
 
 
 def test_removing_a_table_from_a_store_that_fails_says_so(s3_env, tmp_path, monkeypatch):
-    from indexing.location import Location
+    from indexing.partitions.location import Location
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexing.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.embedding.embedder import SentenceTransformerEmbedder, load_embedder
+from indexing.embedding.onnx_embedder import OnnxEmbedder
 from indexing.errors import EmbedderUnavailable
-from indexing.onnx_embedder import OnnxEmbedder
 from server.settings import Settings
 
 TEXTS = [

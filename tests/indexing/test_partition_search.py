@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexing.ann import IvfLists, list_count_for, nearest, train, training_sample
-from indexing.partition import LivePartition
+from indexing.partitions.partition import LivePartition
+from indexing.partitions.store import VectorStore, table_name
+from indexing.relevance.ann import IvfLists, list_count_for, nearest, train, training_sample
 from indexing.rows import Row, RowBatch
-from indexing.store import VectorStore, table_name
 
 DIM = 32
 

@@ -9,7 +9,7 @@ import asyncio
 import lancedb
 import pytest
 
-from indexing.store import table_name
+from indexing.partitions.store import table_name
 from server.spaces import partition_key
 from tests.catalogs import catalog_rows
 

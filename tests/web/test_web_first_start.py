@@ -11,7 +11,7 @@ import re
 import stat
 from pathlib import Path
 
-from indexing.testing import HashingEmbedder
+from indexing.embedding.testing import HashingEmbedder
 from server.cli import main
 from server.facade import open_service
 from server.web import announcement, settings_url

@@ -1,12 +1,12 @@
 """The on-disk layout of a vector store: what lies under its root, and the names that lead there.
 
-Under the store's root (a local folder; ``indexing/location.py`` for S3, where the tables lie
-under the prefix and the rest in this machine's folder)::
+Under the store's root (a local folder; ``location.py`` for S3, where the tables lie under the
+prefix and the rest in this machine's folder)::
 
     store.json            the model every vector was made with: name, dimension, and its
-                          prompts when it has any (``indexing/manifest.py``)
+                          prompts when it has any (``manifest.py``)
     in-use.lock           held shared by every open store of this folder, exclusive by a
-                          reindex (``indexing/locks.py``)
+                          reindex (``locks.py``)
     <table>.lance/        one LanceDB table per partition (the store of record)
     <table>.lock          an advisory lock per partition across processes: one writer at a
                           time (exclusive); a load that failed is retried under it (shared),
@@ -14,9 +14,9 @@ under the prefix and the rest in this machine's folder)::
     <table>.gen           the partition's version, a token rewritten after every write, so
                           other processes know their in-memory partition is stale (a file read
                           costs far less than a Lance version check); across machines the
-                          version lives in the catalog instead (``indexing/coordination.py``)
-    <table>.image/        a large partition's persisted, mapped image (``indexing/image.py``,
-                          kept by ``indexing/image_cache.py``)
+                          version lives in the catalog instead (``coordination.py``)
+    <table>.image/        a large partition's persisted, mapped image (``image.py``, built
+                          by ``image_build.py``, kept by ``image_cache.py``)
 
 ``<table>`` is ``table_name(key)``: the partition key, escaped into the characters a table name
 allows. Every table has the one schema ``schema`` draws.
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing.location import Location
+from indexing.partitions.location import Location
 from indexing.rows import OPEN_END, RowBatch
 
 IN_USE = "in-use.lock"

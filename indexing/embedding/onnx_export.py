@@ -3,7 +3,7 @@
 The graph is the model's whole pipeline as sentence-transformers runs it — the transformer, its
 pooling (mean, CLS, last token, max, …), any Dense and Normalize modules — then L2
 normalisation: its output is the stored vector. The tokenizer is saved beside it as
-sentence-transformers configures it (``indexing.onnx_graph``).
+sentence-transformers configures it (``indexing.embedding.onnx_graph``).
 
 **Checked, or refused.** Once written, the graph is run the way ``OnnxEmbedder`` runs it on
 sample texts (short, long, a padded batch, each under the query and the document prompt) and
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from indexing.embedding.model_files import default_model_path, modules, read_dimension, read_prompts
+from indexing.embedding.onnx_graph import Graph, GraphSpec
 from indexing.identity import Prompts
-from indexing.model_files import default_model_path, modules, read_dimension, read_prompts
-from indexing.onnx_graph import Graph, GraphSpec
 
 EXPORT_VERSION = "2"  # 2: the whole pipeline, the tokenizer beside it, checked after export
 TOLERANCE = 1e-5  # the largest 1 - cosine allowed between the graph's vector and sentence-transformers'

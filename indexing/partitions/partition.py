@@ -1,11 +1,11 @@
 """A partition as a search sees it, kept in memory and current (``LivePartition``); the rows
 and results that go in and out of it are ``indexing.rows``.
 
-LanceDB is the store of record; a query is served from the partition's ``LivePartition``: a
-float32 matrix, the validity interval of each row, and the texts. Validity is applied inside the
-partition before ranking, so an expired or superseded row never takes a place in the top k. A
-large partition is served from its persisted image (``indexing/image.py``), mapped, whose IVF
-lists narrow the rows scored, and the rows written since its build, held here and scanned exactly.
+LanceDB is the store of record; a query is served from the partition's ``LivePartition``: a float32
+matrix, the validity interval of each row, and the texts. Validity is applied inside the partition
+before ranking, so an expired or superseded row never takes a place in the top k. A large partition
+is served from its persisted image (``image.py``), mapped, whose IVF lists narrow the rows scored,
+and the rows written since its build, held here and scanned exactly.
 
 Named ``LivePartition``, not a snapshot: it is not a copy frozen at a version but the one
 in-memory copy that the store's writers edit in place (``append``, ``end``, ``remove``) as they
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from indexing.fusion import SPREAD_SAMPLE, fuse_lexical
-from indexing.image import Image
-from indexing.lexical import LexicalIndex
+from indexing.partitions.image import Image
+from indexing.partitions.validity import ValidityCounts, validity_counts
+from indexing.relevance.fusion import SPREAD_SAMPLE, fuse_lexical
+from indexing.relevance.lexical import LexicalIndex
 from indexing.rows import OPEN_END, Hit, PartitionResult, RowBatch
-from indexing.validity import ValidityCounts, validity_counts
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 

@@ -1,7 +1,7 @@
 """An inverted-file (IVF) index over one partition's vectors, in numpy.
 
-Small partitions are scanned exactly. Past ``ANN_THRESHOLD`` rows a partition gets this index,
-built when data is written (``indexing/image.py``): k-means centroids, and the vectors stored
+Small partitions are scanned exactly. Past ``ANN_THRESHOLD`` rows a partition gets this index, built
+when data is written (``indexing/partitions/image.py``): k-means centroids, and the vectors stored
 grouped by nearest centroid, so each list is one contiguous block of the image that a single
 matrix-vector product scores. A query scores the centroids, then the ``nprobe`` nearest lists,
 exactly. Rows written after the build sit in a tail that every query scans exactly, so nothing is

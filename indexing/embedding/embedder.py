@@ -18,10 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
+from indexing.embedding.model_files import check_device, default_model_path
+from indexing.embedding.torch_embedder import GPU_BATCH, SentenceTransformerEmbedder
 from indexing.errors import EmbedderUnavailable
 from indexing.identity import Prompts
-from indexing.model_files import check_device, default_model_path
-from indexing.torch_embedder import GPU_BATCH, SentenceTransformerEmbedder
 
 __all__ = [
     "DEFAULT_DIMENSION",
@@ -95,11 +95,11 @@ def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path)
     if check_device(device) != "cpu":
         return SentenceTransformerEmbedder(path, device=device)
     if backend == "onnx":
-        from indexing.onnx_export import refusal
+        from indexing.embedding.onnx_export import refusal
 
         reason = refusal(path, cache)
         if reason is None:
-            from indexing.onnx_embedder import OnnxEmbedder
+            from indexing.embedding.onnx_embedder import OnnxEmbedder
 
             return OnnxEmbedder(path, cache=cache)
         _log.warning("esfis: the model %s runs on torch, not ONNX: %s", path.name, reason)

@@ -1,12 +1,11 @@
 """This machine's mapped images of a store's large partitions: when each is built, rebuilt,
 put off and removed.
 
-A partition of ``ANN_THRESHOLD`` rows or more is served from its image (``indexing/image.py``)
-plus the rows written since; a smaller one from its table alone. An image is built when data is
-written: at the end of an import (``VectorStore.settle``), when the rows written since the last
-build pile up (at a routine compaction), and after every forget, since the image holds texts
-too; and on the first read of a large partition that has none (a store from before images, or a
-build that was killed).
+A partition of ``ANN_THRESHOLD`` rows or more is served from its image (``image.py``) plus the rows
+written since; a smaller one from its table alone. An image is built when data is written: at the
+end of an import (``VectorStore.settle``), when the rows written since the last build pile up (at a
+routine compaction), and after every forget, since the image holds texts too; and on the first read
+of a large partition that has none (a store from before images, or a build that was killed).
 
 On a shared store (tables in S3) each machine keeps its own images, and another machine's writes
 reach them only through the table: an image of a table that was dropped, or dropped and made
@@ -28,11 +27,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing import image
-from indexing.ann import ANN_THRESHOLD
-from indexing.layout import Layout
-from indexing.location import open_dataset
-from indexing.locks import PartitionLocks
+from indexing.partitions import image, image_build
+from indexing.partitions.layout import Layout
+from indexing.partitions.location import open_dataset
+from indexing.partitions.locks import PartitionLocks
+from indexing.relevance.ann import ANN_THRESHOLD
 
 
 class ImageCache:
@@ -110,7 +109,9 @@ class ImageCache:
             return
         reuse = previous is not None
         del dataset, previous  # the child maps the previous image itself
-        image.build_in_child(folder, self.layout.uri(key), self.dimension, reuse=reuse, lock_fd=self.locks.fd(key))
+        image_build.build_in_child(
+            folder, self.layout.uri(key), self.dimension, reuse=reuse, lock_fd=self.locks.fd(key)
+        )
         self.built[key] += 1
 
     def refresh(self, key: str, *, force: bool) -> None:

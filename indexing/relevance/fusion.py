@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from indexing.lexical import LexicalIndex
+from indexing.relevance.lexical import LexicalIndex
 
 LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and added
 SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold

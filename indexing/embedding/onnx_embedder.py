@@ -1,7 +1,7 @@
 """The default embedder: a sentence-transformers model, run by ONNX Runtime.
 
-Same weights, same tokenizer, same pipeline (pooling, Dense, Normalize), exported once and
-checked against sentence-transformers within 1e-5 cosine (``indexing.onnx_export``); a query is
+Same weights, same tokenizer, same pipeline (pooling, Dense, Normalize), exported once and checked
+against sentence-transformers within 1e-5 cosine (``indexing.embedding.onnx_export``); a query is
 several times faster (benchmarks/test_embedding.py), and start-up imports no torch. Queries and
 documents get the model's own prompts, exactly as the torch path puts them.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+from indexing.embedding.model_files import default_model_path, model_name_for, read_dimension, read_prompts
+from indexing.embedding.onnx_export import ExportRefused, ensure_export
+from indexing.embedding.onnx_graph import Graph, GraphSpec, batches
+from indexing.embedding.torch_embedder import SentenceTransformerEmbedder
 from indexing.errors import EmbedderUnavailable
 from indexing.identity import Prompts
-from indexing.model_files import default_model_path, model_name_for, read_dimension, read_prompts
-from indexing.onnx_export import ExportRefused, ensure_export
-from indexing.onnx_graph import Graph, GraphSpec, batches
-from indexing.torch_embedder import SentenceTransformerEmbedder
 
 _log = logging.getLogger(__name__)
 TOKEN_BUDGET = 64 * 256 * 256  # rows × longest² of a batch: MiniLM's full batch (64 texts of 256 tokens)
@@ -139,8 +139,8 @@ class OnnxEmbedder:
         return self._query.run([self._prompts.query + text])[0]
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Several queries in one call of the query session (``indexing.batching``): a few
-        short texts, padded to the longest."""
+        """Several queries in one call of the query session (``indexing.embedding.batching``): a
+        few short texts, padded to the longest."""
         self.load()
         if self._fallback is not None:
             return self._fallback.embed_queries(texts)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from indexing.embedder import Embedder
+from indexing.embedding.embedder import Embedder
 from indexing.identity import Prompts
 
 DEFAULT_WINDOW_S = 0.002

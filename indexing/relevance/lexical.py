@@ -16,157 +16,26 @@ Rows appended since the last build sit in a tail of (term, row, freq) triples, f
 CSR once it grows past a share of it. The statistics of BM25 (rows, document frequencies,
 average length) are taken at query time over the rows the caller may see, so a superseded or
 expired row neither scores nor shifts the idf of the others.
+
+What a text's terms are (and a query's) is ``words.py``'s; how a term gets its id, from a mapped
+image's sorted terms or among those seen since, is ``vocabulary.py``'s.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from indexing.relevance.vocabulary import SortedTerms, Vocabulary
+from indexing.relevance.words import STEM, query_terms, stem, tokenize
+
 K1 = 1.2
 B = 0.75
 FOLD_SHARE = 8  # fold the tail in when it holds more than 1/FOLD_SHARE of the postings
 FOLD_MIN = 4096  # ... and at least this many
-# Function words carry no topic; dropping them keeps postings short and scores on content.
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "from",
-        "by",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "i",
-        "you",
-        "he",
-        "she",
-        "it",
-        "we",
-        "they",
-        "me",
-        "my",
-        "your",
-        "our",
-        "their",
-        "this",
-        "that",
-        "these",
-        "those",
-        "do",
-        "does",
-        "did",
-        "have",
-        "has",
-        "had",
-        "not",
-        "no",
-        "so",
-        "as",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "how",
-        "when",
-        "where",
-        "why",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "just",
-        "about",
-        "into",
-        "than",
-        "then",
-        "there",
-        "here",
-        "very",
-        "also",
-        "any",
-        "some",
-        "am",
-        "im",
-        "its",
-        "it's",
-        "i'm",
-        "i've",
-        "ive",
-        "dont",
-        "don't",
-    ]
-)
-_STOP = pa.array(sorted(STOP_WORDS))
-_SPLIT = r"[^\p{L}\p{N}]+"  # a term is a run of letters and digits, in any script
-_WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
-BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
-
-
-# Harman's S-stemmer, the first rule that matches only: -ies → -y (not -eies, -aies), -es → -e
-# (not -aes, -ees, -oes), -s → (not -us, -ss). No rule's output ends as a later rule needs, so
-# applying all three in turn is the same. Applied to each distinct term, never to each token.
-_STEPS = [
-    (re.compile(r"^(.*[^ae])ies$"), r"\1y"),
-    (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
-    (re.compile(r"^(.*[^us])s$"), r"\1"),
-]
-STEM = True
-
-
-def stem(term: str) -> str:
-    for pattern, replacement in _STEPS:
-        term = pattern.sub(replacement, term)
-    return term
-
-
-def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
-    """Every word of ``texts`` in order, and the text each came from (lower-cased, split on
-    anything but letters and digits, stop words dropped). Many texts go through Arrow's C++
-    kernels, a few through ``re``; both give the same words (tests/indexing/test_lexical_index.py)."""
-    if len(texts) < BULK:
-        terms = [_terms(text) for text in texts]
-        rows = [i for i, these in enumerate(terms) for _ in these]
-        return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
-    import pyarrow.compute as pc  # here, not at import: a command that never searches need not load it
-
-    split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
-    parents = pc.list_parent_indices(split)
-    flat = pc.list_flatten(split)
-    keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_STOP)))
-    return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
-
-
-def _terms(text: str) -> list[str]:
-    # Arrow lower-cases each character alone; Python's full mapping differs for these two.
-    lowered = text.replace("İ", "i").replace("Σ", "σ").lower()
-    return [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
-
-
-def query_terms(text: str, stemmed: bool = STEM) -> list[str]:
-    """The distinct indexed terms of a query, in order."""
-    return list(dict.fromkeys(stem(t) if stemmed else t for t in _terms(text)))
 
 
 @dataclass(frozen=True)
@@ -178,90 +47,6 @@ class LexicalScores:
     scores: np.ndarray
     ideal: float
     postings: int  # postings read
-
-
-class SortedTerms:
-    """Terms sorted by code point in one Arrow string array (a large partition's image maps it
-    from its file), found by binary search over the raw UTF-8 bytes, whose order is the code
-    points'. A million-term vocabulary stays in the page cache, shared by every process, instead
-    of becoming a Python dict in each."""
-
-    def __init__(self, array: pa.Array) -> None:
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        array = array.cast(pa.large_string())
-        self._array = array
-        _, offsets, data = array.buffers()
-        self._offsets = np.frombuffer(offsets, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
-        self._data = memoryview(data) if data is not None else memoryview(b"")
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def _bytes(self, i: int) -> bytes:
-        return bytes(self._data[self._offsets[i] : self._offsets[i + 1]])
-
-    def find(self, term: str) -> int:
-        """The term's position, or -1."""
-        key, lo, hi = term.encode(), 0, len(self._array)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._bytes(mid) < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < len(self._array) and self._bytes(lo) == key else -1
-
-    def to_list(self) -> list[str]:
-        return self._array.to_pylist()
-
-
-class Vocabulary:
-    """Term ids: those of a mapped image (``SortedTerms``, ids in sorted order), then the terms
-    first seen since, in a dict of their own."""
-
-    def __init__(self, base: SortedTerms | None = None) -> None:
-        self.base = base
-        self._base_len = len(base) if base is not None else 0
-        self.extra: list[str] = []
-        self.extra_id: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return self._base_len + len(self.extra)
-
-    def __contains__(self, term: str) -> bool:
-        return self.get(term) is not None
-
-    def get(self, term: str) -> int | None:
-        i = self.extra_id.get(term)
-        if i is not None:
-            return i
-        if self.base is not None:
-            j = self.base.find(term)
-            if j >= 0:
-                return j
-        return None
-
-    def add(self, term: str) -> int:
-        i = self.get(term)
-        if i is None:
-            i = self.extra_id[term] = len(self)
-            self.extra.append(term)
-        return i
-
-    def copy(self) -> Vocabulary:
-        other = Vocabulary(self.base)
-        other.extra, other.extra_id = list(self.extra), dict(self.extra_id)
-        return other
-
-    def to_list(self) -> list[str]:
-        return (self.base.to_list() if self.base is not None else []) + self.extra
-
-    @classmethod
-    def of(cls, terms: list[str]) -> Vocabulary:
-        vocabulary = cls()
-        vocabulary.extra, vocabulary.extra_id = list(terms), {t: i for i, t in enumerate(terms)}
-        return vocabulary
 
 
 class LexicalIndex:

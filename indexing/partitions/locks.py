@@ -6,7 +6,7 @@ Four levels, each taken inside the one above it, never the other way round:
   exclusive by a reindex, so a reindex never swaps the store under a live process
   (``share_store``).
 - ``PartitionLocks.threads``, one re-entrant lock per store: its threads take turns at the
-  in-memory partitions (``indexing/partition.py``) and at the files below.
+  in-memory partitions (``indexing/partitions/partition.py``) and at the files below.
 - ``<table>.lock``, per partition, across this machine's processes: one writer at a time holds
   it exclusive (``exclusive``); a reader holds it shared only to retry a load that failed, or to
   hold a partition still (``reading``, ``held_still``).
@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
-from indexing.coordination import Coordination
 from indexing.errors import StoreBusy
-from indexing.layout import IN_USE, Layout
+from indexing.partitions.coordination import Coordination
+from indexing.partitions.layout import IN_USE, Layout
 
 
 def share_store(layout: Layout) -> IO[str] | None:

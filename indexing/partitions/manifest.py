@@ -6,7 +6,7 @@ under another model would rank nonsense without a word of complaint. So ``store.
 the ``ModelIdentity`` (``indexing/identity.py``) once, and a store opens only under the identity
 it records; anything else is refused with ``StoreMismatch``, which says how to move on (the same
 model, a reindex, or another home). On S3 the manifest lies beside the tables
-(``indexing/location.py``), so every machine checks the one record.
+(``indexing/partitions/location.py``), so every machine checks the one record.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import secrets
 
 from indexing.errors import StoreMismatch
 from indexing.identity import ModelIdentity
-from indexing.location import Location, read_manifest, write_manifest
+from indexing.partitions.location import Location, read_manifest, write_manifest
 
 MANIFEST = "store.json"
 

@@ -15,9 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from indexing.embedding.model_files import (
+    check_device,
+    default_model_path,
+    model_name_for,
+    read_dimension,
+    read_prompts,
+)
 from indexing.errors import EmbedderUnavailable
 from indexing.identity import Prompts
-from indexing.model_files import check_device, default_model_path, model_name_for, read_dimension, read_prompts
 
 GPU_BATCH = 1024  # texts a forward pass on a GPU: MiniLM's rate flattens from ~1k (REPORT.md)
 
@@ -119,5 +125,5 @@ class SentenceTransformerEmbedder:
         return self._encode([text], self._prompts.query)[0]
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Several queries at once (``indexing.batching``), with the query prompt."""
+        """Several queries at once (``indexing.embedding.batching``), with the query prompt."""
         return self._encode(texts, self._prompts.query)

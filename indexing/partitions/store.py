@@ -4,66 +4,60 @@
 searches, and moves whole partitions (stream, create). What it holds, each a concept of its
 own::
 
-    indexing/layout.py       what lies under the root, and the names of a partition's files
-    indexing/manifest.py     the model the store records, and the refusal of any other
-    indexing/locks.py        who may touch a partition when: threads, processes, machines
-    indexing/image_cache.py  this machine's mapped images of large partitions
-    indexing/compaction.py   the routine compaction, and a purge's rewrite
-    indexing/partition.py    a partition in memory, kept current by the writes (LivePartition)
-    indexing/engine.py       Lance's session and numpy's BLAS, set up once per process
+    layout.py       what lies under the root, and the names of a partition's files
+    manifest.py     the model the store records, and the refusal of any other
+    locks.py        who may touch a partition when: threads, processes, machines
+    image_cache.py  this machine's mapped images of large partitions
+    compaction.py   the routine compaction, and a purge's rewrite
+    partition.py    a partition in memory, kept current by the writes (LivePartition)
+    engine.py       Lance's session and numpy's BLAS, set up once per process
 
 A read is served from the partition's ``LivePartition``, loaded once and edited in place by
 this process's writes; a write by another process bumps the partition's version
-(``indexing/coordination.py``), and the next read loads it again.
+(``coordination.py``), and the next read loads it again.
 
 ``stats`` counts, per partition, how often it was opened, how many vectors were scored and how
-many lexical postings were read: the instrumentation that lets a test prove an Acme recall never
-touched Globex.
+many lexical postings were read (``stats.py``): the instrumentation that lets a test prove an
+Acme recall never touched Globex.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from indexing import compaction, failpoints, image
-from indexing.coordination import Coordination, LocalCoordination
-from indexing.engine import lance_session, search_on_one_thread
+from indexing import failpoints
 from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
-from indexing.image_cache import ImageCache
-from indexing.layout import IN_USE, Layout, check_row_ids, create_table, key_of, rows_table, schema, table_name
-from indexing.location import Location, open_dataset
-from indexing.locks import PartitionLocks, share_store
-from indexing.manifest import check_manifest
-from indexing.partition import LivePartition
+from indexing.partitions import compaction, image
+from indexing.partitions.coordination import Coordination, LocalCoordination
+from indexing.partitions.engine import lance_session, search_on_one_thread
+from indexing.partitions.image_cache import ImageCache
+from indexing.partitions.layout import (
+    IN_USE,
+    Layout,
+    check_row_ids,
+    create_table,
+    key_of,
+    rows_table,
+    schema,
+    table_name,
+)
+from indexing.partitions.location import Location, open_dataset
+from indexing.partitions.locks import PartitionLocks, share_store
+from indexing.partitions.manifest import check_manifest
+from indexing.partitions.partition import LivePartition
+from indexing.partitions.stats import IndexStats
 from indexing.rows import PartitionResult, Row, RowBatch
 
 # The layout's names, read by backup, restore and reindex through the store's door.
 __all__ = ["IN_USE", "IndexStats", "VectorStore", "key_of", "table_name"]
-
-
-@dataclass
-class IndexStats:
-    """What the store touched, per partition, since the last ``reset``."""
-
-    opened: Counter[str] = field(default_factory=Counter)
-    loaded: Counter[str] = field(default_factory=Counter)
-    scored: Counter[str] = field(default_factory=Counter)
-    built: Counter[str] = field(default_factory=Counter)  # images built
-    postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
-
-    def reset(self) -> None:
-        for counter in (self.opened, self.loaded, self.scored, self.built, self.postings):
-            counter.clear()
 
 
 class VectorStore:

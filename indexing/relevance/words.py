@@ -1,0 +1,149 @@
+"""The words of a text as BM25 counts them: lower-cased, split on anything but letters and
+digits (in any script), function words dropped, and each distinct term stemmed (Harman's
+S-stemmer). A partition's texts and a query go through the same rules, so a query's terms meet
+the postings of the same words.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+# Function words carry no topic; dropping them keeps postings short and scores on content.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "by",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "me",
+        "my",
+        "your",
+        "our",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "not",
+        "no",
+        "so",
+        "as",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "how",
+        "when",
+        "where",
+        "why",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "just",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "here",
+        "very",
+        "also",
+        "any",
+        "some",
+        "am",
+        "im",
+        "its",
+        "it's",
+        "i'm",
+        "i've",
+        "ive",
+        "dont",
+        "don't",
+    ]
+)
+_STOP = pa.array(sorted(STOP_WORDS))
+_SPLIT = r"[^\p{L}\p{N}]+"  # a term is a run of letters and digits, in any script
+_WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
+BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
+
+
+# Harman's S-stemmer, the first rule that matches only: -ies → -y (not -eies, -aies), -es → -e
+# (not -aes, -ees, -oes), -s → (not -us, -ss). No rule's output ends as a later rule needs, so
+# applying all three in turn is the same. Applied to each distinct term, never to each token.
+_STEPS = [
+    (re.compile(r"^(.*[^ae])ies$"), r"\1y"),
+    (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
+    (re.compile(r"^(.*[^us])s$"), r"\1"),
+]
+STEM = True
+
+
+def stem(term: str) -> str:
+    for pattern, replacement in _STEPS:
+        term = pattern.sub(replacement, term)
+    return term
+
+
+def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
+    """Every word of ``texts`` in order, and the text each came from (lower-cased, split on
+    anything but letters and digits, stop words dropped). Many texts go through Arrow's C++
+    kernels, a few through ``re``; both give the same words (tests/indexing/test_lexical_index.py)."""
+    if len(texts) < BULK:
+        terms = [_terms(text) for text in texts]
+        rows = [i for i, these in enumerate(terms) for _ in these]
+        return np.array(rows, dtype=np.int64), pa.array([t for these in terms for t in these], pa.large_string())
+    import pyarrow.compute as pc  # here, not at import: a command that never searches need not load it
+
+    split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
+    parents = pc.list_parent_indices(split)
+    flat = pc.list_flatten(split)
+    keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_STOP)))
+    return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
+
+
+def _terms(text: str) -> list[str]:
+    # Arrow lower-cases each character alone; Python's full mapping differs for these two.
+    lowered = text.replace("İ", "i").replace("Σ", "σ").lower()
+    return [t for t in _WORD.findall(lowered) if t not in STOP_WORDS]
+
+
+def query_terms(text: str, stemmed: bool = STEM) -> list[str]:
+    """The distinct indexed terms of a query, in order."""
+    return list(dict.fromkeys(stem(t) if stemmed else t for t in _terms(text)))
