@@ -12,13 +12,15 @@ data) or a forget does (the run carries untrusted content), a person answers: th
 or the operator (``person``).
 
 The server stands where it was started (``standing``); no tool takes a space to recall from.
-Every ``EsfisError`` becomes an MCP tool error in one place (``_serve``), so an id the agent may
-not see reads exactly like an id that never existed. Answers carry nothing about other spaces
-and no delivery id. What each tool tells the model is in ``descriptions``; the service opens
-in the background once the handshake is answered (``opening``).
+Every ``EsfisError`` becomes an MCP tool error in one place (``_tool_error``), so an id the
+agent may not see reads exactly like an id that never existed. Answers carry nothing about
+other spaces and no delivery id. ``remember`` refuses an argument it does not declare, which
+the SDK would drop (``undeclared``). What each tool tells the model is in ``descriptions``; the
+service opens in the background once the handshake is answered (``opening``).
 """
 
 import importlib.metadata
+import inspect
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -57,23 +59,34 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-# -- inputs -----------------------------------------------------------------------------------
+# -- arguments ------------------------------------------------------------------------------
 
-# ``source`` was ``remember``'s name for one origin mark until origin marks were called ``labels``
-# on every interface; accepted for one release (CHANGELOG.md), then removed.
-OLD_SOURCE = "deprecated, accepted until the next release: use labels; one origin mark, e.g. slack"
+# What to send instead of an argument a tool no longer takes.
+REMOVED = {"source": 'use labels: ["source:NAME"]'}
 
 
-def origin_marks(labels: list[str] | None, source: str | None) -> list[str] | None:
-    """The origin marks a ``remember`` call gives, by their name or by the old one."""
-    if source is None:
-        return labels
-    if labels is not None:
-        raise InvalidInput(
-            "give labels or source, not both: source is the old name of labels (one origin mark); use labels",
-            field="labels",
-        )
-    return [source]
+def takes(tool: Callable[..., Any]) -> tuple[str, ...]:
+    """The arguments a tool function declares (its ``Context`` is none of them)."""
+    return tuple(name for name, p in inspect.signature(tool).parameters.items() if p.annotation is not Context)
+
+
+def undeclared(ctx: Context, tool: str, declared: tuple[str, ...]) -> InvalidInput | None:
+    """The refusal of a call that sends an argument ``tool`` does not declare, if this one does.
+
+    The SDK drops such an argument silently. For ``remember`` that cannot be: ``source``, its
+    old name for an origin mark, marked content from outside as untrusted, and a memory written
+    without it would pass the barrier's rule on untrusted content unmarked."""
+    sent = (ctx.request_context.params or {}).get("arguments") or {}
+    extra = sorted(set(sent) - set(declared))
+    removed = [name for name in extra if name in REMOVED]
+    if removed:
+        message = f"{tool} no longer takes {removed[0]!r} (nothing was done): {REMOVED[removed[0]]}"
+    elif extra:
+        names = ", ".join(repr(name) for name in extra)
+        message = f"{tool} takes no argument {names} (nothing was done): it takes {', '.join(declared)}"
+    else:
+        return None
+    return InvalidInput(message, field=extra[0])
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -85,13 +98,18 @@ def _client_name(ctx: Context) -> str | None:
     return None if params is None else params.client_info.name
 
 
+def _tool_error(exc: EsfisError) -> ToolError:
+    """An esfis error as the agent reads it, its code last; the one place that maps them."""
+    count_refusal(exc.code)
+    return ToolError(f"{exc.message} ({exc.code})")
+
+
 async def _serve(call: Callable[[], T]) -> T:
-    """Run one façade call off the event loop; the one place that maps esfis errors."""
+    """Run one façade call off the event loop, its esfis errors mapped (``_tool_error``)."""
     try:
         return await anyio.to_thread.run_sync(call)
     except EsfisError as exc:
-        count_refusal(exc.code)
-        raise ToolError(f"{exc.message} ({exc.code})") from None
+        raise _tool_error(exc) from None
 
 
 WARM_AFTER_S = 1.0  # start warming this long after start even if the client sends nothing more
@@ -194,15 +212,19 @@ def build_server(
         ctx: Context,
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
-        source: Annotated[str | None, Field(description=OLD_SOURCE, json_schema_extra={"deprecated": True})] = None,
     ) -> WrittenOut:
+        refusal = undeclared(ctx, "remember", remember_takes)  # above all ``source``: see ``undeclared``
+        if refusal is not None:
+            raise _tool_error(refusal)
         memory = await gated(
             ctx,
             lambda service, who, ask, hold: service.remember(
-                who, text, personal=personal, labels=origin_marks(labels, source), ask=ask, hold=hold
+                who, text, personal=personal, labels=labels, ask=ask, hold=hold
             ),
         )
         return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(MemoryOut.of(memory))
+
+    remember_takes = takes(remember)
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
