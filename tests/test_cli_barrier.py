@@ -119,13 +119,14 @@ def test_cli_renderings_escape_control_characters(home, folders):
     assert json.loads(esfis(home, acme, "get", memory_id, "--json").stdout)["text"] == text
 
 
-def test_origin_marks_are_labels_on_the_cli_and_the_old_flag_still_works(home, folders):
-    """``--labels`` is the one name of origin marks (as over HTTP and MCP); ``--label`` is
-    accepted until the next release. Both marks ride on the memory, as ``get`` shows."""
+def test_origin_marks_are_labels_on_the_cli(home, folders):
+    """``--labels`` is the one name of origin marks (as over HTTP and MCP; the old ``--label`` is
+    gone from the help). A bare mark reads ``source:…``; both ride on the memory, as ``get`` shows."""
     platform = folders["acme/platform"]
+    assert "--label MARK" not in esfis(home, platform, "remember", "--help").stdout
     esfis(home, platform, "space", "add", str(platform))
-    new = esfis(home, platform, "remember", "the deploy bot posts in #ops", "--labels", "source:slack").stdout.strip()
-    old = esfis(home, platform, "remember", "a vendor mailed the new rates", "--label", "email").stdout.strip()
-    for memory_id, mark in ((new, "source:slack"), (old, "source:email")):
+    named = esfis(home, platform, "remember", "the deploy bot posts in #ops", "--labels", "source:slack").stdout.strip()
+    bare = esfis(home, platform, "remember", "a vendor mailed the new rates", "--labels", "email").stdout.strip()
+    for memory_id, mark in ((named, "source:slack"), (bare, "source:email")):
         got = json.loads(esfis(home, platform, "get", memory_id, "--json").stdout)
         assert mark in got["labels"]["origin"], got["labels"]

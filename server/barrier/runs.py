@@ -1,4 +1,4 @@
-"""Runs and their trail: one agent's unit of work, what it carries, and every step it took.
+"""Runs: one agent's unit of work, what it carries, and the book that records its steps.
 
 The platform decides which run a step belongs to, never the caller (docs/barrier.md):
 
@@ -16,7 +16,7 @@ uses is another run and two first steps of one run at once land on one row.
 A run is **sealed** at its first step: a later step from outside that subtree is refused. It
 **carries** the marks (``server.barrier.labels``) of everything delivered to it; the set only grows, and
 lives in the catalog, so it survives a restart. An ended run takes no further step. Each step is
-recorded with ids, marks and rules, never a text.
+recorded in the run's trail (``server.barrier.trail``) with ids, marks and rules, never a text.
 """
 
 from __future__ import annotations
@@ -29,29 +29,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, get_args
 
 from server.barrier.labels import Carried
+from server.barrier.trail import Step, TrailStep, insert_steps, read_steps  # Step, TrailStep: also named here
 from server.catalog import Catalog, Tx
 from server.clock import Clock, from_micros, to_micros
 from server.errors import DataBarrier, InvalidInput, RunEnded, RunNotFound
 from server.models import Caller, RunKind, Token
 from server.spaces import contains
-
-StepKind = Literal[
-    "recall",
-    "get",
-    "share",
-    "context_open",
-    "gate",
-    "approval_requested",
-    "approved",
-    "declined",
-    "write",
-    "forget",
-    "end",
-]
-STEP_KINDS: tuple[StepKind, ...] = get_args(StepKind)
 
 
 def run_id_for(owner: str, name: str) -> str:
@@ -71,24 +56,6 @@ def standing_run(token: Token) -> tuple[str, str]:
     """The id and name of an agent token's current standing run."""
     name = f"standing-{token.standing}"
     return run_id_for(f"token:{token.id}", name), name
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: StepKind
-    labels: tuple[str, ...] = ()
-    decision: str | None = None  # gates: allowed | refused
-    rule: str | None = None
-    grant: str | None = None
-    target: str | None = None  # a space mark
-    memory_ids: tuple[str, ...] = ()
-    actor: str | None = None  # who took a step that is not the run's own (an operator ending it)
-
-
-@dataclass(frozen=True)
-class TrailStep:
-    at: datetime
-    step: Step
 
 
 @dataclass(frozen=True)
@@ -213,33 +180,12 @@ class RunBook:
                         "WHERE true ON CONFLICT DO NOTHING",
                         (holder, json.dumps(marks)),
                     )
-        self._insert_steps(tx, run.id, now, steps)
+        insert_steps(tx, run.id, now, steps)
 
     def note(self, tx: Tx, run_id: str, steps: Iterable[Step]) -> None:
         """Steps that are not the run's own (an operator's answer to its held call): recorded
         whether or not the run is still open, carrying nothing into it."""
-        self._insert_steps(tx, run_id, to_micros(self.clock()), steps)
-
-    def _insert_steps(self, tx: Tx, run_id: str, now: int, steps: Iterable[Step]) -> None:
-        tx.executemany(
-            "INSERT INTO run_steps (run, at, kind, labels, decision, rule, grant_id, target, memory_ids, actor) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    run_id,
-                    now,
-                    s.kind,
-                    json.dumps(list(s.labels)),
-                    s.decision,
-                    s.rule,
-                    s.grant,
-                    s.target,
-                    json.dumps(list(s.memory_ids)),
-                    s.actor,
-                )
-                for s in steps
-            ],
-        )
+        insert_steps(tx, run_id, to_micros(self.clock()), steps)
 
     def record_now(self, run: Run, caller: Caller, steps: Iterable[Step], *, carry: Iterable[str] = ()) -> None:
         with self.catalog.transaction() as tx:
@@ -282,11 +228,7 @@ class RunBook:
                 )
                 if row["kind"] == "standing":
                     tx.execute("UPDATE tokens SET standing = standing + 1 WHERE id = ?", (row["token_id"],))
-                tx.execute(
-                    "INSERT INTO run_steps (run, at, kind, labels, memory_ids, actor) "
-                    "VALUES (?, ?, 'end', '[]', '[]', ?)",
-                    (run_id, now, by),
-                )
+                insert_steps(tx, run_id, now, [Step("end", actor=by)])
         return self.get(run_id)
 
     # -- reading (operator) -----------------------------------------------------------------
@@ -339,24 +281,7 @@ class RunBook:
         )
 
     def trail(self, run_id: str) -> tuple[Run, builtins.list[TrailStep]]:
-        run = self.get(run_id)
-        rows = self.catalog.all("SELECT * FROM run_steps WHERE run = ? ORDER BY id", (run_id,))
-        return run, [
-            TrailStep(
-                from_micros(r["at"]),
-                Step(
-                    r["kind"],
-                    tuple(json.loads(r["labels"])),
-                    r["decision"],
-                    r["rule"],
-                    r["grant_id"],
-                    r["target"],
-                    tuple(json.loads(r["memory_ids"])),
-                    r["actor"],
-                ),
-            )
-            for r in rows
-        ]
+        return self.get(run_id), read_steps(self.catalog, run_id)
 
     def page(self, *, ai: str | None = None, offset: int = 0, limit: int = 25) -> tuple[builtins.list[Run], int]:
         """Newest first: ``limit`` runs after ``offset``, and how many match in all. As ``list``,

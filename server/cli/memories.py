@@ -30,14 +30,7 @@ def _integer(value: str) -> int:
     arg("text", help=inputs.TEXT),
     arg("--personal", action="store_true", help="write a personal memory (reaches every space)"),
     arg("--valid-until", help=inputs.VALID_UNTIL),
-    arg(
-        "--labels",
-        "--label",  # the old name, accepted until the next release (CHANGELOG)
-        dest="labels",
-        action="append",
-        metavar="MARK",
-        help=f"{inputs.LABELS} (one mark per flag, repeatable; --label: the old name, until the next release)",
-    ),
+    arg("--labels", action="append", metavar="MARK", help=f"{inputs.LABELS} (one mark per flag, repeatable)"),
 )
 def remember(args: Namespace) -> None:
     with open_service() as service:

@@ -13,16 +13,15 @@ import os
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import server.facade.approvals as held_calls
+import server.facade.bulk as bulk
 from server.barrier import Grant
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
-from server.clock import parse_time, to_micros
+from server.clock import parse_time
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
-from server.inputs import DEFAULT_BATCH
 from server.memories.deliveries import explain
 from server.models import EVERYWHERE, PERSONAL, Delivery, Held, HeldView, Place, Space, Token, TrustedSource, Why
 from server.spaces import validate_space_name
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 
 
 _log = logging.getLogger("esfis")
-MIN_SWEEP_AGE = timedelta(minutes=5)  # past any write's turn and catalog transaction, and clock skew
 
 
 class Operator:
@@ -227,40 +225,19 @@ class Operator:
     def revoke_token(self, token_id: str) -> Token:
         return self._parts.tokens.revoke(token_id)
 
-    # -- upkeep ---------------------------------------------------------------------------
+    # -- in bulk (``server.facade.bulk``) ---------------------------------------------------
 
     def sweep_orphans(self, older_than: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
         """Purge every partition's rows older than ``older_than`` that no catalog entry names
         (writes killed between their vectors and their catalog rows, on any machine); returns
         (rows purged, partitions read)."""
-        from server.bulk.journal import sweep_every_partition
-
-        if older_than < MIN_SWEEP_AGE:
-            raise InvalidInput(
-                f"older_than must be at least {MIN_SWEEP_AGE}: a younger row may be a write "
-                "still in flight (on any machine, by its own clock)",
-                field="older_than",
-            )
-        return sweep_every_partition(
-            self._parts.catalog, self._parts.store, to_micros(self._parts.clock() - older_than)
-        )
-
-    # -- backup ---------------------------------------------------------------------------
+        return bulk.sweep_orphans(self._parts, older_than)
 
     def backup(self, path: str | os.PathLike[str]) -> BackupReport:
         """A consistent backup of this home into ``path`` (``server.bulk.backup``): an absolute folder
         on this machine, absent or empty, outside the home; keyed with ``ESFIS_BACKUP_KEY``, else
         the home's ``backup.key``."""
-        from server.bulk.backup import backup
-        from server.bulk.backup_manifest import key_for_backup
-
-        if not Path(path).is_absolute():
-            raise InvalidInput("a backup's path must be absolute (a folder on the server's machine)", field="path")
-        parts = self._parts
-        key = key_for_backup(key_file=None, given=parts.backup_key)
-        return backup(parts.catalog, parts.store, Path(path), home=parts.home, key=key, clock=parts.clock)
-
-    # -- bulk import ----------------------------------------------------------------------
+        return bulk.backup(self._parts, path)
 
     def import_jsonl(
         self,
@@ -273,16 +250,8 @@ class Operator:
     ) -> ImportReport:
         """Import JSON Lines from a binary stream (see ``server.bulk.importer``): bad rows reported by
         line, the rest imported, re-runs add nothing. A line over the limit is that line's error."""
-        from server.bulk.importer import import_stream
-        from server.bulk.rows import read_lines
-
-        return import_stream(
-            self._parts,
-            read_lines(stream),
-            ai=ai,
-            batch_size=DEFAULT_BATCH if batch_size is None else batch_size,
-            progress=progress,
-            create_spaces=create_spaces,
+        return bulk.import_jsonl(
+            self._parts, stream, ai=ai, batch_size=batch_size, progress=progress, create_spaces=create_spaces
         )
 
     def import_parquet(
@@ -296,32 +265,20 @@ class Operator:
         create_spaces: bool = False,
     ) -> ImportReport:
         """Import a Parquet file; ``sized(rows)`` is told its row count before the first batch."""
-        from server.bulk.importer import check_batch_size, import_records
-        from server.bulk.rows import parquet_rows
-
-        batch = check_batch_size(DEFAULT_BATCH if batch_size is None else batch_size)
-        total, records = parquet_rows(Path(path), batch_size=batch)
-        if sized is not None:
-            sized(total)
-        return import_records(
-            self._parts, records, ai=ai, batch_size=batch, progress=progress, create_spaces=create_spaces
+        return bulk.import_parquet(
+            self._parts,
+            path,
+            ai=ai,
+            batch_size=batch_size,
+            progress=progress,
+            sized=sized,
+            create_spaces=create_spaces,
         )
 
     def import_restore(self, stream: BinaryIO, *, progress: Callable[[int], None] | None = None) -> RestoreImportReport:
         """Restore the rows of an ``esfis export`` (``server.bulk.export``): ids, writers, times and
         labels kept, never widened; rows already known are skipped."""
-        from server.bulk.export import import_restore
-
-        return import_restore(
-            stream,
-            catalog=self._parts.catalog,
-            store=self._parts.store,
-            book=self._parts.memories,
-            embed=self._parts.embed_documents,
-            now=self._parts.clock(),
-            journals=self._parts.home / "imports",
-            progress=progress,
-        )
+        return bulk.import_restore(self._parts, stream, progress=progress)
 
     # -- for the settings pages (server.web) ---------------------------------------------
     # Each is a call on one book: the web layer calls only the façade, never a book.

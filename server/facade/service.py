@@ -1,10 +1,12 @@
 """The service façade: the one object that the CLI, HTTP, MCP and web interfaces all call.
 
 Every verb takes a ``Caller`` (who, from where, over what, in which run) and runs the same
-checks: the scope (space → permissions) decides what a caller can see and touch, and an id
-outside it answers exactly like an id that never existed. Then the run's gates (``server.barrier.gates``):
-the seal, the data barrier on every write, untrusted content on forget. Each step is recorded
-in the run's trail in the same transaction as what it did.
+checks: the scope (space → permissions, ``server.facade.reach``) decides what a caller can see
+and touch, and an id outside it answers exactly like an id that never existed. Then the run's
+gates (``server.barrier.gates``): the seal, the data barrier on every write, untrusted content
+on forget. Each step is recorded in the run's trail in the same transaction as what it did.
+Beside the verbs: context by reference (``references``), held calls (``approvals``), and a
+long-lived server's upkeep (``upkeep``).
 """
 
 from __future__ import annotations
@@ -20,53 +22,32 @@ from pathlib import Path
 import numpy as np
 
 import server.facade.approvals as held_calls
+import server.facade.reach as reach
+import server.facade.references as references
+import server.facade.upkeep as upkeep
 from indexing.embedding.batching import BatchingEmbedder
 from indexing.errors import IndexingError
 from server.barrier.approvals import is_approval_id
-from server.barrier.contexts import MAX_SHARED
 from server.barrier.gates import HeldCall
 from server.barrier.labels import check_origins, space_mark
 from server.barrier.runs import Step
-from server.bulk.journal import sweep
 from server.catalog import Tx
 from server.clock import Clock, parse_time
-from server.errors import (
-    AlreadySuperseded,
-    InvalidInput,
-    MemoryNotFound,
-    OutOfReach,
-    PolicyDenied,
-    StoreUnavailable,
-)
+from server.errors import AlreadySuperseded, InvalidInput, MemoryNotFound, OutOfReach, StoreUnavailable
 from server.facade.callers import resolve_caller
 from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
-from server.facade.shown import marks_of, redact_labels, shown, shown_recalled, shown_reference
+from server.facade.shown import marks_of, shown, shown_recalled
 from server.facade.writing import new_memory, write_trail
-from server.memories.input import MAX_QUERY_BYTES, check_id, check_text
-from server.memories.journal import JOURNALS
+from server.memories.input import MAX_QUERY_BYTES, check_text
 from server.memories.recall import run_recall
-from server.metrics import count_upkeep, time_stage
-from server.models import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
-    Ask,
-    Caller,
-    Held,
-    Memory,
-    OpenedMemory,
-    Recall,
-    Reference,
-    Token,
-)
+from server.metrics import time_stage
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, Ask, Caller, Held, Memory, OpenedMemory, Recall, Reference, Token
 from server.spaces import validate_space_name
-from server.spaces.scope import Scope, scope_for
+from server.spaces.scope import Scope
 
 _log = logging.getLogger("esfis")
-UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
-UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
-SETTLE_EVERY_S = 60  # held calls past their time are cleared this often (and at every read)
 
 
 class Esfis:
@@ -124,35 +105,8 @@ class Esfis:
         )
 
     def scope(self, caller: Caller) -> Scope:
-        subtree = self._parts.registry.subtree(caller.space) if caller.space is not None else []
-        return scope_for(caller, subtree, self._parts.registry.policies())
-
-    def _visible(self, caller: Caller, id_: str, field: str = "id", scope: Scope | None = None) -> Memory:
-        """The memory, if the caller may see it; else the same answer as for a random id. The
-        scope is checked on the catalog's row: no partition outside it is opened."""
-        check_id(id_, field=field)
-        memory = self._parts.memories.meta(id_)
-        if memory is None or memory.forgotten or not (scope or self.scope(caller)).sees(memory.space):
-            raise MemoryNotFound(f"no memory {id_}")
-        memory = self._parts.memories.with_text(memory)
-        if memory.forgotten:
-            raise MemoryNotFound(f"no memory {id_}")
-        return memory
-
-    def _writable(self, caller: Caller, space: str | None) -> Scope:
-        """Refuse a write the caller's scope does not allow; the barrier comes after."""
-        scope = self.scope(caller)
-        if scope.sees(space):
-            return scope
-        decision = scope.decision_for(space)
-        if decision is not None:
-            where = "personal memories" if space is None else f"space {space!r}"
-            raise PolicyDenied(f"{caller.ai} may not use {where} ({decision.reason})")
-        raise OutOfReach(
-            "personal memories are out of this token's reach"
-            if space is None
-            else f"space {space!r} is not reachable from here"
-        )
+        """What ``caller`` may see and touch now (``server.facade.reach``)."""
+        return reach.scope_of(self._parts, caller)
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -184,7 +138,7 @@ class Esfis:
                 field="space",
             )
         target = None if personal else caller.space
-        scope = self._writable(caller, target)
+        scope = reach.writable(self._parts, caller, target)
         run = self._parts.gates.enter(caller)
         steps = self._parts.gates.write(
             caller,
@@ -221,7 +175,7 @@ class Esfis:
         query = check_text(query, field="query", limit=MAX_QUERY_BYTES)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
-        scope = self.scope(caller)
+        scope = reach.scope_of(self._parts, caller)
         run = self._parts.gates.enter(caller)
         now = self._parts.clock()
         vector = None
@@ -254,12 +208,12 @@ class Esfis:
         return Recall([shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
-        scope = self.scope(caller)
-        memory = self._visible(caller, id_, scope=scope)
+        scope = reach.scope_of(self._parts, caller)
+        memory = reach.visible(self._parts, caller, id_, scope=scope)
         run = self._parts.gates.enter(caller)
         if memory.superseded_by is not None:
             try:
-                self._visible(caller, memory.superseded_by, scope=scope)
+                reach.visible(self._parts, caller, memory.superseded_by, scope=scope)
             except MemoryNotFound:
                 # The successor lives where this caller cannot see: do not name it.
                 memory = dataclasses.replace(memory, superseded_by=None)
@@ -279,16 +233,16 @@ class Esfis:
     ) -> Memory | Held:
         """Supersede a memory; the new one lives in ``space`` if given, else in the old one's.
         What the new memory holds is the old one's data and the run's: the barrier judges both."""
-        old = self._visible(caller, id_)
+        old = reach.visible(self._parts, caller, id_)
         text = check_text(text)
         if space is not None:
             validate_space_name(space)
             if not self._parts.registry.exists(space):
                 raise OutOfReach(f"space {space!r} is not reachable from here")
         target = old.space if space is None else space
-        scope = self._writable(caller, target)
+        scope = reach.writable(self._parts, caller, target)
         if old.superseded_by is not None:
-            raise self._superseded(caller, old)
+            raise reach.superseded(self._parts, caller, old)
         run = self._parts.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
         steps = self._parts.gates.write(
@@ -315,18 +269,8 @@ class Esfis:
                 also=write_trail(self._parts, run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
             )
         except AlreadySuperseded:
-            raise self._superseded(caller, self._parts.memories.load(old.id) or old) from None
+            raise reach.superseded(self._parts, caller, self._parts.memories.load(old.id) or old) from None
         return shown(scope, self._loaded(memory.id))
-
-    def _superseded(self, caller: Caller, old: Memory) -> AlreadySuperseded:
-        successor = old.superseded_by
-        if successor is not None:
-            try:
-                self._visible(caller, successor)
-                return AlreadySuperseded(f"memory {old.id} is already superseded by {successor}")
-            except MemoryNotFound:
-                pass
-        return AlreadySuperseded(f"memory {old.id} is already superseded")
 
     def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None, hold: bool = False) -> Held | None:
         """Forget for good. A run carrying untrusted content needs a person's approval (held
@@ -335,7 +279,7 @@ class Esfis:
         if is_approval_id(id_):
             held_calls.withdraw(self._parts, caller, id_)
             return None
-        memory = self._visible(caller, id_)
+        memory = reach.visible(self._parts, caller, id_)
         run = self._parts.gates.enter(caller)
         trusted = [t.source for t in self._parts.grants.trusted()]
         steps = self._parts.gates.forget(
@@ -372,41 +316,14 @@ class Esfis:
     # -- context by reference ---------------------------------------------------------------
 
     def share(self, caller: Caller, ids: list[str]) -> Reference:
-        """A reference to memories this caller sees: labels, digests and runs, never texts."""
-        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_SHARED:
-            raise InvalidInput(f"memory_ids must be a list of 1 to {MAX_SHARED} ids", field="memory_ids")
-        scope = self.scope(caller)
-        memories = [self._visible(caller, i, "memory_ids", scope=scope) for i in dict.fromkeys(ids)]
-        run = self._parts.gates.enter(caller)
-        reference = self._parts.contexts.create(run.id, [(m.id, m.labels) for m in memories])
-        self._parts.runs.record_now(
-            run, caller, [Step("share", marks_of(m.labels for m in memories), memory_ids=tuple(m.id for m in memories))]
-        )
-        return shown_reference(scope, reference)
+        """A reference to memories this caller sees: labels, digests and runs, never texts
+        (``server.facade.references``)."""
+        return references.share(self._parts, caller, ids)
 
     def open_context(self, caller: Caller, ref: str) -> tuple[Reference, list[OpenedMemory]]:
         """The memories of a reference, when this run reaches every label in it (or a grant
         covers the crossing); opening adds the labels to the run."""
-        reference = self._parts.contexts.get(ref)
-        scope = self.scope(caller)
-        run = self._parts.gates.enter(caller)
-        labels = [labels for _, labels in reference.items]
-        marks = marks_of(labels)
-        spaces = [s for l in labels for s in l.spaces()]
-        steps = self._parts.gates.open(
-            caller, run, spaces=spaces, reaches=scope.reaches, marks=marks, policies=scope.policies
-        )
-        opened = []
-        for memory_id, shared in reference.items:
-            memory = self._parts.memories.load(memory_id)
-            text = None if memory is None or memory.forgotten else memory.text
-            opened.append(OpenedMemory(memory_id, text, shared))
-        carry = marks_of(o.labels for o in opened if o.text is not None)
-        step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
-        self._parts.runs.record_now(run, caller, [*steps, step], carry=carry)
-        return shown_reference(scope, reference), [
-            dataclasses.replace(o, labels=redact_labels(scope, o.labels)) for o in opened
-        ]
+        return references.open_context(self._parts, caller, ref)
 
     def authenticate(self, authorization: str | None) -> Token:
         """The active token an ``Authorization`` header names; one ``Unauthorized`` for anything else."""
@@ -428,14 +345,8 @@ class Esfis:
             raise StoreUnavailable(str(exc)) from exc
 
     def recover(self) -> None:
-        """Finish what killed processes left: orphan rows of their writes purged, their forgets
-        finished. A step that fails is logged and left for the next open."""
-        parts = self._parts
-        for step in (lambda: sweep(parts.home / JOURNALS, parts.catalog, parts.store), parts.memories.finish_forgets):
-            try:
-                step()
-            except Exception:
-                _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)
+        """Finish what killed processes left (``server.facade.upkeep.recover``)."""
+        upkeep.recover(self._parts)
 
     def __enter__(self) -> Esfis:
         return self
@@ -454,28 +365,14 @@ class Esfis:
 
     def start_upkeep(self) -> None:
         """In the background, until ``close``: the catalog's checkpoints (no request's commit waits
-        for the WAL's copy-back) and the trail's pruning."""
+        for the WAL's copy-back), and the upkeep's rounds (``server.facade.upkeep``)."""
         self._parts.catalog.checkpoint_in_background()
-        threading.Thread(target=self._prune_now_and_then, name="esfis-trail-upkeep", daemon=True).start()
-
-    def _prune_now_and_then(self) -> None:
-        last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
-        while not self._closing.wait(SETTLE_EVERY_S):
-            try:  # held calls that expired or lost their run: their texts leave the catalog
-                self.operator.settle_approvals()
-                count_upkeep("settle")
-                self.connections.prune()  # OAuth requests and refresh tokens past their time
-                self.rates.prune()  # rate counters past their window
-            except Exception:
-                _log.warning("settling held calls did not finish", exc_info=True)
-            if time.monotonic() - last_prune < UPKEEP_EVERY_S:
-                continue
-            last_prune = time.monotonic()
-            try:
-                self.operator.prune_trail()
-                count_upkeep("prune_trail")
-            except Exception:  # the next round tries again; a request never sees it
-                _log.warning("pruning the trail did not finish", exc_info=True)
+        threading.Thread(
+            target=upkeep.keep_up,
+            args=(self._closing, self.operator, self.connections, self.rates),
+            name="esfis-trail-upkeep",
+            daemon=True,
+        ).start()
 
 
 def close_all(*handles: object) -> None:

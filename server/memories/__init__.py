@@ -1,10 +1,11 @@
 """Memories on disk: text and vector in the partition's LanceDB table, the rest in the catalog.
 
-This module stores and loads, and owns every statement on the catalog's memories table; it
+This package stores and loads, and owns every statement on the catalog's memories table; it
 decides nothing about who may. Writes go journal, vectors, then the catalog: a crash between
 the vectors and the commit leaves orphan rows that no catalog entry names; recall drops
 anything the catalog does not hold as current, and the journal names them for the next sweep
-to purge (``server.memories.journal``). Forgets are crash-safe by an intent (``MemoryBook.forget``).
+to purge (``server.memories.journal``). Forgets are crash-safe by an intent
+(``server.memories.forgetting``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, wait
 from contextlib import AbstractContextManager, nullcontext
@@ -26,6 +26,7 @@ from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import AlreadySuperseded
+from server.memories import forgetting
 from server.memories.input import MemoryBatch, NewMemory
 from server.models import Memory
 from server.spaces import partition_key
@@ -33,7 +34,6 @@ from server.spaces import partition_key
 log = logging.getLogger("esfis.store")
 
 _DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
-STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a dead process
 
 
 class Journal(Protocol):
@@ -273,76 +273,22 @@ class MemoryBook:
             (key, len(batch)),
         )
 
-    def forget(self, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None) -> None:
-        """Remove the text and vector for good; keep the id, known as forgotten. ``also`` runs
-        in the catalog's transaction.
+    # -- forgetting for good (``server.memories.forgetting``) ---------------------------------
 
-        Crash-safe in three steps. (1) One transaction marks the memory forgotten (its digest,
-        key and labels cleared, the counts moved) and records the intent (``forgetting``): from
-        that commit on, nothing reads it as current. (2) The text and vector are purged from
-        the partition. (3) The catalog is checkpointed, so neither the WAL nor a page keeps the
-        row as it was, and the intent is removed. A process killed after (1) leaves the intent:
-        the next service to open finishes it (``finish_forgets``), as does the next forget once
-        it is ``STALE_FORGET`` old (a live forget finishes its own in well under that).
-        """
-        key = partition_key(memory.space)
-        with self.catalog.transaction() as tx:
-            if also is not None:
-                also(tx)
-            row = tx.one("SELECT forgotten_at, superseded_by FROM memories WHERE id = ?", (memory.id,))
-            if row is None:
-                return
-            if row["forgotten_at"] is None:
-                tx.execute(
-                    "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', "
-                    "from_spaces = '[]' WHERE id = ?",
-                    (to_micros(at), memory.id),
-                )
-                tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
-                tx.execute(
-                    "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
-                    (1 if row["superseded_by"] is not None else 0, key),
-                )
-                tx.execute(
-                    "INSERT INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    (memory.id, key, time.time_ns() // 1000),
-                )
-            elif tx.one("SELECT 1 FROM forgetting WHERE memory_id = ?", (memory.id,)) is None:
-                return  # forgotten and finished already (a forget beside this one)
-            # else: another forget of it is under way; finish it here too, so that this one
-            # also returns only once the text is gone.
-        failpoints.hit("forget:after-intent")
-        self.finish_forgets(only=[memory.id], stale=STALE_FORGET)
+    def forget(self, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None) -> None:
+        """Remove the text and vector for good, crash-safe; keep the id, known as forgotten.
+        ``also`` runs in the catalog's transaction that marks it."""
+        forgetting.forget(self.catalog, self.store, memory, at, also=also)
 
     def finish_forgets(self, *, only: list[str] | None = None, stale: timedelta | None = None) -> int:
-        """Finish forgets under way: purge their texts, checkpoint, remove their intents. With
-        ``only``, those memories', plus, with ``stale``, any older than that (a dead process's);
-        with neither, all. Returns how many were finished (fewer, when the checkpoint could not
-        complete: they stay, for the next). Purging twice is harmless, so a forget that another
-        process is finishing meanwhile is safe to finish here too."""
-        rows = self.catalog.all("SELECT memory_id, partition, since FROM forgetting")
-        if only is not None:
-            wanted = set(only)
-            horizon = None if stale is None else time.time_ns() // 1000 - int(stale.total_seconds() * 1e6)
-            rows = [r for r in rows if r["memory_id"] in wanted or (horizon is not None and r["since"] < horizon)]
-        if not rows:
-            return 0
-        by_partition: dict[str, list[str]] = {}
-        for r in rows:
-            by_partition.setdefault(r["partition"], []).append(r["memory_id"])
-        for key, ids in by_partition.items():
-            self.store.purge(key, ids)
-        failpoints.hit("forget:after-purge")
-        if not self.catalog.checkpoint():
-            log.warning("catalog checkpoint busy: %d forget(s) finish on a later forget or open", len(rows))
-            return 0
-        failpoints.hit("forget:after-checkpoint")
-        ids = [r["memory_id"] for r in rows]
-        with self.catalog.transaction() as tx:
-            tx.execute(
-                f"DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (json.dumps(ids),)
-            )
-        return len(ids)
+        """Finish forgets under way (all, or ``only`` these and those ``stale``); how many finished."""
+        return forgetting.finish_forgets(self.catalog, self.store, only=only, stale=stale)
+
+    def drop_space(self, space: str, at: datetime) -> int:
+        """Purge a space's partition; its ids stay known as forgotten."""
+        return forgetting.drop_space(self.catalog, self.store, space, at)
+
+    # -- reading what the catalog holds -------------------------------------------------------
 
     def current_ids(self, ids: list[str], now: datetime) -> set[str]:
         """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""
@@ -375,20 +321,6 @@ class MemoryBook:
         )
         total = sum(r["live"] for r in rows if r["key"] is None)
         return {r["key"]: (r["live"], r["superseded"]) for r in rows if r["key"] is not None}, int(total)
-
-    def drop_space(self, space: str, at: datetime) -> int:
-        """Purge a space's partition; its ids stay known as forgotten."""
-        key = partition_key(space)
-        self.store.drop(key)
-        with self.catalog.transaction() as tx:
-            removed = tx.execute(
-                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
-                "WHERE partition = ? AND forgotten_at IS NULL",
-                (to_micros(at), key),
-            ).rowcount
-            tx.execute("DELETE FROM import_keys WHERE partition = ?", (key,))
-            tx.execute("DELETE FROM partitions WHERE key = ?", (key,))
-        return removed
 
     def absent(self, space: str | None, keys: list[str | None], digests: list[str], *, since: int = 0) -> list[bool]:
         """For each row (its key, else its text's digest): True when no memory of ``space`` has the

@@ -109,7 +109,7 @@ async def test_a_memory_remembered_from_a_source_is_labelled_and_taints_forget(w
     person = Person("decline")
     async with AsyncExitStack() as stack:
         session = await start_with_person(stack, world, "tainted", "acme", person)
-        saved = await session.ok("remember", text="the #releases channel says freeze on friday", source="slack")
+        saved = await session.ok("remember", text="the #releases channel says freeze on friday", labels=["slack"])
         assert saved["labels"]["origin"] == ["source:slack"]
         await session.recall("release freeze friday")
         victim = world.cli("remember", "the release runbook is in the wiki", "--space", "acme").stdout.strip()
@@ -130,10 +130,13 @@ async def test_origin_marks_are_given_as_labels_over_mcp(world, fleet):
     world.cli("forget", saved["id"], "--space", "acme")
 
 
-async def test_labels_and_the_old_name_source_together_are_refused(world, fleet):
+async def test_the_removed_source_is_refused_never_dropped(world, fleet):
+    """``source`` was the old name of one origin mark. The SDK drops an argument a tool does not
+    declare, and the memory would be written unmarked, so ``remember`` refuses it and writes nothing."""
     text = "the deploy window is tuesday"
-    message = await fleet["acme"].error("remember", text=text, labels=["source:slack"], source="email")
-    assert "labels or source, not both" in message and message.endswith("(invalid_input)")
+    message = await fleet["acme"].error("remember", text=text, source="email")
+    assert "remember no longer takes 'source'" in message and 'use labels: ["source:NAME"]' in message
+    assert message.endswith("(invalid_input)")
     assert text not in world.cli("recall", "deploy window tuesday", "--space", "acme").stdout
 
 

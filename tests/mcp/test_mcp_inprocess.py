@@ -109,3 +109,28 @@ async def test_a_limit_out_of_range_is_a_clear_tool_error(fake_service, home, ac
     async with Client(server, mode="legacy") as client:
         result = await client.call_tool("recall", {"query": "anything", "limit": 500})
     assert result.is_error and "limit must be an integer from 1 to 100, got 500" in result.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"source": "slack"}, "remember no longer takes 'source' (nothing was done): use labels: [\"source:NAME\"]"),
+        ({"labels": ["source:slack"], "source": "email"}, "remember no longer takes 'source'"),
+        ({"colour": "red"}, "remember takes no argument 'colour' (nothing was done): it takes text, personal, labels"),
+    ],
+    ids=["source", "source-beside-labels", "unknown"],
+)
+async def test_remember_refuses_an_argument_it_does_not_take_and_writes_nothing(
+    fake_service, home, acme, arguments, said
+):
+    """The SDK drops an argument a tool does not declare. ``source`` (the old name of one origin
+    mark) marked content from outside: dropped, the memory would be written unmarked, so
+    ``remember`` refuses it, and any argument it does not declare, before anything is done."""
+    server, _ = server_for(fake_service, home, acme)
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool(
+            "remember", {"text": "the #releases channel says freeze on friday", **arguments}
+        )
+    assert result.is_error and said in result.content[0].text, result.content[0].text
+    assert result.content[0].text.endswith("(invalid_input)")
+    assert fake_service.recall(fake_service.caller("cli", space="acme"), "releases freeze friday").memories == []

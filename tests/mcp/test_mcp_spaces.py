@@ -46,7 +46,7 @@ async def test_recall_takes_no_space_argument(fleet):
     tools = {t.name: t for t in (await fleet["acme"].client.list_tools()).tools}
     assert sorted(tools) == ["check_approval", "forget", "open_context", "recall", "remember", "replace", "share"]
     assert set(tools["recall"].input_schema["properties"]) == {"query", "limit"}
-    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal", "labels", "source"}
+    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal", "labels"}
     assert "acme" in tools["recall"].description and "globex" not in tools["recall"].description
 
 

@@ -1,0 +1,60 @@
+"""A long-lived server's upkeep, and recovery at open.
+
+In the background, until the service closes: held calls past their time are settled (their
+texts leave the catalog), OAuth requests, refresh tokens and rate counters past their window
+are pruned, every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
+counted in days), first soon after start so that a server restarted often still prunes. A
+round that fails is logged and tried again; no request ever sees it.
+
+At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
+purged, their forgets finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from server.bulk.journal import sweep
+from server.facade.connections import Connections, RateCounters
+from server.facade.operator import Operator
+from server.facade.parts import Parts
+from server.memories.journal import JOURNALS
+from server.metrics import count_upkeep
+
+_log = logging.getLogger("esfis")
+UPKEEP_EVERY_S = 6 * 3600  # the trail's pruning: ages are counted in days
+UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
+SETTLE_EVERY_S = 60  # held calls past their time are cleared this often (and at every read)
+
+
+def keep_up(closing: threading.Event, operator: Operator, connections: Connections, rates: RateCounters) -> None:
+    """The upkeep's rounds, until ``closing`` is set (run in a thread of its own)."""
+    last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
+    while not closing.wait(SETTLE_EVERY_S):
+        try:  # held calls that expired or lost their run: their texts leave the catalog
+            operator.settle_approvals()
+            count_upkeep("settle")
+            connections.prune()  # OAuth requests and refresh tokens past their time
+            rates.prune()  # rate counters past their window
+        except Exception:
+            _log.warning("settling held calls did not finish", exc_info=True)
+        if time.monotonic() - last_prune < UPKEEP_EVERY_S:
+            continue
+        last_prune = time.monotonic()
+        try:
+            operator.prune_trail()
+            count_upkeep("prune_trail")
+        except Exception:  # the next round tries again; a request never sees it
+            _log.warning("pruning the trail did not finish", exc_info=True)
+
+
+def recover(parts: Parts) -> None:
+    """Finish what killed processes left: orphan rows of their writes purged, their forgets
+    finished. A step that fails is logged and left for the next open."""
+    for step in (lambda: sweep(parts.home / JOURNALS, parts.catalog, parts.store), parts.memories.finish_forgets):
+        try:
+            step()
+        except Exception:
+            _log.warning("recovery at open did not finish; the next open tries again", exc_info=True)

@@ -1,0 +1,118 @@
+"""Forgetting for good: a memory's text and vector leave its partition, and its id stays in the
+catalog, known as forgotten (an id once used never names another memory).
+
+A forget is crash-safe by an intent the catalog keeps (``forget``); whoever finds one finishes
+it (``finish_forgets``): the forget itself, the next service to open, or the next forget once
+the intent is ``STALE_FORGET`` old. ``drop_space`` forgets a whole space's partition at once.
+``MemoryBook`` (``server.memories``) is the door to these, as to every other statement on the
+memories table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from indexing import failpoints
+from indexing.partitions.store import VectorStore
+from server.catalog import Catalog, Tx
+from server.clock import to_micros
+from server.models import Memory
+from server.spaces import partition_key
+
+log = logging.getLogger("esfis.store")
+
+STALE_FORGET = timedelta(minutes=1)  # a forget's intent this old belongs to a dead process
+
+
+def forget(
+    catalog: Catalog, store: VectorStore, memory: Memory, at: datetime, *, also: Callable[[Tx], None] | None = None
+) -> None:
+    """Remove the text and vector for good; keep the id, known as forgotten. ``also`` runs
+    in the catalog's transaction.
+
+    Crash-safe in three steps. (1) One transaction marks the memory forgotten (its digest,
+    key and labels cleared, the counts moved) and records the intent (``forgetting``): from
+    that commit on, nothing reads it as current. (2) The text and vector are purged from
+    the partition. (3) The catalog is checkpointed, so neither the WAL nor a page keeps the
+    row as it was, and the intent is removed. A process killed after (1) leaves the intent:
+    the next service to open finishes it (``finish_forgets``), as does the next forget once
+    it is ``STALE_FORGET`` old (a live forget finishes its own in well under that).
+    """
+    key = partition_key(memory.space)
+    with catalog.transaction() as tx:
+        if also is not None:
+            also(tx)
+        row = tx.one("SELECT forgotten_at, superseded_by FROM memories WHERE id = ?", (memory.id,))
+        if row is None:
+            return
+        if row["forgotten_at"] is None:
+            tx.execute(
+                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', "
+                "from_spaces = '[]' WHERE id = ?",
+                (to_micros(at), memory.id),
+            )
+            tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
+            tx.execute(
+                "UPDATE partitions SET live = live - 1, superseded = superseded - ? WHERE key = ?",
+                (1 if row["superseded_by"] is not None else 0, key),
+            )
+            tx.execute(
+                "INSERT INTO forgetting (memory_id, partition, since) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (memory.id, key, time.time_ns() // 1000),
+            )
+        elif tx.one("SELECT 1 FROM forgetting WHERE memory_id = ?", (memory.id,)) is None:
+            return  # forgotten and finished already (a forget beside this one)
+        # else: another forget of it is under way; finish it here too, so that this one
+        # also returns only once the text is gone.
+    failpoints.hit("forget:after-intent")
+    finish_forgets(catalog, store, only=[memory.id], stale=STALE_FORGET)
+
+
+def finish_forgets(
+    catalog: Catalog, store: VectorStore, *, only: list[str] | None = None, stale: timedelta | None = None
+) -> int:
+    """Finish forgets under way: purge their texts, checkpoint, remove their intents. With
+    ``only``, those memories', plus, with ``stale``, any older than that (a dead process's);
+    with neither, all. Returns how many were finished (fewer, when the checkpoint could not
+    complete: they stay, for the next). Purging twice is harmless, so a forget that another
+    process is finishing meanwhile is safe to finish here too."""
+    rows = catalog.all("SELECT memory_id, partition, since FROM forgetting")
+    if only is not None:
+        wanted = set(only)
+        horizon = None if stale is None else time.time_ns() // 1000 - int(stale.total_seconds() * 1e6)
+        rows = [r for r in rows if r["memory_id"] in wanted or (horizon is not None and r["since"] < horizon)]
+    if not rows:
+        return 0
+    by_partition: dict[str, list[str]] = {}
+    for r in rows:
+        by_partition.setdefault(r["partition"], []).append(r["memory_id"])
+    for key, ids in by_partition.items():
+        store.purge(key, ids)
+    failpoints.hit("forget:after-purge")
+    if not catalog.checkpoint():
+        log.warning("catalog checkpoint busy: %d forget(s) finish on a later forget or open", len(rows))
+        return 0
+    failpoints.hit("forget:after-checkpoint")
+    ids = [r["memory_id"] for r in rows]
+    with catalog.transaction() as tx:
+        tx.execute(f"DELETE FROM forgetting WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (json.dumps(ids),))
+    return len(ids)
+
+
+def drop_space(catalog: Catalog, store: VectorStore, space: str, at: datetime) -> int:
+    """Purge a space's partition; its ids stay known as forgotten."""
+    key = partition_key(space)
+    store.drop(key)
+    with catalog.transaction() as tx:
+        removed = tx.execute(
+            "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
+            "WHERE partition = ? AND forgotten_at IS NULL",
+            (to_micros(at), key),
+        ).rowcount
+        tx.execute("DELETE FROM import_keys WHERE partition = ?", (key,))
+        tx.execute("DELETE FROM partitions WHERE key = ?", (key,))
+    return removed
