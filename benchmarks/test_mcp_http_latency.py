@@ -49,7 +49,8 @@ def _open_session(client: httpx.Client) -> None:
         },
     )
     opened.raise_for_status()
-    client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    # /mcp keeps no session (any worker answers any request): no id to carry, only the version.
+    assert "mcp-session-id" not in opened.headers
     client.headers["mcp-protocol-version"] = "2025-06-18"
     client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}).raise_for_status()
 
