@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from server.facade import Esfis
 PATH = "/mcp"
 SPACE_KEY = "esfis.mcp_space"
+CALLER_KEY = "esfis.mcp_caller"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SECRETS = re.compile(r"\b[0-9a-f]{32}\b|esfis_[A-Za-z0-9_-]{43}")
 
@@ -176,15 +177,19 @@ class McpEndpoint:
         caller = await anyio.to_thread.run_sync(
             lambda: self.service().caller(space=space, transport="mcp", token=token)
         )
+        scope[CALLER_KEY] = caller  # the tool call of this request stands here (caller_of)
         return caller.space
 
 
 def caller_of(ctx: Context, service: Esfis) -> Caller:
     """The caller of one tool call over HTTP: the token of the request that carried it, standing
-    where its session was opened."""
+    where that request's URL says, as ``McpEndpoint`` resolved it for this very request."""
     request = ctx.request_context.request
     scope = getattr(request, "scope", None) or {}
+    resolved = scope.get(CALLER_KEY)
     token = scope.get(TOKEN_KEY)
+    if isinstance(resolved, Caller) and isinstance(token, Token) and resolved.token_id == token.id:
+        return resolved
     if not isinstance(token, Token):
         raise Forbidden("MCP over HTTP acts as an AI: use an agent token or a run token")
     return service.caller(space=scope.get(SPACE_KEY), transport="mcp", token=token)

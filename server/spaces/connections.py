@@ -43,7 +43,6 @@ CONSENT_S = 600  # a request waits this long for the operator
 CODE_S = 60  # an approved request's code is good this long, once
 ACCESS_S = 3600  # the default life of a connection's access token (ESFIS_OAUTH_TOKEN_S)
 REFRESH_DAYS = 30  # a refresh token's life
-DOCUMENT_S = 600  # a Client ID Metadata Document is read again after this long
 MAX_PENDING = 1000  # requests waiting for consent, at most
 MAX_CLIENTS = 10_000  # registered clients, at most
 UNUSED_CLIENT_S = 86_400  # a registered client with no connection is pruned after a day

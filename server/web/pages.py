@@ -238,14 +238,20 @@ def page(request: Request, template: str, *, status: int = 200, **context: Any) 
     return response
 
 
-def elsewhere_page(request: Request) -> HTMLResponse:
-    """The answer at ``/settings/`` and at any address without the pages' segment: where to find
-    them. It reads no cookie, sets none, and names no segment."""
-    status = 200 if request.url.path in (SETTINGS, SETTINGS + "/") else 404
-    html = ENV.get_template("elsewhere.html").render(
-        session=None, csrf_field="", flash=None, url=None, style_url=STYLE_URL, error=None, section=""
+def outside_page(template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page outside the segment (where the pages are, the OAuth landing, their errors): no
+    link to the settings pages, no cookie read or set, no segment named."""
+    context.setdefault("error", None)
+    html = ENV.get_template(template).render(
+        session=None, csrf_field="", flash=None, url=None, style_url=STYLE_URL, section="", **context
     )
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def elsewhere_page(request: Request) -> HTMLResponse:
+    """The answer at ``/settings/`` and at any address without the pages' segment: where to find
+    them."""
+    return outside_page("elsewhere.html", status=200 if request.url.path in (SETTINGS, SETTINGS + "/") else 404)
 
 
 def redirect(request: Request, to: str, notice: str | None = None) -> RedirectResponse:
@@ -284,18 +290,7 @@ def forget_cookie(request: Request, response: Response, name: str) -> None:
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     if "segment" not in request.path_params:  # a page outside the segment (the OAuth landing) never names it
-        html = ENV.get_template("error.html").render(
-            session=None,
-            csrf_field="",
-            flash=None,
-            url=None,
-            style_url=STYLE_URL,
-            error=None,
-            section="",
-            title=REASONS.get(status, "Error"),
-            message=message,
-        )
-        return HTMLResponse(html, status_code=status, headers=HEADERS)
+        return outside_page("error.html", status=status, title=REASONS.get(status, "Error"), message=message)
     if getattr(request.state, "session", None) is None:
         try:
             request.state.session = current_session(request)

@@ -20,12 +20,11 @@ from __future__ import annotations
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
 from server.errors import EsfisError, Unauthorized
 from server.web.operators import counted_sign_in
 from server.web.pages import (
-    ENV,
     HEADERS,
     Posted,
     WebError,
@@ -35,6 +34,7 @@ from server.web.pages import (
     now_of,
     operator,
     operator_of,
+    outside_page,
     page,
     posted,
     same_site,
@@ -46,19 +46,10 @@ from server.web.pages import (
 )
 from server.web.routes_auth import BAD_TOKEN
 from server.web.session import SESSION_COOKIE, SESSION_SECONDS
-from server.web.site import STYLE_URL
 
 landing = APIRouter(route_class=WebRoute, include_in_schema=False)  # outside the segment
 router = settings_router()
 LANDING = "/oauth/connect/{request_id}"
-
-
-def _outside(template: str, *, status: int = 200, **context) -> HTMLResponse:
-    """A page outside the segment: no link to the settings pages, no cookie read or set."""
-    html = ENV.get_template(template).render(
-        session=None, csrf_field="", flash=None, url=None, style_url=STYLE_URL, section="", **context
-    )
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
 @landing.get(LANDING)
@@ -66,10 +57,10 @@ def connect(request: Request, request_id: str) -> Response:
     try:
         consent = service_of(request).connections.pending(request_id)
     except EsfisError as exc:
-        return _outside("connect.html", status=exc.status, consent=None, error=exc.message)
+        return outside_page("connect.html", status=exc.status, consent=None, error=exc.message)
     if current_session(request) is not None:
         return RedirectResponse(url(request, "connections", request_id), status_code=303, headers=HEADERS)
-    return _outside("connect.html", consent=consent, error=None)
+    return outside_page("connect.html", consent=consent, error=None)
 
 
 async def _form_or_refusal(request: Request) -> dict[str, str] | WebError:
@@ -87,17 +78,17 @@ def connect_sign_in(
     request: Request, request_id: str, form: dict[str, str] | WebError = Depends(_form_or_refusal)
 ) -> Response:
     if isinstance(form, WebError):
-        return _outside("connect.html", status=form.status, consent=None, error=str(form))
+        return outside_page("connect.html", status=form.status, consent=None, error=str(form))
     try:
         consent = service_of(request).connections.pending(request_id)
     except EsfisError as exc:
-        return _outside("connect.html", status=exc.status, consent=None, error=exc.message)
+        return outside_page("connect.html", status=exc.status, consent=None, error=exc.message)
     try:
         token = counted_sign_in(request, form.get("token", "").strip())
     except Unauthorized:
-        return _outside("connect.html", status=401, consent=consent, error=BAD_TOKEN)
+        return outside_page("connect.html", status=401, consent=consent, error=BAD_TOKEN)
     except EsfisError as exc:  # an AI token (403), too many failures (429)
-        return _outside("connect.html", status=exc.status, consent=consent, error=exc.message)
+        return outside_page("connect.html", status=exc.status, consent=consent, error=exc.message)
     _, value = signer_of(request).new_session(token.id, now_of(request))
     response = RedirectResponse(url(request, "connections", request_id), status_code=303, headers=HEADERS)
     set_cookie(request, response, SESSION_COOKIE, value, max_age=SESSION_SECONDS)

@@ -24,13 +24,12 @@ CLERK = "Globex authentication uses Clerk"
 SECRET = "the staging database password is in vault path secret/acme-stg"
 
 
-@pytest.fixture(scope="module")
-def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with the SDK installed by name from the npm registry, and the probe beside it."""
+def sdk_folder(tmp_path_factory: pytest.TempPathFactory, name: str, probe: Path) -> Path:
+    """A folder with the SDK installed by name from the npm registry, and ``probe`` beside it."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.fail("the TypeScript client test needs Node.js and npm (apt-get install nodejs npm)")
-    folder = tmp_path_factory.mktemp("ts-client")
+    folder = tmp_path_factory.mktemp(name)
     (folder / "package.json").write_text(json.dumps({"name": "esfis-ts-probe", "private": True, "type": "module"}))
     done = subprocess.run(
         [npm, "install", "--no-audit", "--no-fund", "--silent", *PACKAGES],
@@ -40,8 +39,13 @@ def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    shutil.copy(PROBE, folder / "probe.mjs")
+    shutil.copy(probe, folder / probe.name)
     return folder
+
+
+@pytest.fixture(scope="module")
+def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sdk_folder(tmp_path_factory, "ts-client", PROBE)
 
 
 def probe(folder: Path, url: str, token: str, steps: list, *, elicit: bool = False) -> dict:

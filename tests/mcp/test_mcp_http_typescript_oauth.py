@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import queue
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -22,7 +21,8 @@ import httpx
 import pytest
 
 from tests.http.conftest import free_port, start_server, stop_server
-from tests.mcp.test_mcp_http_typescript import AUTH0, CLERK, PACKAGES
+from tests.http.oauth_support import consent as approve
+from tests.mcp.test_mcp_http_typescript import AUTH0, CLERK, sdk_folder
 
 PROBE = Path(__file__).with_name("typescript") / "oauth_probe.mjs"
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -31,44 +31,16 @@ SECONDS = 180
 
 @pytest.fixture(scope="module")
 def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with the SDK installed by name from the npm registry, and the probe beside it
-    (as ``test_mcp_http_typescript`` does it)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail("the TypeScript client test needs Node.js and npm (apt-get install nodejs npm)")
-    folder = tmp_path_factory.mktemp("ts-oauth-client")
-    (folder / "package.json").write_text(json.dumps({"name": "esfis-ts-probe", "private": True, "type": "module"}))
-    done = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--silent", *PACKAGES],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    shutil.copy(PROBE, folder / PROBE.name)
-    return folder
+    return sdk_folder(tmp_path_factory, "ts-oauth-client", PROBE)
 
 
 def consent(authorize: str, operator: str, *, ai: str, space: str) -> str:
-    """The operator's consent, as a browser does it: ``/authorize`` to the landing page, the
-    operator token on its form, then the consent page's form. Returns the redirect it ends in."""
-    with httpx.Client(follow_redirects=False, timeout=30) as browser:
-        answer = browser.get(authorize)
-        assert answer.status_code == 302, answer.text
-        landing = urljoin(authorize, answer.headers["location"])
-        answer = browser.get(landing)
-        assert answer.status_code == 200, answer.text
-        answer = browser.post(landing, data={"token": operator})
-        assert answer.status_code == 303, answer.text
-        page = urljoin(landing, answer.headers["location"])
-        answer = browser.get(page)
-        assert answer.status_code == 200, answer.text
-        csrf = CSRF.search(answer.text)
-        assert csrf is not None, answer.text
-        answer = browser.post(page, data={"csrf": csrf.group(1), "decision": "approve", "ai": ai, "space": space})
-        assert answer.status_code == 303, answer.text
-        return answer.headers["location"]
+    """The operator's consent, as a browser gives it: ``/authorize`` to the landing page, then
+    ``tests.http.oauth_support.consent`` (the sign-in and the consent page's form)."""
+    answer = httpx.get(authorize, follow_redirects=False, timeout=30)
+    assert answer.status_code == 302, answer.text
+    base = f"{urlsplit(authorize).scheme}://{urlsplit(authorize).netloc}"
+    return approve(base, urljoin(authorize, answer.headers["location"]), operator, ai=ai, space=space)
 
 
 def _lines(stream, into: queue.Queue) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+from server.http.oauth.address import LOOPBACK
 
 
 def redirect_refusal(uri: str) -> str | None:
@@ -25,6 +25,6 @@ def redirect_refusal(uri: str) -> str | None:
         return "a redirect URI names a host"
     if parts.scheme == "https":
         return None
-    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
+    if parts.scheme == "http" and parts.hostname in LOOPBACK:
         return None
     return "a redirect URI is https, or http on a loopback address (127.0.0.1, [::1], localhost)"
