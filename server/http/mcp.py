@@ -196,11 +196,11 @@ def caller_of(ctx: Context, service: Esfis) -> Caller:
 
 
 def trusts_host(ctx: Context) -> bool:
-    """Whether this call's host may ask its user to approve: an agent token the operator made
-    with ``--approvals host``; never a run token, whoever opened it."""
-    request = ctx.request_context.request
-    token = (getattr(request, "scope", None) or {}).get(TOKEN_KEY)
-    return isinstance(token, Token) and token.kind == "agent" and token.approvals == "host"
+    """Whether this call's host may ask its user to approve: never over HTTP. ``/mcp`` keeps no
+    session, so there is no channel back to the host within a call (a 2026-07-28 request names
+    the client's capabilities, but a prompt sent would go nowhere and count as declined): a call
+    that needs a person is held for the operator, ``--approvals host`` tokens' too."""
+    return False
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

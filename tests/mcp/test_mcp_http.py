@@ -171,16 +171,17 @@ async def test_a_client_that_approves_its_own_laundering_only_gets_it_held_for_t
 
 
 @pytest.mark.anyio
-async def test_over_http_even_a_host_trusted_token_has_its_call_held_for_the_operator(served):
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_over_http_even_a_host_trusted_token_has_its_call_held_for_the_operator(served, mode):
     """``--approvals host`` counts a host's prompt as its user's where there is a channel back to
     the host within a call: over stdio. /mcp keeps no session (any worker answers any request),
     so there is none, and the call is held for the operator; the host is never asked."""
     token = served.agent_token(approvals="host")
     person = Person("accept")
     async with AsyncExitStack() as stack:
-        client = await session(stack, served, token, query="?space=acme/platform", person=person)
+        client = await session(stack, served, token, query="?space=acme/platform", person=person, mode=mode)
         assert texts(await ok(client, "recall", query="staging database password"))[0] == SECRET
-        held = await ok(client, "remember", text=LEAK, personal=True)
+        held = await ok(client, "remember", text=LEAK + f" ({mode})", personal=True)
         assert held["id"] is None and held["approval"]["status"] == "pending"
         assert person.seen == []
         await ok(client, "forget", id=held["approval"]["id"])
