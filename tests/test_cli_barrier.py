@@ -130,3 +130,9 @@ def test_origin_marks_are_labels_on_the_cli(home, folders):
     for memory_id, mark in ((named, "source:slack"), (bare, "source:email")):
         got = json.loads(esfis(home, platform, "get", memory_id, "--json").stdout)
         assert mark in got["labels"]["origin"], got["labels"]
+    # The old name is refused, not read as an abbreviation of the new one, and nothing is written;
+    # no option is abbreviated.
+    for argv in (("--label", "slack"), ("--lab", "slack")):
+        refused = esfis(home, platform, "remember", "a note with its mark misnamed", *argv, check=False)
+        assert refused.returncode == 2 and f"unrecognized arguments: {argv[0]}" in refused.stderr, refused.stderr
+    assert "misnamed" not in esfis(home, platform, "recall", "a note with its mark misnamed").stdout

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from server.cli import barrier, bulk, memories, policies, serving  # noqa: F401  (each declares its commands)
 from server.cli.registry import FLAGS, Command, lay
@@ -57,7 +58,14 @@ ORDER = (
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr like every other error."""
+    """argparse, but a usage error is one line on stderr like every other error, and an option is
+    only ever its whole name: an abbreviation that works today (``--lim``) would change meaning
+    the day another option shares its start, and a removed name (``--label``) would live on as
+    an abbreviation of the one that replaced it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         raise InvalidInput(f"{message} (see {self.prog} --help)")
