@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.arms import ScopeFirst
+from benchmarks.conftest import RATES
 from benchmarks.synthetic import build_store
 from benchmarks.test_http_load import Clients, _cpu_s, _ms, _server_pids
 from indexing.embedding.embedder import load_embedder
@@ -79,7 +80,7 @@ def main() -> None:
     sizes = np.bincount(store.space_of, minlength=len(store.spaces))
     hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[: max(counts)]]
 
-    new = start_server(args.scratch / "new" / "home", args.scratch / "new", workers=args.workers)
+    new = start_server(args.scratch / "new" / "home", args.scratch / "new", workers=args.workers, **RATES)
     base = start_base(
         args.base,
         args.scratch / "base" / "home",

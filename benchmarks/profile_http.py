@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
     args = parser.parse_args()
 
+    from benchmarks.conftest import RATES
     from tests.http.conftest import start_server, stop_server
 
     home = build(args.cache, args.size)
@@ -73,7 +74,7 @@ def main() -> None:
     embedder.load()
     work = args.cache / "work"
     work.mkdir(parents=True, exist_ok=True)
-    server = start_server(home, work, workers=1)
+    server = start_server(home, work, workers=1, **RATES)
     try:
         token = server.agent_token("profile")
         with server.client(token) as client:

@@ -8,7 +8,7 @@ Correctness asserted: every answer comes from the caller's scope.
 from __future__ import annotations
 
 from benchmarks.arms import ScopeFirst
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, RATES
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
@@ -28,7 +28,7 @@ def test_http_recall_end_to_end(benchmark, tmp_path):
     served_by = built.served_by(label)["served_by"]
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
-    server = start_server(home, tmp_path)
+    server = start_server(home, tmp_path, **RATES)
     try:
         token = server.token("--ai", "bench")
         space = f"probe-{label}"

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.arms import ScopeFirst
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, RATES
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import Store, _memories, _unit
@@ -79,7 +79,7 @@ def test_large_partition_cold_start_shared_memory_and_steady_recall(benchmark, t
     served_by = built.served_by("all")["served_by"]  # read from the store: its image, or an exact scan
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
-    server = start_server(home, tmp_path)
+    server = start_server(home, tmp_path, **RATES)
     readers: list[subprocess.Popen] = []
     try:
         token = server.token("--ai", "bench")

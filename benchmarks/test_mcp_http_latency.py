@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 
 from benchmarks.arms import ScopeFirst
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, RATES
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
 from indexing.embedding.embedder import load_embedder
@@ -62,7 +62,7 @@ def test_mcp_recall_over_http_beside_the_plain_api(benchmark, tmp_path):
     ScopeFirst(store, home=home, embedder=load_embedder(None)).service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
     space = f"probe-{label}"
-    server = start_server(home, tmp_path)
+    server = start_server(home, tmp_path, **RATES)
     plain_s: list[float] = []
     mcp_s: list[float] = []
     outside = 0

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from benchmarks.arms import NOW, ScopeFirst
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, RATES
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.model_arms import ARMS, chosen_arms
@@ -111,7 +111,7 @@ def test_http_recall_with_the_model(benchmark, tmp_path, arm):
     built.service.close()
     questions = [q.text for q in load_workload().questions[:QUERIES]]
     model = getattr(embedder, "path", None)
-    server = start_server(home, tmp_path, **({"ESFIS_MODEL": str(model)} if arm != "minilm" else {}))
+    server = start_server(home, tmp_path, **RATES, **({"ESFIS_MODEL": str(model)} if arm != "minilm" else {}))
     try:
         token = server.token("--ai", "bench")
         space = f"probe-{label}"

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from benchmarks.arms import ScopeFirst
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, RATES
 from benchmarks.http_timing import percentiles_ms, timed_recalls
 from benchmarks.longmemeval import load_workload
 from benchmarks.synthetic import build_store
@@ -102,8 +102,8 @@ def test_several_machines_http_recall(benchmark, tmp_path, monkeypatch):
             vectors, tmp_path / "cold", embedder.name, embedder.dimension, key, query, catalog=shared["ESFIS_CATALOG"]
         )
 
-        servers.append(start_server(tmp_path / "embedded", tmp_path))
-        servers.append(start_server(tmp_path / "remote", tmp_path, **shared, **s3.env))
+        servers.append(start_server(tmp_path / "embedded", tmp_path, **RATES))
+        servers.append(start_server(tmp_path / "remote", tmp_path, **RATES, **shared, **s3.env))
         questions = [q.text for q in load_workload().questions[:QUERIES]]
         clients = [server.client(server.token("--ai", "bench")) for server in servers]
         timings: list[list[float]] = [[], []]

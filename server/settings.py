@@ -23,6 +23,7 @@ class Settings:
     model: str | None  # ESFIS_MODEL: a local sentence-transformers folder; None: the packaged one
     embedder: str = "onnx"  # ESFIS_EMBEDDER: the model's runtime, onnx or torch
     device: str = "cpu"  # ESFIS_DEVICE: cpu, cuda or cuda:N
+    query_precision: str = "int8"  # ESFIS_QUERY_PRECISION: the ONNX graph queries run on, int8 or fp32
     cache: Path | None = None  # ESFIS_CACHE, else $XDG_CACHE_HOME/esfis, else ~/.cache/esfis: the ONNX export
     failpoints: tuple[str, ...] = ()  # ESFIS_FAILPOINT: steps where tests kill the process (indexing.failpoints)
     catalog: str | None = None  # ESFIS_CATALOG: a postgresql:// URL; None: SQLite in home (server.catalog)
@@ -55,6 +56,7 @@ class Settings:
             model=env.get("ESFIS_MODEL") or None,
             embedder=env.get("ESFIS_EMBEDDER") or "onnx",
             device=env.get("ESFIS_DEVICE") or "cpu",
+            query_precision=_choice(env, "ESFIS_QUERY_PRECISION", ("int8", "fp32")),
             cache=Path(cache).expanduser(),
             failpoints=tuple(f for f in (env.get("ESFIS_FAILPOINT") or "").split(",") if f.strip()),
             catalog=env.get("ESFIS_CATALOG") or None,
@@ -120,6 +122,14 @@ def _number(env: Mapping[str, str], name: str, default: float, *, low: float, hi
             f"{name} must be a number of {unit} from {low:g} to {high:g}, not {value[:40]!r}", field=name
         )
     return number
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (the first when unset)."""
+    value = (env.get(name) or choices[0]).strip().lower()
+    if value not in choices:
+        raise InvalidInput(f"{name} must be {' or '.join(choices)}, not {value[:40]!r}", field=name)
+    return value
 
 
 def _switch(env: Mapping[str, str], name: str) -> bool:

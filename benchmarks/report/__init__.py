@@ -17,7 +17,12 @@ from pathlib import Path
 
 from benchmarks.report.bulk import section_backup, section_import
 from benchmarks.report.common import RESULTS, Checks, Run, load, outcome_line, table
-from benchmarks.report.embedding import section_batching, section_embedding, section_model_costs
+from benchmarks.report.embedding import (
+    section_batching,
+    section_embedding,
+    section_model_costs,
+    section_query_precision,
+)
 from benchmarks.report.gpu import gpu_section
 from benchmarks.report.header import header, summary
 from benchmarks.report.http_load import section_load
@@ -50,6 +55,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import,
     "test_http_load.py": section_load,
+    "test_query_precision.py": section_query_precision,
     "test_embedding_batching.py": section_batching,
     "test_several_machines.py": section_several,
     "test_backup_rates.py": section_backup,
@@ -63,7 +69,9 @@ def modules(run: Run, checks: Checks, level: str = "##", missing: str | None = "
     by_module: dict[str, list[dict]] = defaultdict(list)
     for r in run.rows:
         by_module[r["module"]].append(r)
-    onnx = next((r["bench_p50_ms"] for r in by_module.get("test_embedding.py", []) if r.get("backend") == "onnx"), None)
+    # The server's queries run on the int8 graph (the default); a run from before it had only fp32.
+    embedded = {r.get("backend"): r["bench_p50_ms"] for r in by_module.get("test_embedding.py", [])}
+    onnx = embedded.get("onnx-int8", embedded.get("onnx"))
     out = []
     for module, title in MODULES.items():
         rows = by_module.get(module)

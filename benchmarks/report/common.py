@@ -113,6 +113,7 @@ class Checks:
 
     mode: str
     items: list[list[str]] = field(default_factory=list)
+    missed: dict[str, int] = field(default_factory=dict)  # the targets missed, and in how many cells
 
     def check(
         self, key: str, cell: str, measured: float | None, reference: float | None = None, shown: str | None = None
@@ -124,6 +125,8 @@ class Checks:
         if target.full_only and self.mode == "quick" and met is not None:
             verdict += " (full-mode target)"
         value = shown if shown is not None else fmt(measured)
+        if met is False:
+            self.missed[key] = self.missed.get(key, 0) + 1
         self.items.append([target.what, cell, value, target.describe(reference), verdict])
         return f"{value} ({target.describe(reference)} {verdict})"
 

@@ -1,4 +1,5 @@
-"""The sections on the model: query embedding on the CPU (``test_embedding.py``), batched
+"""The sections on the model: query embedding on the CPU (``test_embedding.py``), the int8
+query graph against fp32 (``test_query_precision.py``), batched
 query embedding (``test_embedding_batching.py``) and what each model costs
 (``test_model_costs.py``)."""
 
@@ -29,6 +30,55 @@ def section_embedding(rows: list[dict], checks: Checks) -> list[str]:
             ]
         )
     return table(body, ["backend", "queries", "p50 ms", "p95 ms", "min cosine, onnx vs torch", "test"])
+
+
+def section_query_precision(rows: list[dict], checks: Checks) -> list[str]:
+    out = []
+    for r in rows:
+        drop = None
+        if r.get("fp32/all@10") is not None and r.get("int8/all@10") is not None:
+            drop = round(r["fp32/all@10"] - r["int8/all@10"], 4)
+        out += table(
+            [
+                [
+                    r.get("questions"),
+                    r.get("questions_with_evidence"),
+                    fmt(r.get("fp32_cpu_ms_per_query")),
+                    fmt(r.get("int8_cpu_ms_per_query")),
+                    checks.check(
+                        "query.min_cosine",
+                        "int8 query vectors",
+                        r.get("min_cosine_questions"),
+                        shown=fmt(r.get("min_cosine_questions"), 4),
+                    ),
+                    checks.check("query.all10_drop", "int8 evidence all@10", drop, shown=fmt(drop, 4)),
+                    r["outcome"],
+                ]
+            ],
+            [
+                "questions",
+                "with evidence",
+                "fp32 CPU ms/query",
+                "int8 CPU ms/query",
+                "min cosine",
+                "all@10 drop",
+                "test",
+            ],
+        )
+        out += table(
+            [
+                [arm, *(fmt(r.get(f"{arm}/{m}"), 4) for m in ("any@5", "all@5", "all@10", "ndcg@10"))]
+                for arm in ("fp32", "int8")
+            ],
+            ["query graph", "any@5", "all@5", "all@10", "nDCG@10"],
+        )
+        fragments = r.get("fragments_min_cosine") or {}
+        if fragments:
+            out += table(
+                [[span, f["texts"], fmt(f["min_cosine"], 4)] for span, f in fragments.items()],
+                [f"word fragments (below {r.get('short_query_tokens')} tokens: fp32)", "texts", "min cosine"],
+            )
+    return out
 
 
 def section_batching(rows: list[dict], checks: Checks) -> list[str]:

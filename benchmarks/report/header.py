@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 
 from benchmarks.report.common import Checks, Run, table
-from benchmarks.targets import RECALL_DEFINITION
+from benchmarks.targets import RECALL_DEFINITION, TARGETS
 
 
 def header(run: Run) -> list[str]:
@@ -81,4 +81,21 @@ def summary(checks: Checks) -> list[str]:
         + ". Targets are defined in `benchmarks/targets.py`.",
         "",
     ]
-    return out + table(checks.items, ["figure", "cell", "measured", "target", "met"])
+    out += table(checks.items, ["figure", "cell", "measured", "target", "met"])
+    return out + missed_targets(checks)
+
+
+def missed_targets(checks: Checks) -> list[str]:
+    """Each target this run missed, once: what it is for, and what is known of why it is missed."""
+    if not checks.missed:
+        return []
+    out = ["### The targets missed, and why", ""]
+    for key, cells in checks.missed.items():
+        target = TARGETS[key]
+        out.append(
+            f"- **{target.what}** ({target.describe()}; {target.source or 'no source'}), missed in "
+            f"{cells} cell{'s' if cells > 1 else ''}. "
+            f"*What it is for:* {target.why or 'not stated.'} "
+            f"*Why it is missed:* {target.missed_because or 'not explained yet.'}"
+        )
+    return out + [""]

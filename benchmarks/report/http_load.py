@@ -37,11 +37,20 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
             ["recall p95 / write p95 ms", f"{fmt(r.get('recall_p95_ms'))} / {fmt(r.get('write_p95_ms'))}"],
             ["errors", checks.check("load.errors", cell, r.get("errors"))],
             ["server peak RSS MiB (all processes)", fmt(r.get("server_peak_rss_mb"))],
+            [
+                "server CPU ms per recall / per remember, each alone",
+                " / ".join(
+                    checks.check(f"load.{kind}_cpu_ms", f"{kind}, {catalog}", r.get(f"server_cpu_ms_per_{kind}"))
+                    if r.get(f"server_cpu_ms_per_{kind}") is not None
+                    else "–"
+                    for kind in ("recall", "remember")
+                ),
+            ],
             ["most clients served at p95 ≤ 50 ms", fmt(r.get("most_clients_p95_le_50ms"))],
             ["test", r["outcome"]],
         ]
         if curve:
-            body[9:9] = [
+            body[10:10] = [
                 [
                     "1 client p50 ms",
                     checks.check("load.one_p50_ms", f"1 client, {catalog}", r.get("one_client_p50_ms")),
@@ -57,7 +66,7 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
             ]
         else:  # a raw file from before the curve: its ramp of p95s
             body.insert(
-                9,
+                10,
                 ["p95 ms by clients (ramp)", ", ".join(f"{c} → {p}" for c, p in (r.get("ramp_p95_ms") or {}).items())],
             )
         out += table(body, ["figure", "measured (target)"])

@@ -65,18 +65,30 @@ class Embedder(Protocol):
 
 
 def load_embedder(
-    model: str | None = None, *, backend: str | None = None, device: str | None = None, cache: Path | None = None
+    model: str | None = None,
+    *,
+    backend: str | None = None,
+    device: str | None = None,
+    cache: Path | None = None,
+    query_precision: str | None = None,
 ) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
     ``backend`` ("onnx", the default, or "torch") picks the runtime: ONNX Runtime where the model
     can be exported (same vectors within 1e-5 cosine, faster queries, no torch at start-up),
-    else sentence-transformers on torch, with a warning that says why. ``device`` ("cpu", the default): "cuda" runs the model on a
-    GPU, through torch whatever the backend. ``cache`` holds the ONNX export (default
-    ``~/.cache/esfis``). The caller reads the settings (``server.settings``); this reads no
-    environment. One instance per model per process: the weights load once and stay warm.
+    else sentence-transformers on torch, with a warning that says why. ``device`` ("cpu", the
+    default): "cuda" runs the model on a GPU, through torch whatever the backend. ``cache``
+    holds the ONNX export (default ``~/.cache/esfis``). ``query_precision`` ("int8", the
+    default, or "fp32"): the graph ONNX queries run on (``indexing.embedding.query_graph``).
+    The caller reads the settings (``server.settings``); this reads no environment. One instance per model per process: the weights load once and stay warm.
     """
-    return _load_embedder(model, backend=backend or "onnx", device=device or "cpu", cache=cache or default_cache())
+    return _load_embedder(
+        model,
+        backend=backend or "onnx",
+        device=device or "cpu",
+        cache=cache or default_cache(),
+        query_precision=query_precision or "int8",
+    )
 
 
 def default_cache() -> Path:
@@ -84,7 +96,7 @@ def default_cache() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path) -> Embedder:
+def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path, query_precision: str) -> Embedder:
     path = Path(model) if model else default_model_path()
     if not (path / "config.json").is_file():
         raise EmbedderUnavailable(
@@ -101,6 +113,6 @@ def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path)
         if reason is None:
             from indexing.embedding.onnx_embedder import OnnxEmbedder
 
-            return OnnxEmbedder(path, cache=cache)
+            return OnnxEmbedder(path, cache=cache, query_precision=query_precision)
         _log.warning("esfis: the model %s runs on torch, not ONNX: %s", path.name, reason)
     return SentenceTransformerEmbedder(path)

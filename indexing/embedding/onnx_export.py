@@ -248,12 +248,18 @@ def check(st, graph: Graph, *, prompts: Prompts, long_text: str) -> None:
 def main(model: str | None, cache: Path) -> int:
     """Export ``model`` (default: the packaged one) into ``cache`` now (``scripts/setup``)."""
     path = Path(model) if model else default_model_path()
+    from indexing.embedding.query_graph import QuantizationRefused, ensure_int8
+
     try:
-        _, folder = ensure_export(path, cache)
+        spec, folder = ensure_export(path, cache)
     except ExportRefused as exc:
         print(f"{path}: not exported to ONNX ({exc.reason}); it runs on torch", file=sys.stderr)
         return 0
     print(_beside(export_base(path, cache), ".onnx"), file=sys.stderr)
+    try:
+        print(folder / ensure_int8(spec, folder, read_prompts(path)).model_file, file=sys.stderr)
+    except QuantizationRefused as exc:
+        print(f"{path}: queries run on the fp32 graph ({exc.reason})", file=sys.stderr)
     return 0
 
 

@@ -59,7 +59,11 @@ def reindex_store(
     make_private(settings.home)
     try:
         embedder = embedder or load_embedder(
-            settings.model, backend=settings.embedder, device=settings.device, cache=settings.cache
+            settings.model,
+            backend=settings.embedder,
+            device=settings.device,
+            cache=settings.cache,
+            query_precision=settings.query_precision,
         )
         return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
     except IndexingError as exc:  # the model, or a store the reindex cannot open
@@ -236,7 +240,11 @@ def open_service(
     try:
         coordination = open_coordination(settings)
         embedder = embedder or load_embedder(
-            settings.model, backend=settings.embedder, device=settings.device, cache=settings.cache
+            settings.model,
+            backend=settings.embedder,
+            device=settings.device,
+            cache=settings.cache,
+            query_precision=settings.query_precision,
         )
         if batching and settings.batch_window_ms > 0:
             embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)

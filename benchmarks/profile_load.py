@@ -1,0 +1,126 @@
+"""Where a loaded server's CPU goes: ``esfis serve`` under the load benchmark's 16 clients, sampled
+by py-spy, each sample given to one stage (not part of the suite).
+
+    python -m benchmarks.profile_load --out benchmarks/results/profile-load
+
+The store, the clients and the mix are ``benchmarks/test_http_load.py``'s full mode (100k memories
+over 1,000 spaces, 90 % recalls, 10 % writes, every query different), on the SQLite catalog and
+the default workers. py-spy records every worker (``--subprocesses``, busy samples only) for
+``--seconds``; a sample's stage is the first of ``STAGES`` with a pattern in its stack, so the
+embedding's matrix work counts as the embedding, not as the request handler around it. Writes ``NAME.txt`` (py-spy's folded stacks) and
+``NAME.json`` (the load's figures and each stage's share of the samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+# (stage, patterns), in priority: a sample belongs to the first stage with a pattern in any of
+# its frames, so the callers come before what they call (rate limits before the catalog they count in).
+STAGES = (
+    ("query and text embedding (ONNX)", ("onnxruntime", "indexing/embedding/")),
+    ("delivery log and run steps", ("server/deliveries", "server/barrier/runs", "access_log")),
+    ("rate limits", ("rate_limits", "/limits/")),
+    ("partitions and relevance (search, writes, lance)", ("indexing/", "lance")),
+    ("catalog (SQLite)", ("server/catalog/", "sqlite3")),
+    ("validation and JSON (pydantic)", ("pydantic", "/json/", "orjson", "server/shapes/")),
+    ("logging", ("logging/",)),
+    ("HTTP and ASGI (uvicorn, starlette, fastapi)", ("uvicorn", "starlette", "fastapi", "h11", "httptools")),
+    ("asyncio and threads", ("asyncio", "threading.py", "concurrent/futures", "anyio")),
+)
+OTHER = "everything else"
+
+
+def stage_of(stack: str) -> str:
+    for stage, patterns in STAGES:
+        if any(p in stack for p in patterns):
+            return stage
+    return OTHER
+
+
+def shares(folded: Path) -> dict[str, float]:
+    counts: Counter[str] = Counter()
+    for line in folded.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack and n.isdigit():
+            counts[stage_of(stack)] += int(n)
+    total = sum(counts.values()) or 1
+    return {stage: round(n / total, 4) for stage, n in counts.most_common()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
+    args = parser.parse_args()
+
+    from benchmarks.arms import ScopeFirst
+    from benchmarks.conftest import RATES
+    from benchmarks.synthetic import build_store
+    from benchmarks.test_http_load import MAIN_CLIENTS, Clients, _cpu_s, _ms, _server_pids
+    from indexing.embedding.embedder import load_embedder
+    from server.http.workers import default_workers
+    from server.settings import Settings
+    from tests.http.conftest import start_server, stop_server
+
+    work = Path(tempfile.mkdtemp(prefix="esfis-profile-load-"))
+    store = build_store(100_000, scopes={}, space_count=1_000)
+    home = work / "home"
+    ScopeFirst(store, settings=Settings(home=home, model=None), embedder=load_embedder(None)).service.close()
+    sizes = np.bincount(store.space_of, minlength=len(store.spaces))
+    hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[:MAIN_CLIENTS]]
+    workers = default_workers()
+    server = start_server(home, work, workers=workers, **RATES)
+    clients = Clients(server.url, MAIN_CLIENTS)
+    try:
+        assignment = [(server.agent_token("profile-load", space=space), space) for space in hot]
+        clients.step(assignment, 3.0, seed=7)  # every worker warm
+        pids = _server_pids(server.process.pid)
+        folded = args.out.with_suffix(".txt")
+        spy = subprocess.Popen(
+            [args.py_spy, "record", "--pid", str(server.process.pid), "--subprocesses", "--rate", "200"]
+            + ["--format", "raw", "-o", str(folded), "--nonblocking"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # py-spy attaches to every worker
+        before = _cpu_s(pids)
+        tally, seconds = clients.step(assignment, args.seconds, seed=11)
+        cpu = _cpu_s(pids) - before
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
+        spy.wait(120)
+    finally:
+        clients.close()
+        stop_server(server)
+    figures = {
+        "store_memories": store.size,
+        "spaces": len(store.spaces),
+        "workers": workers,
+        "clients": MAIN_CLIENTS,
+        "seconds": round(seconds, 1),
+        "requests": len(tally.all_s),
+        "throughput_rps": round(len(tally.all_s) / seconds, 1),
+        "p50_ms": _ms(tally.all_s, 50),
+        "p95_ms": _ms(tally.all_s, 95),
+        "errors": tally.error_count,
+        "server_cpu_ms_per_request": round(1000 * cpu / max(1, len(tally.all_s)), 2),
+        "note": "py-spy samples the server while it serves: the figures above include its cost",
+        "stage_shares": shares(folded),
+    }
+    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
