@@ -13,8 +13,10 @@ import pytest
 
 from benchmarks import report
 from benchmarks.arms import _plan_figure, plan_scored
+from benchmarks.missed import MISSED_BECAUSE
+from benchmarks.report import MODULES
 from benchmarks.synthetic import recall_at_k
-from benchmarks.targets import MODULES, TARGETS, Target
+from benchmarks.targets import TARGETS, Target
 
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -69,6 +71,23 @@ def test_a_dirty_run_says_so_first(tmp_path):
     text = report.build(raw, [], tmp_path / "out").read_text()
     assert "Measured from a dirty tree" in text.split("## Targets")[0]
     assert "M server/x.py" in text
+
+
+def test_every_missed_target_says_what_it_is_for_and_why_it_missed(tmp_path, monkeypatch):
+    monkeypatch.setitem(MISSED_BECAUSE, "overhead.p50_ms", "measured: the catalog read")
+    text = report.build(
+        raw_file(tmp_path / "slow.json", commit="d" * 40, dirty=False, p50_s=0.009), [], tmp_path / "o"
+    ).read_text()
+    missed = text.split("### The targets missed, and why")[1].split("\n## ")[0]
+    assert "**recall path without embedding, p50**" in missed and "missed in 1 cell." in missed
+    assert TARGETS["overhead.p50_ms"].why in missed and "measured: the catalog read" in missed
+    assert "not stated" not in missed
+    met = report.build(raw_file(tmp_path / "fast.json", commit="e" * 40, dirty=False, p50_s=0.001), [], tmp_path / "p")
+    assert "The targets missed" not in met.read_text()
+
+
+def test_every_target_states_what_it_is_for():
+    assert [key for key, target in TARGETS.items() if not target.why] == []
 
 
 def test_targets_judge_absolute_and_relative_bounds():

@@ -38,7 +38,30 @@ from benchmarks.report.recall_path import (
 )
 from benchmarks.report.scope import section_scope
 from benchmarks.report.startup import section_cli, section_mcp
-from benchmarks.targets import MODULES
+
+# Every benchmark file and the report section that shows it, in the report's order.
+MODULES: dict[str, str] = {
+    "test_scope_vs_filter.py": "Scope-first against filters, synthetic stores",
+    "test_longmemeval.py": "LongMemEval_S, real text, one space per question",
+    "test_evidence_recall.py": "Evidence recall on LongMemEval_S: cosine against hybrid (BM25) recall",
+    "test_lexical_latency.py": "The lexical signal's cost per recall",
+    "test_real_text_ivf.py": "IVF image on real text",
+    "test_large_partition.py": "One large partition: cold start, shared memory, steady HTTP recall",
+    "test_http_recall.py": "HTTP recall end to end",
+    "test_recall_overhead.py": "The recall path's own cost, embedding left out",
+    "test_run_bookkeeping.py": "Run bookkeeping's cost to a recall",
+    "test_embedding.py": "Query embedding on the CPU",
+    "test_query_precision.py": "The int8 query graph against fp32: CPU, cosine, evidence recall",
+    "test_embedding_batching.py": "Batched query embedding: a lone query and concurrent ones",
+    "test_cli_wall.py": "CLI wall time",
+    "test_mcp_startup.py": "MCP start-up",
+    "test_import_throughput.py": "Bulk import, everything but the model",
+    "test_http_load.py": "HTTP load, concurrent clients",
+    "test_several_machines.py": "Several machines: PostgreSQL catalog and S3 partitions beside the embedded default",
+    "test_backup_rates.py": "Backup, restore and export rates",
+    "test_mcp_http_latency.py": "MCP over HTTP: a recall tool call beside the plain API",
+    "test_model_costs.py": "What each model costs: reindex per 100k memories, HTTP recall at 100k",
+}
 
 # Each benchmark file's section; test_http_recall.py's also takes the embedding's p50 (``modules``).
 SECTIONS: dict[str, Callable[..., list[str]]] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 
+from benchmarks.missed import MISSED_BECAUSE
 from benchmarks.report.common import Checks, Run, table
 from benchmarks.targets import RECALL_DEFINITION, TARGETS
 
@@ -96,6 +97,6 @@ def missed_targets(checks: Checks) -> list[str]:
             f"- **{target.what}** ({target.describe()}; {target.source or 'no source'}), missed in "
             f"{cells} cell{'s' if cells > 1 else ''}. "
             f"*What it is for:* {target.why or 'not stated.'} "
-            f"*Why it is missed:* {target.missed_because or 'not explained yet.'}"
+            f"*Why it is missed:* {MISSED_BECAUSE.get(key, 'not explained yet.')}"
         )
     return out + [""]
