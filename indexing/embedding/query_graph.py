@@ -2,9 +2,9 @@
 
 A recall's CPU is mostly its query's embedding. ONNX Runtime's dynamic quantization (int8
 weights, one scale per output channel; activations quantized per call; the early layers'
-down-projections left in fp32, ``kept_fp32``) runs a query about three times faster on CPU than
-the fp32 graph. Its vectors are not the fp32 ones, so this graph
-is for queries only: every stored vector still comes from the fp32 graph, and the store cannot
+down-projections left in fp32, ``kept_fp32``) runs a query several times faster on CPU than
+the fp32 graph (benchmarks/test_query_precision.py measures by how much). Its vectors are not the
+fp32 ones, so this graph is for queries only: every stored vector still comes from the fp32 graph, and the store cannot
 tell which graph asked.
 
 Queries of fewer than ``SHORT_QUERY_TOKENS`` tokens stay on fp32: there quantization errs most.
@@ -31,12 +31,12 @@ import numpy as np
 from indexing.embedding.onnx_graph import Graph, GraphSpec
 from indexing.identity import Prompts
 
-# 1: dynamic, int8 weights per channel, every MatMul and Gemm (LongMemEval questions: least cosine 0.989);
-# 2: as 1, but the first half of the down-projections stays fp32 (0.994, at 2.5 ms a query against 1.9).
+# 1: dynamic, int8 weights per channel, every MatMul and Gemm (some LongMemEval questions fell below MIN_COSINE);
+# 2: as 1, but the first half of the down-projections stays fp32 (none below it, for a little more CPU).
 QUANTIZED_VERSION = "2"
 MIN_COSINE = 0.99  # the least cosine allowed between a query's int8 vector and its fp32 one
 # Below this many tokens (the special ones included) a query runs on fp32: MiniLM's int8 vectors of
-# 1–7-token texts fell to 0.972 cosine (benchmarks/test_query_precision.py), and fp32 costs least there.
+# 1–7-token texts fell below MIN_COSINE (benchmarks/test_query_precision.py), and fp32 costs least there.
 SHORT_QUERY_TOKENS = 8
 CHECK_QUERIES = (
     "x",
@@ -100,7 +100,7 @@ def _quantize(source: Path, target: Path) -> None:
             str(source),
             str(target),
             weight_type=QuantType.QInt8,
-            # One scale per output channel: per tensor, MiniLM's query vectors fell to 0.946 cosine.
+            # One scale per output channel: with one per tensor, MiniLM's query vectors fell far below MIN_COSINE.
             per_channel=True,
             nodes_to_exclude=kept_fp32(onnx.load(str(source))),
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
@@ -112,9 +112,9 @@ def kept_fp32(model: Any) -> list[str]:
     with more rows than columns: a feed-forward block's way back to the hidden width).
 
     Their inputs are the widest activations of a layer, and the early layers' errors are carried
-    through every later one: on MiniLM, keeping layers 0–2's down-projections in fp32 raised the
-    least cosine over LongMemEval's questions from 0.989 to 0.994 for 0.6 ms more a query; the
-    last three's, or every attention output, helped less (benchmarks/test_query_precision.py).
+    through every later one: on MiniLM, keeping layers 0–2's down-projections in fp32 lifted every
+    LongMemEval question above ``MIN_COSINE`` for a little more CPU a query; the last three's, or
+    every attention output, helped less (the figures: docs/decisions.md).
     By shape rather than by name, so that any exported encoder gets the same treatment."""
     weights = {t.name: tuple(t.dims) for t in model.graph.initializer}
     down = [
