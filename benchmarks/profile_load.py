@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from benchmarks.arms import ScopeFirst
-    from benchmarks.conftest import RATES
+    from benchmarks.conftest import RATES, REPO
     from benchmarks.synthetic import build_store
     from benchmarks.test_http_load import MAIN_CLIENTS, Clients, _cpu_s, _ms, _server_pids
     from indexing.embedding.embedder import load_embedder
@@ -100,6 +100,8 @@ def main() -> None:
         cpu = _cpu_s(pids) - before
         spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
         spy.wait(120)
+        # The stacks name files by this machine's paths: kept relative to the checkout.
+        folded.write_text(folded.read_text().replace(f"{REPO}/", ""))
     finally:
         clients.close()
         stop_server(server)
