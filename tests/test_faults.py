@@ -60,7 +60,10 @@ _VERB = textwrap.dedent(
         svc.forget(caller, args[0])
     elif verb == "import":
         print(svc.operator.import_jsonl(open(args[0], "rb"), batch_size=int(args[1])).summary(), flush=True)
-    elif verb == "import-creating":
+    elif verb in ("import-creating", "import-spilling"):
+        if verb == "import-spilling":  # a window of a few rows: every thin space spills
+            import server.bulk.grouping
+            server.bulk.grouping.WINDOW_BYTES = 8000
         report = svc.operator.import_jsonl(open(args[0], "rb"), batch_size=int(args[1]), create_spaces=True)
         print(report.summary(), flush=True)
     svc.close()
@@ -295,21 +298,36 @@ def test_import_killed_mid_way_reruns_to_each_row_once(home, acme, tmp_path, fai
         svc.close()
 
 
-@pytest.mark.parametrize("failpoint", ["import:after-spaces@2", "write:after-vectors@3", "write:after-commit@3"])
+@pytest.mark.parametrize(
+    ("verb", "failpoint"),
+    [
+        ("import-creating", "import:after-spaces@2"),
+        ("import-creating", "write:after-vectors@3"),
+        ("import-creating", "write:after-commit@3"),
+        ("import-spilling", "import:after-spill@3"),
+        ("import-spilling", "write:after-commit@2"),
+    ],
+)
 def test_a_thin_spread_import_that_creates_its_spaces_killed_at_each_stage_reruns_to_each_row_once(
-    home, acme, tmp_path, failpoint
+    home, acme, tmp_path, verb, failpoint
 ):
     """Thirty tenants, two rows each, batches of ten (five spaces a batch), ``--create-spaces``:
     killed after a batch made its spaces, after vectors, after a commit, the re-run creates the
-    rest, writes each row once, and leaves every partition whole."""
+    rest, writes each row once, and leaves every partition whole. ``import-spilling``: the rows
+    come round robin and the window holds a few, so thin spaces spill to the import's unlinked
+    files; killed after a spill or after a drained batch's commit, the same holds, and no spill
+    file is left in the data folder."""
     rows = [
         {"text": f"tenant {t} fact {i}", "space": f"tenant-{t:02d}", "key": f"t{t}-{i}"}
-        for t in range(30)
         for i in range(2)
+        for t in range(30)
     ]
+    if verb == "import-creating":
+        rows.sort(key=lambda r: r["space"])
     source = tmp_path / "tenants.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    killed(home, failpoint, "import-creating", "acme", str(source), "10")
+    killed(home, failpoint, verb, "acme", str(source), "10")
+    assert not list(home.glob("esfis-import-*"))
     svc = reopen(home)
     try:
         assert_whole(svc, home)
@@ -321,7 +339,7 @@ def test_a_thin_spread_import_that_creates_its_spaces_killed_at_each_stage_rerun
         assert written <= made  # no row in a space the catalog does not know
     finally:
         svc.close()
-    done = run_verb(home, None, "import-creating", "acme", str(source), "10")
+    done = run_verb(home, None, verb, "acme", str(source), "10")
     assert done.returncode == 0 and ", failed 0" in done.stdout, done.stderr
     svc = reopen(home)
     try:

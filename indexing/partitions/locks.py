@@ -5,8 +5,11 @@ Four levels, each taken inside the one above it, never the other way round:
 - ``in-use.lock``, for as long as a store is open: shared by every open store of a folder,
   exclusive by a reindex, so a reindex never swaps the store under a live process
   (``share_store``).
-- ``PartitionLocks.threads``, one re-entrant lock per store: its threads take turns at the
-  in-memory partitions (``indexing/partitions/partition.py``) and at the files below.
+- ``PartitionLocks.thread(key)``, a re-entrant lock per partition (one of ``THREAD_STRIPES``,
+  chosen by the partition's name): a store's threads take turns at one partition's in-memory
+  copy (``indexing/partitions/partition.py``) and its files, while other partitions go on, so
+  an import writes partitions side by side and a search never waits on another space's write.
+  No code holds two partitions at once, so two names sharing a stripe only take turns.
 - ``<table>.lock``, per partition, across this machine's processes: one writer at a time holds
   it exclusive (``exclusive``); a reader holds it shared only to retry a load that failed, or to
   hold a partition still (``reading``, ``held_still``).
@@ -22,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +34,9 @@ from typing import IO
 from indexing.errors import StoreBusy
 from indexing.partitions.coordination import Coordination
 from indexing.partitions.layout import IN_USE, Layout
+
+# Bounded, whatever the number of partitions: a lock each would grow with the spaces.
+THREAD_STRIPES = 256
 
 
 def share_store(layout: Layout) -> IO[str] | None:
@@ -61,9 +68,13 @@ class PartitionLocks:
     def __init__(self, layout: Layout, coordination: Coordination) -> None:
         self.layout = layout
         self.coordination = coordination
-        self.threads = threading.RLock()
+        self._threads = tuple(threading.RLock() for _ in range(THREAD_STRIPES))
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
         self._turns: set[str] = set()  # partitions whose turn among machines is held now
+
+    def thread(self, key: str) -> threading.RLock:
+        """The lock this store's threads take to touch the partition (re-entrant)."""
+        return self._threads[zlib.crc32(key.encode()) % THREAD_STRIPES]
 
     def fd(self, key: str) -> int:
         """The file descriptor of the partition's write lock, held by this thread now: an image
@@ -78,7 +89,7 @@ class PartitionLocks:
     def exclusive(self, key: str) -> Iterator[None]:
         """Hold the partition's write lock on this machine (and the store's thread lock), without
         announcing a write: alone, for an image build, which changes no row."""
-        with self.threads, open(self.layout.lock_path(key), "a+") as lock_file:
+        with self.thread(key), open(self.layout.lock_path(key), "a+") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             self._held[key] = lock_file.fileno()
             try:

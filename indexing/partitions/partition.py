@@ -53,7 +53,7 @@ class LivePartition:
     Mutable, and not safe to share unguarded: ``append``, ``end`` and ``remove`` change it in
     place (``changes`` counts them, so cached validity masks know they are stale), and a search
     grows its lexical index on first use. Only ``VectorStore`` mutates it, and only holding its
-    thread lock (``PartitionLocks.threads``): a writer between writing the table and giving the
+    thread lock (``PartitionLocks.thread``): a writer between writing the table and giving the
     partition's write lock back, a search while it reads. Anyone else reads it, never edits it.
     """
 

@@ -95,7 +95,7 @@ class VectorStore:
         )
         self.compaction = compaction.Compaction()
         self._session: Any = None  # a lance.Session once a search needs one
-        self._live: dict[str, LivePartition] = {}  # guarded by locks.threads
+        self._live: dict[str, LivePartition] = {}  # an entry guarded by locks.thread(its key)
         self._known: set[str] = set()  # partitions seen written (a remote existence check is a listing)
 
     def close(self) -> None:
@@ -173,7 +173,7 @@ class VectorStore:
         the load is done. A second failure is a real one and is raised. Readers take the lock
         only then, so a stream of loads never keeps a writer waiting.
         """
-        with self.locks.threads:
+        with self.locks.thread(key):
             token = self.coordination.version(key)
             part = self._live.get(key)
             if part is not None and part.token == token:
@@ -217,7 +217,7 @@ class VectorStore:
     def search(self, key: str, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
         """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given."""
         search_on_one_thread()  # on the first search, not at start: most commands never search
-        with self.locks.threads:  # a write in another thread may be growing the partition
+        with self.locks.thread(key):  # a write in another thread may be growing the partition
             result = self.live_partition(key).search(query, k, now=now, text=text)
             self.stats.scored[key] += result.scored
             self.stats.postings[key] += result.postings

@@ -10,6 +10,7 @@ written after a failed batch and the journal still names its vectors for the pur
 
 from __future__ import annotations
 
+import heapq
 import json
 import threading
 from collections import OrderedDict
@@ -68,7 +69,8 @@ def _stop_on_error(method):
 
 
 class Failures:
-    """Failed rows: all counted, the first ``ERRORS_KEPT`` kept in line order per batch."""
+    """Failed rows: all counted, the ``ERRORS_KEPT`` of the lowest line numbers kept, in line
+    order (batches reach here grouped by space, not in the file's order)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -76,7 +78,8 @@ class Failures:
 
     def add(self, failures: list[tuple[int, str]]) -> None:
         self.count += len(failures)
-        self.kept.extend(sorted(failures)[: max(ERRORS_KEPT - len(self.kept), 0)])
+        if failures:
+            self.kept = heapq.nsmallest(ERRORS_KEPT, self.kept + failures)
 
 
 class Preparer:

@@ -25,14 +25,21 @@ What is promised:
   transaction that commits only once all those vectors are on disk; what is committed stays,
   the rest is redone by the re-run. A kill between the two leaves vectors no catalog entry names: recall ignores them, and
   the next import purges them (``server.bulk.journal``).
-- **Overlapped.** The caller's thread parses; each batch is then checked and embedded in one
-  worker thread and written in another, so parsing, embedding and writing run at once (the
-  model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one statement per batch.
-  ``benchmarks/test_import_throughput.py`` measures the import's own cost (the report has it).
-- **Bounded memory.** At most four batches live at once (one parsed, one embedded, one written,
-  one waiting), each of at most ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of
-  text, with a vector each; a cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line
-  (≤ 1 MiB) or one Parquet record batch, so peak memory does not grow with the file
+- **Each partition written once.** Rows are grouped by space before they are batched
+  (``server.bulk.grouping``): a window of rows in memory, the thin spaces' rows spilled to
+  unlinked files in the data folder and read back at the end, so a dump of 100,000 tenants in
+  any order writes each tenant's partition about once, not once per row. A space's rows stay in
+  the file's order, so the first of two rows with one key is the one imported.
+- **Overlapped.** The caller's thread parses and groups; each batch is then checked and
+  embedded in one worker thread and written in another, so parsing, embedding and writing run
+  at once (the model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one
+  statement per batch. ``benchmarks/test_import_throughput.py`` measures the import's own
+  cost, the spread of spaces as an axis (the report has it).
+- **Bounded memory.** The grouping window (``WINDOW_BYTES``), and at most four batches past
+  it at once (one being made, one embedded, one written, one waiting), each of at most
+  ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of text, with a vector each; a
+  cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line (≤ 1 MiB) or one Parquet
+  record batch, so peak memory grows neither with the file nor with its number of spaces
   (``tests/test_import_scale.py`` asserts the bound; ``scripts/import-scale`` measures it). Two
   malloc arenas (``server.arenas``) keep the worker threads from growing it. A model that embeds
   adds its own memory on top. A Parquet row group is streamed page by page, never loaded whole.
@@ -66,6 +73,7 @@ from indexing.embedding.embedder import Embedder
 from indexing.partitions.store import VectorStore
 from server.arenas import limit_malloc_arenas
 from server.bulk.batches import Preparer, Writer
+from server.bulk.grouping import Grouping
 from server.bulk.journal import Journal
 from server.bulk.rows import LineTooLong, Row, RowError, check_row, parse_line
 from server.catalog import Catalog
@@ -77,7 +85,6 @@ from server.metrics import count_import
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
-BATCH_TEXT_CHARS = 8 * 1024 * 1024  # a batch closes early once its texts reach this many characters
 IN_FLIGHT = 2  # batches past parsing at once: one being embedded, one being written
 
 
@@ -139,7 +146,8 @@ def import_stream(
     progress: Callable[[int], None] | None = None,
     create_spaces: bool = False,
 ) -> ImportReport:
-    """Import JSON Lines. ``progress(n)`` is called after each batch with the lines it consumed;
+    """Import JSON Lines. ``progress(n)`` is called as each batch is written, with the lines it
+    accounts for (their sum is the file's line count);
     ``create_spaces``: a row naming a space that does not exist creates it (else the row fails)."""
     dimension = parts.store.dimension
 
@@ -255,20 +263,13 @@ class _Importer:
                 if self.progress is not None and consumed:
                     self.progress(consumed)
 
-            batch: list[Row | RowError] = []
-            consumed = text_chars = 0
+            grouping = Grouping(batch_size=self.batch_size, spill_in=self.home)
+            cleanup.callback(grouping.close)
             for item in parsed:
-                consumed += 1
-                if item is not None:
-                    batch.append(item)
-                    if isinstance(item, Row):
-                        text_chars += len(item.text)
-                # Blank lines count too, so a file of blanks still reports progress.
-                if len(batch) >= self.batch_size or text_chars >= BATCH_TEXT_CHARS or consumed >= 4 * self.batch_size:
-                    submit(batch, consumed)
-                    batch, consumed, text_chars = [], 0, 0
-            if batch or consumed:
-                submit(batch, consumed)
+                for batch in grouping.add(item):
+                    submit(batch.items, batch.lines)
+            for batch in grouping.finish():
+                submit(batch.items, batch.lines)
             while in_flight:
                 finish()
         # The index is built when data is written: each large partition gets its image now,

@@ -194,3 +194,36 @@ def test_merge_reads_only_the_rows_it_keeps_and_keeps_ties_in_partition_order():
     results = [first.search(v, 3, now=1), second.search(v, 3, now=1)]
     merged = merge_best(results, 4)
     assert [(i, h.id) for i, h in merged] == [(0, "a0"), (0, "a1"), (0, "a2"), (1, "b0")]
+
+
+def test_a_write_holding_one_partition_keeps_no_other_partition_waiting(tmp_path):
+    """Each partition has its own thread lock: a search (or a write) of one space never waits
+    on a write of another, so an import writes partitions side by side and recall goes on."""
+    import threading
+
+    store = VectorStore(tmp_path, model="test", dimension=DIM)
+    vector = unit(np.ones(DIM))
+    store.add("beta", [Row("b1", "beta", vector, 0, 0, None)])
+    held, release = threading.Event(), threading.Event()
+
+    def hold_alpha() -> None:
+        with store.locks.exclusive("alpha"):  # as a write of alpha holds it
+            held.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=hold_alpha)
+    writer.start()
+    try:
+        assert held.wait(10)
+        done: list[object] = []
+        other = threading.Thread(
+            target=lambda: done.extend(
+                [store.search("beta", vector, 1, now=1), store.add("gamma", [Row("g1", "g", vector, 0, 0, None)])]
+            )
+        )
+        other.start()
+        other.join(10)
+        assert done and [h.id for h in done[0].hits] == ["b1"], "beta waited on alpha's write"
+    finally:
+        release.set()
+        writer.join()
