@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -59,16 +60,21 @@ def tree_state() -> dict:
     }
 
 
-_run: dict = {"outcomes": {}}
+_run: dict = {"outcomes": {}, "seconds": {}}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _run["start"] = tree_state()
+    _run["began"] = time.monotonic()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # A failure in any phase sticks; a benchmark measured before a failing assertion still reports it.
     outcomes = _run["outcomes"]
+    # Wall time of each test, its setup (the stores it builds) and teardown included: what a
+    # full run costs, test by test, for the report's account of the run's length.
+    seconds = _run["seconds"]
+    seconds[report.nodeid] = round(seconds.get(report.nodeid, 0.0) + report.duration, 2)
     if report.failed:
         outcomes[report.nodeid] = "failed"
     elif report.when == "call" and outcomes.get(report.nodeid) != "failed":
@@ -97,4 +103,6 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
         "overrides": overrides,
         "args": list(config.invocation_params.args),
         "outcomes": dict(_run["outcomes"]),
+        "seconds": dict(_run["seconds"]),
+        "wall_seconds": round(time.monotonic() - _run["began"], 1) if "began" in _run else None,
     }

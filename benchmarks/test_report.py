@@ -121,3 +121,14 @@ def test_lancedb_plan_nodes_are_summed_per_kind():
         "    ANNSubIndex: name=vector_idx, k=400, metrics=[output_rows=400, index_comparisons=6.10 K, iops=26]\n"
     )
     assert plan_scored(plan) == {"KNNVectorDistance": (400, 0), "ANNSubIndex": (6100, 5)}
+
+
+def test_a_report_says_how_long_its_run_took_and_where_the_time_went(tmp_path):
+    raw = raw_file(tmp_path / "timed.json", commit="d" * 40, dirty=False, p50_s=0.001)
+    data = json.loads(raw.read_text())
+    data["esfis"]["wall_seconds"] = 4200.0
+    data["esfis"]["seconds"] = {"benchmarks/test_a.py::x": 3000.0, "benchmarks/test_b.py::y": 600.0}
+    raw.write_text(json.dumps(data))
+    head = report.build(raw, [], tmp_path / "out").read_text().split("## Targets")[0]
+    assert "Length of the run: 70.0 min for the benchmarks (❌ target ≤ 60 min" in head
+    assert "`test_a.py` 50.0 min, `test_b.py` 10.0 min" in head

@@ -42,6 +42,8 @@ class Run:
     machine: dict
     rows: list[dict]
     overrides: dict = field(default_factory=dict)
+    wall_seconds: float | None = None  # the pytest session's, from start to the raw file
+    seconds: dict = field(default_factory=dict)  # test → its wall time, setup and teardown included
 
     @property
     def mode_text(self) -> str:
@@ -84,6 +86,8 @@ def load(path: Path) -> Run:
         machine=raw.get("machine_info", {}),
         rows=rows,
         overrides=meta.get("overrides", {}),
+        wall_seconds=meta.get("wall_seconds"),
+        seconds=meta.get("seconds", {}),
     )
 
 

@@ -48,6 +48,7 @@ def header(run: Run) -> list[str]:
         f"Run: {run.mode_text}, {how}, {run.when}; raw data `{run.path.name}`, the only source of every figure below.",
         "",
     ]
+    out += length(run)
     if run.mode == "quick":
         out += [
             "> Quick mode: small stores and few queries. Targets stated for the full mode's sizes are marked "
@@ -65,6 +66,29 @@ def header(run: Run) -> list[str]:
         "",
     ]
     return out
+
+
+RUN_MINUTES_TARGET = 60  # a full run on 2 cores, the default model's arms only (issue 34)
+
+
+def length(run: Run) -> list[str]:
+    """How long the run took, and where the time went: the modules that took longest."""
+    if run.wall_seconds is None:
+        return ["Length of the run: not recorded in this raw file.", ""]
+    by_module: dict[str, float] = {}
+    for test, seconds in run.seconds.items():
+        module = test.split("::")[0].rsplit("/", 1)[-1]
+        by_module[module] = by_module.get(module, 0.0) + seconds
+    slowest = sorted(by_module.items(), key=lambda item: -item[1])[:6]
+    minutes = run.wall_seconds / 60
+    verdict = ""
+    if run.mode == "full":
+        verdict = f" ({'✅' if minutes <= RUN_MINUTES_TARGET else '❌'} target ≤ {RUN_MINUTES_TARGET} min on 2 cores)"
+    return [
+        f"Length of the run: {minutes:.1f} min for the benchmarks{verdict}, the LongMemEval preparation before it "
+        "not counted. Longest: " + ", ".join(f"`{m}` {s / 60:.1f} min" for m, s in slowest) + ".",
+        "",
+    ]
 
 
 def summary(checks: Checks) -> list[str]:
