@@ -34,20 +34,33 @@ class MovableClock:
 
 
 # On PostgreSQL the suite runs what touches a catalog. These never open one (vectors, the model)
-# or measure SQLite's (the benchmarks): the SQLite run covers them. Tests marked ``postgresql``
-# are that backend's own (a dropped connection, collation), run by its pass only.
+# or measure SQLite's (the benchmarks): one pass covers them. Tests marked ``postgresql`` are that
+# backend's own (a dropped connection, collation), run by its pass only; ``sqlite`` the reverse;
+# ``one_catalog`` a promise no catalog changes (a client's interop, a page's layout, the
+# importer's memory), run by the SQLite pass only. When scripts/test runs both passes side by
+# side (ESFIS_TEST_BOTH=1), tests/indexing runs in the PostgreSQL pass instead, so the two
+# passes take about as long as each other.
 NO_CATALOG = ("tests/indexing/", "benchmarks/")
+BOTH_PASSES = os.environ.get("ESFIS_TEST_BOTH") == "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(config.rootpath)
+
+    def under(item: pytest.Item, folder: str) -> bool:
+        return Path(item.path).relative_to(root).as_posix().startswith(folder)
+
     if catalogs.BACKEND == "sqlite":
-        aside = [i for i in items if i.get_closest_marker("postgresql")]
+        aside = [
+            i for i in items if i.get_closest_marker("postgresql") or (BOTH_PASSES and under(i, "tests/indexing/"))
+        ]
     else:
         aside = [
             i
             for i in items
-            if Path(i.path).relative_to(root).as_posix().startswith(NO_CATALOG) or i.get_closest_marker("sqlite")
+            if (under(i, "benchmarks/") or (under(i, "tests/indexing/") and not BOTH_PASSES))
+            or i.get_closest_marker("sqlite")
+            or i.get_closest_marker("one_catalog")
         ]
     if aside:
         config.hook.pytest_deselected(items=aside)

@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import cli_env
+
+# The importer's own memory: no catalog changes it (tests/conftest.py).
+pytestmark = pytest.mark.one_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 200_000
@@ -52,6 +57,7 @@ PARQUET_READ = """
 import sys
 from pathlib import Path
 from server.bulk.rows import parquet_rows
+
 
 def peak_mib():
     line = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))

@@ -17,6 +17,9 @@ import pytest
 
 from tests.http.conftest import start_server, stop_server
 
+# A client's interop: no catalog changes it (tests/conftest.py).
+pytestmark = pytest.mark.one_catalog
+
 PROBE = Path(__file__).with_name("typescript") / "probe.mjs"
 PACKAGES = ["@modelcontextprotocol/sdk", "zod"]
 AUTH0 = "Acme authentication uses Auth0"

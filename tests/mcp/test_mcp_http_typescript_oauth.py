@@ -24,6 +24,9 @@ from tests.http.conftest import free_port, start_server, stop_server
 from tests.http.oauth_support import consent as approve
 from tests.mcp.test_mcp_http_typescript import AUTH0, CLERK, sdk_folder
 
+# A client's interop: no catalog changes it (tests/conftest.py).
+pytestmark = pytest.mark.one_catalog
+
 PROBE = Path(__file__).with_name("typescript") / "oauth_probe.mjs"
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SECONDS = 180

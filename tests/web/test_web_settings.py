@@ -250,6 +250,7 @@ PAGES = [
 ]
 
 
+@pytest.mark.one_catalog  # a page's layout: no catalog changes it
 def test_every_page_fits_a_desktop_and_a_360_px_screen(browser, page, web, screenshots):
     phone = browser.new_context(viewport=PHONE, device_scale_factor=1, is_mobile=True, has_touch=True)
     small = phone.new_page()
