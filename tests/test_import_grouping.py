@@ -144,3 +144,12 @@ def test_the_errors_kept_are_those_of_the_lowest_lines_whatever_order_they_arriv
     failures.add(late)  # a spilled space's errors are found after a later line's
     failures.add(early)
     assert failures.count == 2 * ERRORS_KEPT and failures.kept == early
+
+
+def test_rows_that_come_space_by_space_stream_through_a_batch_at_a_time(tmp_path: Path):
+    items: list[Row | RowError | None] = [row(i + 1, f"sorted-{i // 500}") for i in range(2000)]
+    grouper = Grouping(batch_size=100, spill_in=tmp_path)  # the default window, far larger
+    out = [(i, batch) for i, item in enumerate(items) for batch in grouper.add(item)]
+    assert len(out) == 20 and out[0][0] == 99  # the first batch leaves with its hundredth row
+    assert all(len({r.space for r in b.items if isinstance(r, Row)}) == 1 for _, b in out)
+    assert list(grouper.finish()) == [] and grouper.spilled == 0

@@ -7,7 +7,9 @@ often as it has rows. ``Grouping`` sits between parsing and the batches:
 
 - **The window.** Parsed rows are held grouped by space, up to ``WINDOW_BYTES`` of them (text,
   vector and the row's own size). An import that fits in the window is written at its end, one
-  space after another; so is any import whose rows already come space by space.
+  space after another.
+- **A full batch goes at once.** A space whose rows in the window reach ``batch_size`` is
+  written now, so rows that come space by space stream through as if there were no window.
 - **Dense groups go straight on.** When the window is full, every space holding at least
   ``DENSE_ROWS`` rows there is written now (its batches hold whole groups, a large group split
   at ``batch_size``).
@@ -102,8 +104,15 @@ class Grouping:
 
     def add(self, item: Row | RowError | None) -> list[Batch]:
         if isinstance(item, Row):
-            self.groups.setdefault(item.space, []).append(item)
+            group = self.groups.setdefault(item.space, [])
+            group.append(item)
             self.held += row_bytes(item)
+            if len(group) >= self.batch_size and bucket_of(item.space) not in self.buckets:
+                # A whole batch of one space: as good as a write gets, so out now (rows that
+                # come space by space stream through, as if there were no window).
+                del self.groups[item.space]
+                self.held -= sum(row_bytes(row) for row in group)
+                return [self._out(list[Row | RowError](group))]
             return self._make_room() if self.held >= self.window_bytes else []
         self.lines += 1
         if item is not None:

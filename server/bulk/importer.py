@@ -35,8 +35,9 @@ What is promised:
   at once (the model, LanceDB and SQLite work outside the GIL). Catalog rows go in as one
   statement per batch. ``benchmarks/test_import_throughput.py`` measures the import's own
   cost, the spread of spaces as an axis (the report has it).
-- **Bounded memory.** The grouping window (``WINDOW_BYTES``), and at most four batches past
-  it at once (one being made, one embedded, one written, one waiting), each of at most
+- **Bounded memory.** The grouping window (``WINDOW_BYTES``), the batches of the window
+  before it still waiting for the workers (two windows at most), at most four batches past
+  them at once (one being made, one embedded, one written, one waiting), each of at most
   ``batch_size`` rows (default 4096) and ``BATCH_TEXT_CHARS`` of text, with a vector each; a
   cache of recent vectors (``EMBED_CACHE_BYTES``); one JSON line (≤ 1 MiB) or one Parquet
   record batch, so peak memory grows neither with the file nor with its number of spaces
@@ -73,7 +74,7 @@ from indexing.embedding.embedder import Embedder
 from indexing.partitions.store import VectorStore
 from server.arenas import limit_malloc_arenas
 from server.bulk.batches import Preparer, Writer
-from server.bulk.grouping import Grouping
+from server.bulk.grouping import Batch, Grouping
 from server.bulk.journal import Journal
 from server.bulk.rows import LineTooLong, Row, RowError, check_row, parse_line
 from server.catalog import Catalog
@@ -251,11 +252,19 @@ class _Importer:
                 registry=Registry(writes, parts.clock),
             )
 
-            def submit(batch: list[Row | RowError], consumed: int) -> None:
-                prepared = preparing.submit(preparer, batch)
-                in_flight.append((prepared, writing.submit(lambda: writer(prepared.result())), consumed))
-                while len(in_flight) > IN_FLIGHT:
+            def submit(batch: Batch) -> None:
+                prepared = preparing.submit(preparer, batch.items)
+                in_flight.append((prepared, writing.submit(lambda: writer(prepared.result())), batch.lines))
+
+            def hand_on(*, all_of_them: bool) -> None:
+                """Submit what waits while the workers have room (all of it, waiting as needed,
+                before a new window's batches join): parsing goes on beside the writes."""
+                while in_flight and in_flight[0][1].done():
                     finish()
+                while waiting and (all_of_them or len(in_flight) <= IN_FLIGHT):
+                    submit(waiting.popleft())
+                    while len(in_flight) > IN_FLIGHT and (all_of_them or in_flight[0][1].done()):
+                        finish()
 
             def finish() -> None:
                 _, written, consumed = in_flight.popleft()
@@ -265,11 +274,19 @@ class _Importer:
 
             grouping = Grouping(batch_size=self.batch_size, spill_in=self.home)
             cleanup.callback(grouping.close)
+            # A full window hands out a window's batches at once: they wait here and go to the
+            # workers as those free up, while parsing fills the next window (two at most).
+            waiting: deque[Batch] = deque()
             for item in parsed:
-                for batch in grouping.add(item):
-                    submit(batch.items, batch.lines)
+                out = grouping.add(item)
+                if out:
+                    hand_on(all_of_them=True)
+                    waiting.extend(out)
+                if waiting:
+                    hand_on(all_of_them=False)
             for batch in grouping.finish():
-                submit(batch.items, batch.lines)
+                waiting.append(batch)
+                hand_on(all_of_them=True)
             while in_flight:
                 finish()
         # The index is built when data is written: each large partition gets its image now,
