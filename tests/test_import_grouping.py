@@ -153,3 +153,12 @@ def test_rows_that_come_space_by_space_stream_through_a_batch_at_a_time(tmp_path
     assert len(out) == 20 and out[0][0] == 99  # the first batch leaves with its hundredth row
     assert all(len({r.space for r in b.items if isinstance(r, Row)}) == 1 for _, b in out)
     assert list(grouper.finish()) == [] and grouper.spilled == 0
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 10, 64])
+def test_every_row_of_a_file_that_comes_space_by_space_is_imported(fake_service, batch_size: int):
+    """Full batches leave the window as they fill and wait for the workers: none is left behind
+    when the file ends (a batch still waiting then was once dropped)."""
+    lines = [json.dumps({"text": f"space by space {i}", "space": f"s{i // 25}", "key": f"k{i}"}) for i in range(50)]
+    report = _import(fake_service, lines, batch_size=batch_size)
+    assert (report.imported, report.skipped, report.failed) == (50, 0, 0)

@@ -284,6 +284,7 @@ class _Importer:
                     waiting.extend(out)
                 if waiting:
                     hand_on(all_of_them=False)
+            hand_on(all_of_them=True)  # what still waits from the last window, before the rest
             for batch in grouping.finish():
                 waiting.append(batch)
                 hand_on(all_of_them=True)
