@@ -7,7 +7,6 @@ other caller served, and SIGTERM still stops the server within seconds."""
 from __future__ import annotations
 
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -53,6 +52,11 @@ def recall_ms(client: httpx.Client, query: str, space: str = "globex") -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def server_threads(server) -> int:
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
 def test_a_held_write_is_shown_to_the_operator_and_applied_only_on_approval(platform, operator):
     with reader(platform) as agent, platform.client(platform.token("--ai", "cursor")) as other:
         answer = agent.post("/v1/memories", json={"text": LEAK, "personal": True})
@@ -93,6 +97,7 @@ def test_a_hundred_held_calls_of_one_token_leave_other_recalls_as_fast(platform,
     """One harness credential, a hundred run tokens, each holding a call: nobody waits on them."""
     harness = platform.client(platform.token("--ai", "cursor", "--runs-only"))
     runs = [harness.post("/v1/runs", json={}).json()["token"] for _ in range(100)]
+    threads_before = server_threads(platform)
     with platform.client(platform.token("--ai", "claude-code")) as bystander:
         before = [recall_ms(bystander, f"login question {i}") for i in range(15)]
 
@@ -114,9 +119,14 @@ def test_a_hundred_held_calls_of_one_token_leave_other_recalls_as_fast(platform,
         a for a in operator.get("/v1/approvals", params={"last": 500}).json()["approvals"] if a["ai"] == "cursor"
     ]
     assert len(waiting) >= 100
-    # Ratios in one run: while the holds are made, two cores are shared; once they are held, nothing is.
+    # A held call holds no thread of the server: the worker pool may grow to its 40 under eight
+    # callers, a thread held per call would be a hundred more.
+    assert server_threads(platform) < threads_before + 60, (threads_before, server_threads(platform))
+    # Ratios in one run: while the holds are made, two cores are shared; once they are held, nothing
+    # is. The best of fifteen, not the median: the test suite's other pass shares these cores, and a
+    # burst of its work lands on some samples, never on all of them.
     assert max(during) < 2000, during
-    assert statistics.median(after) <= 2 * statistics.median(before) + 5, (before, after)
+    assert min(after) <= 2 * min(before) + 5, (before, after)
     for approval in waiting:
         operator.post(f"/v1/approvals/{approval['id']}/decline")
     harness.close()
