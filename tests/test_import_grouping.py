@@ -15,6 +15,7 @@ import lance
 import pytest
 
 import server.bulk.grouping as grouping
+from indexing.partitions import image_cache
 from indexing.partitions.store import table_name
 from server.bulk.batches import ERRORS_KEPT, Failures
 from server.bulk.grouping import DENSE_ROWS, Batch, Grouping
@@ -162,3 +163,23 @@ def test_every_row_of_a_file_that_comes_space_by_space_is_imported(fake_service,
     lines = [json.dumps({"text": f"space by space {i}", "space": f"s{i // 25}", "key": f"k{i}"}) for i in range(50)]
     report = _import(fake_service, lines, batch_size=batch_size)
     assert (report.imported, report.skipped, report.failed) == (50, 0, 0)
+
+
+def test_a_space_the_import_created_is_opened_again_only_when_it_needs_an_image(
+    fake_service, monkeypatch: pytest.MonkeyPatch
+):
+    """The import's end builds each large partition's image. A space the import created holds
+    what it wrote there, so a small one is not opened again for it (a thin spread of 100,000
+    spaces paid a dataset open each); a large one still gets its image; a space that was there
+    before the import is opened to count what it holds."""
+    monkeypatch.setattr(image_cache, "ANN_THRESHOLD", 300)
+    fake_service._parts.registry.add_named("before")
+    spaces = {"small": 5, "large": 320, "before": 5}
+    lines = [json.dumps({"text": f"{s} note {i}", "space": s}) for s, n in spaces.items() for i in range(n)]
+    report = _import(fake_service, lines)
+    assert (report.imported, sorted(report.created_spaces)) == (330, ["large", "small"])
+    stats = fake_service._parts.store.stats
+    opened = {s: stats.opened[partition_key(s)] for s in spaces}
+    # small: its write alone; before: its write, then the count; large: its write, the count, the build
+    assert opened == {"small": 1, "large": 3, "before": 2}, opened
+    assert stats.built[partition_key("large")] == 1 and stats.built[partition_key("small")] == 0

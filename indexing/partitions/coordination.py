@@ -63,8 +63,11 @@ class LocalCoordination:
         token = secrets.token_hex(8)
         path = self._path(key)
         tmp = path + ".tmp"
-        with open(tmp, "w") as out:
-            out.write(token)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # raw os calls: once a write
+        try:
+            os.write(fd, token.encode())
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
         return token
 

@@ -89,14 +89,19 @@ class PartitionLocks:
     def exclusive(self, key: str) -> Iterator[None]:
         """Hold the partition's write lock on this machine (and the store's thread lock), without
         announcing a write: alone, for an image build, which changes no row."""
-        with self.thread(key), open(self.layout.lock_path(key), "a+") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
-            self._held[key] = lock_file.fileno()
+        with self.thread(key):
+            # Raw os calls: once a partition write (a file object costs more than the lock).
+            fd = os.open(self.layout.lock_path(key), os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                yield
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._held[key] = fd
+                try:
+                    yield
+                finally:
+                    self._held.pop(key, None)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
-                self._held.pop(key, None)
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+                os.close(fd)
 
     @contextmanager
     def turn(self, key: str) -> Iterator[Write]:

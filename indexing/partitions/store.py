@@ -369,11 +369,14 @@ class VectorStore:
 
     # -- images -----------------------------------------------------------------------------
 
-    def settle(self, key: str) -> None:
+    def settle(self, key: str, *, rows: int | None = None) -> None:
         """After a bulk write: compact the partition and build its image if it is large and the
         image is missing or behind (the importer calls this once per partition it wrote).
-        A small partition is left to the routine compaction."""
-        dataset = self._dataset(key)
+        A small partition is left to the routine compaction. ``rows``: the partition's rows when
+        the caller knows them (it created the partition); a small one is then not opened."""
+        if rows is not None and not self.images.large(rows):
+            return
+        dataset = self._open_table(key)
         if dataset is None or not self.images.large(dataset.count_rows()):
             return
         with self._writing(key):

@@ -119,6 +119,9 @@ class Preparer:
             else:
                 groups.setdefault(item.space, []).append(item)
         named = [s for s in groups if s is not None]
+        # The mark before the spaces are read: a space unknown then has no memory from before the
+        # mark, so its rows are checked only by the writer, against what was written since.
+        mark = self.book.last_rowid()
         known = self.registry.known(named)  # one read per thousand spaces, however thin the spread
         unknown = tuple(s for s in named if s not in known)
         if not self.create_spaces:
@@ -128,12 +131,13 @@ class Preparer:
             unknown = ()
         self.failures.add(failures)
         rows = sum(map(len, groups.values()))
-        mark = self.book.last_rowid()
         fresh = {}
         for space, batch in groups.items():
             kept = first_of_each(batch)
-            mask = self.book.absent(space, [r.key for r in kept], [r.digest for r in kept])
-            fresh[space] = not_written_beside([row for row, new in zip(kept, mask, strict=True) if new])
+            if space not in unknown:
+                mask = self.book.absent(space, [r.key for r in kept], [r.digest for r in kept])
+                kept = [row for row, new in zip(kept, mask, strict=True) if new]
+            fresh[space] = not_written_beside(kept)
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
         # Built here, not by the writer: its thread is the import's narrowest stage.
         batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
@@ -217,7 +221,7 @@ class Writer:
         self.journal = journal
         self.vectors_in = vectors_in
         self.imported = self.skipped = 0
-        self.partitions: set[str] = set()  # every partition this import wrote into
+        self.partitions: dict[str, int] = {}  # every partition this import wrote into: its rows
 
     @_stop_on_error
     def __call__(self, prepared: Prepared) -> None:
@@ -225,9 +229,8 @@ class Writer:
         with batch_lock(self.journal.directory), self.book.store.coordination.writer_turn(IMPORT_TURN):
             # Checked again under the lock, against what was written since the first check:
             # this import's previous batch, or another import running beside it.
-            batches = [
-                b.select(self.book.absent(b.space, b.keys, b.digests, since=prepared.mark)) for b in prepared.batches
-            ]
+            written = self.book.written_since(prepared.mark)  # one query, however many spaces
+            batches = [b.select(not_written(b, written)) for b in prepared.batches]
             batches = [b for b in batches if len(b)]
             if prepared.create and self.registry is not None:
                 # Before the batch's rows, in a transaction of its own: a space created by a batch
@@ -241,9 +244,17 @@ class Writer:
             self.book.write_many(batches, vectors_in=self.vectors_in)
             for batch in batches:
                 self.imported += len(batch)
-                self.partitions.add(partition_key(batch.space))
+                key = partition_key(batch.space)
+                self.partitions[key] = self.partitions.get(key, 0) + len(batch)
             self.journal.committed()
             self.skipped += prepared.rows - sum(map(len, batches))
+
+
+def not_written(batch: MemoryBatch, written: dict[str, tuple[set[str], set[str]]]) -> list[bool]:
+    """For each row of ``batch``: True unless a memory of its space with its key (or, without a
+    key, its text) is among ``written``."""
+    keys, digests = written.get(partition_key(batch.space), (set(), set()))
+    return [(k not in keys) if k is not None else (d not in digests) for k, d in zip(batch.keys, batch.digests)]
 
 
 class _Micros(dict):

@@ -83,6 +83,7 @@ from server.errors import InvalidInput
 from server.inputs import DEFAULT_BATCH, MAX_BATCH
 from server.memories import MemoryBook
 from server.metrics import count_import
+from server.spaces import partition_key
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 
@@ -292,8 +293,12 @@ class _Importer:
                 finish()
         # The index is built when data is written: each large partition gets its image now,
         # not on its first recall (after the workers stopped, so no batch is still writing).
+        # A space this import created holds what the import wrote there (another writer of a
+        # brand-new space is rare, and its image is then built at its first recall): a small one
+        # is not even opened, so a thin spread pays nothing here.
+        created = {partition_key(name) for name in writer.created}
         for key in sorted(writer.partitions):
-            parts.store.settle(key)
+            parts.store.settle(key, rows=writer.partitions[key] if key in created else None)
         seconds = time.monotonic() - started
         failures = preparer.failures
         rows = writer.imported + writer.skipped + failures.count

@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS policies (
     PRIMARY KEY (ai, space)
 );
 -- Rows are never deleted (forget clears a row's digest and key): rowids follow the order of
--- writes, which the import's last duplicate check relies on (server.memories.MemoryBook.absent).
+-- writes, which the import's last duplicate check relies on (server.memories.MemoryBook.written_since).
 CREATE TABLE IF NOT EXISTS memories (
     id TEXT PRIMARY KEY,
     partition TEXT NOT NULL,

@@ -322,18 +322,14 @@ class MemoryBook:
         total = sum(r["live"] for r in rows if r["key"] is None)
         return {r["key"]: (r["live"], r["superseded"]) for r in rows if r["key"] is not None}, int(total)
 
-    def absent(self, space: str | None, keys: list[str | None], digests: list[str], *, since: int = 0) -> list[bool]:
+    def absent(self, space: str | None, keys: list[str | None], digests: list[str]) -> list[bool]:
         """For each row (its key, else its text's digest): True when no memory of ``space`` has the
-        key or, for a row without a key, the text. With ``since``, only memories written after that
-        rowid count.
+        key or, for a row without a key, the text.
 
         Two queries a batch at most, whatever its size: the batch's keys and digests travel as one
         JSON array each (``Dialect.values``), not as thousands of parameters.
         """
-        if since:
-            present_keys, present_digests = self._written_since(space, since)
-        else:
-            present_keys, present_digests = self._present(space, keys, digests)
+        present_keys, present_digests = self._present(space, keys, digests)
         return [
             (k not in present_keys) if k is not None else (d not in present_digests)
             for k, d in zip(keys, digests, strict=True)
@@ -363,17 +359,23 @@ class MemoryBook:
             present_digests = {r["digest"] for r in found}
         return present_keys, present_digests
 
-    def _written_since(self, space: str | None, since: int) -> tuple[set[str], set[str]]:
-        """The keys and digests of ``space``'s memories written after rowid ``since``. Rowids only
-        grow (memories are never deleted): these are the rows written since the first check, a
-        batch or two, read whole by rowid and compared here ("partition || ''" keeps the planner
-        off the partition's indexes, which would read all of it; matching them in SQL had
-        PostgreSQL probe the whole range once per key asked for)."""
+    def written_since(self, since: int) -> dict[str, tuple[set[str], set[str]]]:
+        """The keys and digests of the memories written after rowid ``since``, by partition.
+        Rowids only grow (memories are never deleted): these are the rows written since a first
+        check, a batch or two whatever the number of spaces, read in one query by rowid and
+        compared by the caller (matching them in SQL had PostgreSQL probe the whole range once
+        per key asked for)."""
+        written: dict[str, tuple[set[str], set[str]]] = {}
         rows = self.catalog.all(
-            "SELECT key, digest FROM memories WHERE rowid > ? AND partition || '' = ? AND forgotten_at IS NULL",
-            (since, partition_key(space)),
+            "SELECT partition, key, digest FROM memories WHERE rowid > ? AND forgotten_at IS NULL", (since,)
         )
-        return {r["key"] for r in rows if r["key"] is not None}, {r["digest"] for r in rows if r["digest"] is not None}
+        for r in rows:
+            keys, digests = written.setdefault(r["partition"], (set(), set()))
+            if r["key"] is not None:
+                keys.add(r["key"])
+            if r["digest"] is not None:
+                digests.add(r["digest"])
+        return written
 
     def last_rowid(self) -> int:
         """The newest memory's rowid: rowids follow the order of commits (rows are never
