@@ -91,9 +91,9 @@ def test_import_write_path(benchmark, tmp_path: Path, rows: int, batch_size: int
     service = open_service(Settings(home=tmp_path / "home", model=None), embedder=PoolEmbedder())
     settle, building = service._parts.store.settle, []
 
-    def timed_settle(key: str) -> None:  # the real build, timed: the import's end builds large partitions' images
+    def timed_settle(key: str, **known) -> None:  # the real build, timed: the import's end builds large images
         began = time.perf_counter()
-        settle(key)
+        settle(key, **known)
         building.append(time.perf_counter() - began)
 
     service._parts.store.settle = timed_settle  # type: ignore[method-assign]
