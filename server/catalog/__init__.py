@@ -13,7 +13,11 @@ The contract both keep:
 - ``transaction()`` is a write transaction that holds the catalog's one write lock from its
   first statement: writers take turns, and a check made inside one (is this folder taken? was
   this run sealed?) still holds at its commit. Reads outside a transaction see every commit made
-  before they start, in any process: nothing is cached across requests.
+  before they start, in any process. What a long-lived service keeps across requests (the
+  token, policies, spaces and folders it reads on every request) it keeps under the *access
+  generation* (``server.catalog.access``), which every write to those tables moves, by a trigger,
+  in the writing transaction: a change committed before a request's first access read applies
+  to it, on every server.
 - SQL is written once, for both, with ``?`` placeholders. What the two dialects cannot say
   alike is a ``Dialect`` fragment: a JSON array passed as one parameter (a batch's rows, a list
   of ids) instead of thousands of parameters. Memories have a ``rowid`` that follows the order

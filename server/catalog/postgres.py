@@ -38,7 +38,9 @@ from typing import Any
 
 import psycopg
 
+from server.catalog.access import note_write
 from server.catalog.shared import (
+    ACCESS_TABLES,
     APPROVALS_TABLE,
     OAUTH_TABLES,
     SCHEMA_VERSION,
@@ -202,6 +204,22 @@ CREATE TABLE ended_sessions (nonce {T} PRIMARY KEY, expires BIGINT NOT NULL);
     + APPROVALS_TABLE.format(T=T, I="BIGINT"),
     8: "".join(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T=T)};\n" for table, column, type_ in V8_COLUMNS)
     + OAUTH_TABLES.format(T=T, I="BIGINT"),
+    # The access generation (server.catalog.access): a statement that writes an access table,
+    # TRUNCATE included, moves it to a new random value in its own transaction.
+    9: """
+CREATE TABLE access_generation (one INTEGER PRIMARY KEY CHECK (one = 1), value BIGINT NOT NULL);
+INSERT INTO access_generation (one, value) VALUES (1, floor(random() * 9e18)::bigint);
+CREATE FUNCTION access_moves() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE access_generation SET value = floor(random() * 9e18)::bigint WHERE one = 1;
+    RETURN NULL;
+END $$;
+"""
+    + "".join(
+        f"CREATE TRIGGER access_on_write_{table} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table} "
+        "FOR EACH STATEMENT EXECUTE FUNCTION access_moves();\n"
+        for table in ACCESS_TABLES
+    ),
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 FORGET_TABLES = "memories, import_keys, contexts, approvals"  # where a forget clears or rewrites a row
@@ -266,6 +284,7 @@ class PostgresCatalog:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                     yield Tx(conn)
+                note_write()
             finally:
                 self._writing -= 1
 

@@ -3,7 +3,8 @@
 It never holds a memory's text: a forgotten text must leave no trace, and SQLite keeps deleted
 bytes in free pages. Several processes (``esfis serve``, ``esfis mcp`` per agent, the CLI) share it: WAL lets readers
 run beside one writer, writes take the lock up front (``BEGIN IMMEDIATE``) so the busy timeout
-applies, and nothing is cached across requests, so a policy the CLI adds applies at once.
+applies, and the rows that decide access are kept only under the access generation its
+triggers move (``server.catalog.access``), so a policy the CLI adds applies at the next request.
 
 What a forget clears (a digest, labels) must leave no copy behind: ``secure_delete`` zeroes
 deleted and overwritten content in its page and in free pages, and ``checkpoint`` copies the WAL
@@ -19,7 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from server.catalog.access import note_write
 from server.catalog.shared import (
+    ACCESS_TABLES,
     APPROVALS_TABLE,
     OAUTH_TABLES,
     SCHEMA_VERSION,
@@ -217,6 +220,17 @@ CREATE TABLE IF NOT EXISTS import_keys (
 CREATE TABLE IF NOT EXISTS partition_versions (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
 SCHEMA += APPROVALS_TABLE.format(T="TEXT", I="INTEGER") + OAUTH_TABLES.format(T="TEXT", I="INTEGER")
+# The access generation (server.catalog.access): any row written to an access table moves it to a
+# new random value in the same transaction. SQLite's triggers fire per row; a row is cheap.
+SCHEMA += (
+    "CREATE TABLE IF NOT EXISTS access_generation (one INTEGER PRIMARY KEY CHECK (one = 1), value INTEGER NOT NULL);\n"
+)
+SCHEMA += "".join(
+    f"CREATE TRIGGER IF NOT EXISTS access_on_{event.lower()}_{table} AFTER {event} ON {table} "
+    "BEGIN UPDATE access_generation SET value = random() WHERE one = 1; END;\n"
+    for table in ACCESS_TABLES
+    for event in ("INSERT", "UPDATE", "DELETE")
+)
 
 
 class SqliteCatalog:
@@ -256,6 +270,7 @@ class SqliteCatalog:
             # Once, when the table is new (a new store, or one made before version 4): from
             # then on the triggers keep it, in every process, old versions' writes included.
             tx.execute("INSERT OR IGNORE INTO totals (one, live) SELECT 1, coalesce(sum(live), 0) FROM partitions")
+            tx.execute("INSERT OR IGNORE INTO access_generation (one, value) VALUES (1, random())")
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -274,6 +289,7 @@ class SqliteCatalog:
                 raise
             else:
                 self._conn.execute("COMMIT")
+                note_write()
 
     @contextmanager
     def bulk(self) -> Iterator[None]:

@@ -1,6 +1,7 @@
 """The façade: the one object every interface holds (``Esfis``), its operator (``Operator``),
 the parts both are made of (``Parts``), and the edge that builds them from settings."""
 
+from server.catalog.access import one_request  # an interface's request: one look at what decides access
 from server.facade.opening import backup_home, export_home, open_service, reindex_store, restore_home
 from server.facade.operator import Operator
 from server.facade.parts import Parts
@@ -20,6 +21,7 @@ __all__ = [
     "Token",
     "backup_home",
     "export_home",
+    "one_request",
     "open_service",
     "reindex_store",
     "restore_home",

@@ -19,6 +19,7 @@ from server.barrier.gates import Gates
 from server.barrier.grants import GrantBook
 from server.barrier.runs import RunBook
 from server.catalog import Catalog
+from server.catalog.access import AccessCache
 from server.clock import Clock
 from server.errors import InvalidInput, StoreUnavailable
 from server.memories import MemoryBook
@@ -78,7 +79,8 @@ class Parts:
         runs = RunBook(catalog, clock)
         grants = GrantBook(catalog, clock)
         approvals = ApprovalBook(catalog, clock, hours=approval_hours)
-        tokens = TokenBook(catalog, clock)
+        access = AccessCache(catalog)  # one per service: its registry and tokens share it
+        tokens = TokenBook(catalog, clock, access)
         return cls(
             home=home,
             trail_days=trail_days,
@@ -86,7 +88,7 @@ class Parts:
             store=store,
             embedder=embedder,
             clock=clock,
-            registry=Registry(catalog, clock),
+            registry=Registry(catalog, clock, access),
             journal=journal,
             memories=MemoryBook(catalog, store, journal),
             deliveries=DeliveryLog(catalog),

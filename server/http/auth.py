@@ -43,7 +43,7 @@ from server.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from server.facade import Esfis
+from server.facade import Esfis, one_request
 from server.http.errors import error_response, from_esfis
 from server.http.oauth.address import OAuthSite
 from server.http.rate_limits import Limiter
@@ -114,34 +114,44 @@ class Gate:
                 await JSONResponse(body, status_code=429, headers=headers_out)(scope, receive, send)
                 return
         elif path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
+            # One reading of the access generation for the whole request (server.catalog.access).
+            with one_request():
+                await self._guarded(scope, receive, send, path, headers)
+            return
+        await self._pass(scope, receive, send, path, headers)
+
+    async def _guarded(
+        self, scope: Scope, receive: Receive, send: Send, path: str, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        """A ``/v1`` or ``/mcp`` request: its token, its bounds, its share of calls in flight."""
+        try:
+            opening_run = path == RUNS_PATH and scope["method"] == "POST"
+            token = await self._authenticate(headers, _address(scope), opening_run)
+            self._bound(token, path)
+        except Unauthorized as exc:
+            await self._unauthorized(exc, path)(scope, receive, send)
+            return
+        except EsfisError as exc:
+            await from_esfis(exc)(scope, receive, send)
+            return
+        scope[TOKEN_KEY] = token
+        if not (path == MCP_PATH and scope["method"] == "GET"):  # a session's stream: not a call
+            if self._in_flight.get(token.id, 0) >= self.token_calls:
+                busy = TooManyRequests(
+                    f"this token has {self.token_calls} requests in flight already: wait for one to finish"
+                )
+                await from_esfis(busy)(scope, receive, send)
+                return
+            self._in_flight[token.id] = self._in_flight.get(token.id, 0) + 1
             try:
-                opening_run = path == RUNS_PATH and scope["method"] == "POST"
-                token = await self._authenticate(headers, _address(scope), opening_run)
-                self._bound(token, path)
-            except Unauthorized as exc:
-                await self._unauthorized(exc, path)(scope, receive, send)
-                return
-            except EsfisError as exc:
-                await from_esfis(exc)(scope, receive, send)
-                return
-            scope[TOKEN_KEY] = token
-            if not (path == MCP_PATH and scope["method"] == "GET"):  # a session's stream: not a call
-                if self._in_flight.get(token.id, 0) >= self.token_calls:
-                    busy = TooManyRequests(
-                        f"this token has {self.token_calls} requests in flight already: wait for one to finish"
-                    )
-                    await from_esfis(busy)(scope, receive, send)
-                    return
-                self._in_flight[token.id] = self._in_flight.get(token.id, 0) + 1
-                try:
-                    await self._pass(scope, receive, send, path, headers)
-                finally:
-                    left = self._in_flight[token.id] - 1
-                    if left:
-                        self._in_flight[token.id] = left
-                    else:
-                        del self._in_flight[token.id]
-                return
+                await self._pass(scope, receive, send, path, headers)
+            finally:
+                left = self._in_flight[token.id] - 1
+                if left:
+                    self._in_flight[token.id] = left
+                else:
+                    del self._in_flight[token.id]
+            return
         await self._pass(scope, receive, send, path, headers)
 
     async def _pass(

@@ -1,7 +1,9 @@
 """Spaces, their folders, and policy rules, as stored in the catalog.
 
-Nothing here is cached between calls: a space or rule the CLI adds while ``esfis serve`` runs
-applies to the server's next request.
+Given an ``AccessCache`` (a long-lived service's), what every request reads (whether a space
+exists, the folders, a subtree, the policies) is kept under the catalog's access generation
+(``server.catalog.access``): a space or rule the CLI adds while ``esfis serve`` runs still applies
+to the server's next request, on every server. Without one, every call reads the catalog.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from server.catalog import Catalog
+from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, to_micros
 from server.errors import InvalidInput, SpaceExists, SpaceNotFound
 from server.models import Space
@@ -28,9 +31,13 @@ from server.spaces.policies import Effect, PolicySet, Rule, validate_ai
 
 
 class Registry:
-    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+    def __init__(self, catalog: Catalog, clock: Clock, access: AccessCache | None = None) -> None:
         self.catalog = catalog
         self.clock = clock
+        self.access = access
+
+    def _kept(self, key: tuple[str, ...], load):
+        return load() if self.access is None else self.access.get(key, load)
 
     # -- spaces -----------------------------------------------------------------------------
 
@@ -38,10 +45,16 @@ class Registry:
         return [r["name"] for r in self.catalog.all("SELECT name FROM spaces ORDER BY name")]
 
     def exists(self, name: str) -> bool:
-        return self.catalog.one("SELECT 1 FROM spaces WHERE name = ?", (name,)) is not None
+        return self._kept(
+            ("exists", name), lambda: self.catalog.one("SELECT 1 FROM spaces WHERE name = ?", (name,)) is not None
+        )
 
     def folders(self) -> dict[str, str]:
-        return {r["path"]: r["space"] for r in self.catalog.all("SELECT path, space FROM folders")}
+        # A copy: a caller may change what it is given, never what is kept.
+        kept = self._kept(
+            ("folders",), lambda: {r["path"]: r["space"] for r in self.catalog.all("SELECT path, space FROM folders")}
+        )
+        return dict(kept)
 
     def space_at(self, cwd: str | os.PathLike[str]) -> str | None:
         return space_for_folder(cwd, self.folders())
@@ -139,11 +152,15 @@ class Registry:
     def subtree(self, name: str) -> builtins.list[str]:
         """``name`` and the registered spaces below it, by an index range: '/' sorts just
         before '0', so every ``name/…`` lies between ``name/`` and ``name0``."""
-        rows = self.catalog.all(
-            "SELECT name FROM spaces WHERE name = ? OR (name > ? AND name < ?) ORDER BY name",
-            (name, name + "/", name + "0"),
-        )
-        return [r["name"] for r in rows]
+
+        def load() -> tuple[str, ...]:
+            rows = self.catalog.all(
+                "SELECT name FROM spaces WHERE name = ? OR (name > ? AND name < ?) ORDER BY name",
+                (name, name + "/", name + "0"),
+            )
+            return tuple(r["name"] for r in rows)
+
+        return list(self._kept(("subtree", name), load))
 
     def delete(self, name: str) -> None:
         """Remove a space and its folders. A policy never loosens as a side effect.
@@ -180,8 +197,11 @@ class Registry:
     # -- policies ---------------------------------------------------------------------------
 
     def policies(self) -> PolicySet:
-        rows = self.catalog.all("SELECT ai, space, effect FROM policies")
-        return PolicySet(Rule(r["ai"], r["space"] or None, r["effect"]) for r in rows)
+        def load() -> PolicySet:
+            rows = self.catalog.all("SELECT ai, space, effect FROM policies")
+            return PolicySet(Rule(r["ai"], r["space"] or None, r["effect"]) for r in rows)
+
+        return self._kept(("policies",), load)
 
     def set_rule(self, ai: str, space: str | None, effect: Effect) -> Rule:
         validate_ai(ai, wildcard=True)

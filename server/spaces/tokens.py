@@ -11,8 +11,9 @@ token opened by ``open_run`` (one run, expiring; it can do what an agent does an
 or a *runs-only* token, a harness's credential that opens run tokens and does nothing else. A
 run token stops with the token that opened it. Removing a space revokes the tokens confined to
 it (``Registry.delete``): such a token is never widened to the spaces left below it, nor handed
-to a new space of the same name. Nothing is cached: a token the CLI revokes is refused on the
-server's next request.
+to a new space of the same name. A long-lived service keeps a token's row under the catalog's
+access generation (``server.catalog.access``), which its revocation moves: a token the CLI
+revokes is refused on every server's next request. An unknown secret is never kept.
 
 ``authenticate`` answers every failure alike (missing, malformed, unknown, revoked, a near-miss
 of a real token, another scheme): one ``Unauthorized`` with one message, so a caller learns
@@ -29,6 +30,7 @@ from datetime import datetime, timedelta
 
 from server.barrier.runs import standing_run
 from server.catalog import Catalog
+from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
 from server.errors import UNAUTHORIZED_MESSAGE, Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
 from server.inputs import MAX_RUN_TTL, RUN_TTL  # a run token's life: default and bound, as interfaces state them
@@ -47,9 +49,10 @@ def hash_token(secret: str) -> str:
 
 
 class TokenBook:
-    def __init__(self, catalog: Catalog, clock: Clock = system_clock) -> None:
+    def __init__(self, catalog: Catalog, clock: Clock = system_clock, access: AccessCache | None = None) -> None:
         self.catalog = catalog
         self.clock = clock
+        self.access = access
 
     def create(
         self,
@@ -217,12 +220,16 @@ class TokenBook:
         if not sep or scheme.lower() != "bearer" or not TOKEN.fullmatch(secret):
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
         digest = hash_token(secret)
-        # One read: the token, and for a run token whether the token that opened it still stands.
-        row = self.catalog.one(
-            "SELECT t.*, p.revoked_at AS parent_revoked FROM tokens t LEFT JOIN tokens p ON p.id = t.parent "
-            "WHERE t.hash = ?",
-            (digest,),
-        )
+
+        def load():
+            # One read: the token, and for a run token whether the token that opened it still stands.
+            return self.catalog.one(
+                "SELECT t.*, p.revoked_at AS parent_revoked FROM tokens t LEFT JOIN tokens p ON p.id = t.parent "
+                "WHERE t.hash = ?",
+                (digest,),
+            )
+
+        row = load() if self.access is None else self.access.get(("token", digest), load, keep_none=False)
         if row is None or not hmac.compare_digest(row["hash"], digest) or row["revoked_at"] is not None:
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
         if row["parent"] is not None and row["parent_revoked"] is not None:
