@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from indexing.embedding.testing import HashingEmbedder
-from server.catalog import open_catalog
 from server.catalog import access as access_module
+from server.catalog import open_catalog
 from server.catalog.access import AccessCache, current_generation, one_request
 from server.errors import PolicyDenied, Unauthorized
 from server.facade import open_service
