@@ -65,6 +65,9 @@ def main() -> None:
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument(
+        "--base-schema", type=int, help="the base commit's catalog schema, when older: its copy is marked so"
+    )
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -77,6 +80,11 @@ def main() -> None:
     store = build_store(args.size, scopes={})
     ScopeFirst(store, home=args.scratch / "new" / "home", embedder=load_embedder(None)).service.close()
     shutil.copytree(args.scratch / "new" / "home", args.scratch / "base" / "home", symlinks=True)
+    if args.base_schema is not None:  # an older esfis refuses a newer catalog; it ignores the tables it lacks
+        import sqlite3
+
+        with sqlite3.connect(args.scratch / "base" / "home" / "esfis.db") as db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(args.base_schema),))
     sizes = np.bincount(store.space_of, minlength=len(store.spaces))
     hot = [store.spaces[i] for i in np.argsort(-sizes, kind="stable")[: max(counts)]]
 
