@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from server.catalog import Catalog
 from server.catalog.access import AccessCache
@@ -29,6 +30,8 @@ from server.spaces import (
 )
 from server.spaces.policies import Effect, PolicySet, Rule, validate_ai
 
+T = TypeVar("T")
+
 
 class Registry:
     def __init__(self, catalog: Catalog, clock: Clock, access: AccessCache | None = None) -> None:
@@ -36,7 +39,7 @@ class Registry:
         self.clock = clock
         self.access = access
 
-    def _kept(self, key: tuple[str, ...], load):
+    def _kept(self, key: tuple[str, ...], load: Callable[[], T]) -> T:
         return load() if self.access is None else self.access.get(key, load)
 
     # -- spaces -----------------------------------------------------------------------------
