@@ -26,7 +26,14 @@ from benchmarks.arms import NOW as SERVICE_NOW
 from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
-from benchmarks.longmemeval import load_workload, neighbour_texts, neighbour_vectors, question_vectors, text_vectors
+from benchmarks.longmemeval import (
+    LEVELS,
+    load_workload,
+    neighbour_texts,
+    neighbour_vectors,
+    question_vectors,
+    text_vectors,
+)
 from benchmarks.model_arms import chosen_arms
 from benchmarks.model_arms import markdown as models_markdown
 from benchmarks.model_arms import run as run_arms
@@ -79,7 +86,7 @@ def _cleanup():
     _worlds.clear()
 
 
-@pytest.mark.parametrize("granularity", ["turn", "session"])
+@pytest.mark.parametrize("granularity", LEVELS)
 def test_evidence_recall(benchmark, granularity):
     w = world(granularity)
     result = evaluate(w["ev"], w["q_vecs"], w["questions"], keys=w["keys"])
@@ -200,7 +207,7 @@ MODEL_ARMS = chosen_arms()  # the default model; others when ESFIS_BENCH_MODELS 
 
 @pytest.mark.parametrize("arm", MODEL_ARMS)
 def test_evidence_recall_by_model(benchmark, arm):
-    result = run_arms([arm], ["turn", "session"], full=FULL, limit=None if FULL else QUICK_QUESTIONS)
+    result = run_arms([arm], list(LEVELS), full=FULL, limit=None if FULL else QUICK_QUESTIONS)
     entry = result["arms"][arm]
     for level in entry["levels"].values():
         for m in level["methods"].values():

@@ -3,7 +3,7 @@ a process of its own on one keep-alive connection (``benchmarks/load_client.py``
 on its own project, mixing recalls (90%, the query embedded by the server) and writes (10%).
 
 Full mode (``ESFIS_BENCH_MODE=full``): a 100k-memory store over 1,000 spaces; a curve of 1, 2, 4,
-8, 16, 32 and 64 clients (15 s each), then 16 clients for 60 s; on the SQLite catalog and on
+8, 16, 32 and 64 clients (10 s each), then 16 clients for 60 s; on the SQLite catalog and on
 PostgreSQL. Quick mode: 3k memories over 20 spaces, 1, 2, 4 and 8 clients (1.5 s each), then 16
 for 4 s, on the catalog under test; only its correctness counts.
 
@@ -44,7 +44,7 @@ SIZE, SPACE_COUNT = (100_000, 1_000) if FULL else (3_000, 20)
 MAIN_CLIENTS = 16
 MAIN_SECONDS = 60.0 if FULL else 4.0
 CURVE = (1, 2, 4, 8, 16, 32, 64) if FULL else (1, 2, 4, 8)
-STEP_SECONDS = 15.0 if FULL else 1.5
+STEP_SECONDS = 10.0 if FULL else 1.5
 WRITE_SHARE = 0.10
 P95_TARGET_MS = 50.0
 WORKERS = os.environ.get("ESFIS_BENCH_WORKERS")  # unset: one per core

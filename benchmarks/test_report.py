@@ -132,3 +132,9 @@ def test_a_report_says_how_long_its_run_took_and_where_the_time_went(tmp_path):
     head = report.build(raw, [], tmp_path / "out").read_text().split("## Targets")[0]
     assert "Length of the run: 70.0 min for the benchmarks (❌ target ≤ 60 min" in head
     assert "`test_a.py` 50.0 min, `test_b.py` 10.0 min" in head
+    data["esfis"]["preparation_seconds"] = 900.0
+    data["esfis"]["wall_seconds"] = 2700.0
+    raw.write_text(json.dumps(data))
+    head = report.build(raw, [], tmp_path / "out").read_text().split("## Targets")[0]
+    assert "Length of the run: 60.0 min (✅ target ≤ 60 min on 2 cores): 15.0 min of LongMemEval preparation" in head
+    assert "(embedding its texts on this machine), then 45.0 min for the benchmarks" in head

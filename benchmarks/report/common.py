@@ -44,6 +44,7 @@ class Run:
     overrides: dict = field(default_factory=dict)
     wall_seconds: float | None = None  # the pytest session's, from start to the raw file
     seconds: dict = field(default_factory=dict)  # test → its wall time, setup and teardown included
+    preparation_seconds: float | None = None  # ``python -m benchmarks.longmemeval`` before the tests
 
     @property
     def mode_text(self) -> str:
@@ -88,6 +89,7 @@ def load(path: Path) -> Run:
         overrides=meta.get("overrides", {}),
         wall_seconds=meta.get("wall_seconds"),
         seconds=meta.get("seconds", {}),
+        preparation_seconds=meta.get("preparation_seconds"),
     )
 
 
