@@ -200,13 +200,16 @@ def neighbour_vectors(workload: Workload, embedder=None) -> np.ndarray:
 
 
 def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
-    target = cache_dir() / f"lme-questions-{len(workload.questions)}.npy"
-    if target.exists():
-        return np.load(target)
+    """The questions as the product embeds a query (the int8 graph by default), cached under the
+    graph's name: a cache made on the other graph is never taken for this one."""
     if embedder is None:
         from indexing.embedding.embedder import load_embedder
 
         embedder = load_embedder(None)
+    graph = "int8" if getattr(embedder, "query_runtime", "") == "onnx int8" else "fp32"
+    target = cache_dir() / f"lme-questions-{graph}-{len(workload.questions)}.npy"
+    if target.exists():
+        return np.load(target)
     vectors = np.stack([embedder.embed_query(q.text) for q in workload.questions])
     np.save(target, vectors)
     return vectors

@@ -213,7 +213,7 @@ TARGETS: dict[str, Target] = {
     ),
     # benchmarks/test_embedding.py (issue 5)
     "embed.p50_ms": Target(
-        "ONNX query embedding p50",
+        "ONNX query embedding p50, on the graph queries run on (int8 by default)",
         "<=",
         5,
         "ms",
