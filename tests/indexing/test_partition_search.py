@@ -8,6 +8,7 @@ import pytest
 
 from indexing.partitions.partition import LivePartition
 from indexing.partitions.store import VectorStore, table_name
+from indexing.relevance import ann
 from indexing.relevance.ann import IvfLists, list_count_for, nearest, train, training_sample
 from indexing.rows import Row, RowBatch
 
@@ -76,6 +77,42 @@ def test_ivf_recall_at_10_on_clustered_vectors():
         recalls.append(len(truth & got) / 10)
     assert np.mean(recalls) >= 0.95
     assert lists.nprobe < len(lists.centroids)  # an index, not a scan
+
+
+def skewed(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Rows as one person's notes cluster: a few topics, sub-topics of very unequal weight inside
+    them, so some regions are far denser than others."""
+    rng = np.random.default_rng(seed)
+    topics = unit(rng.normal(size=(4, dim)))
+    subtopics = unit(topics[rng.integers(0, 4, size=200)] + 0.3 * rng.normal(size=(200, dim)) / np.sqrt(dim))
+    weights = rng.pareto(1.0, size=200) + 0.05
+    picks = rng.choice(200, size=n, p=weights / weights.sum())
+    return unit(subtopics[picks] + 0.4 * rng.normal(size=(n, dim)) / np.sqrt(dim))
+
+
+def test_crowded_lists_are_split_so_a_question_scores_fewer_rows_for_the_same_recall():
+    vectors = skewed(60_000, DIM, seed=5)
+    sample = vectors[training_sample(len(vectors))]
+    lists = list_count_for(len(vectors))
+    plain = ann._kmeans(np.ascontiguousarray(sample), lists, np.random.default_rng(0), ann.KMEANS_ITERATIONS)
+    split = train(sample, lists)
+    sizes = np.bincount(nearest(sample, split), minlength=len(split))
+    assert len(split) > lists and sizes.max() <= 2 * ann.CROWDED_LIST * len(sample) / lists
+    rng = np.random.default_rng(6)
+    questions = unit(vectors[rng.choice(len(vectors), size=60, replace=False)] + 0.3 * rng.normal(size=(60, DIM)) / 6)
+    scored, recall = {}, {}
+    for name, centroids in (("plain", plain), ("split", split)):
+        index, order = IvfLists.of(centroids, nearest(vectors, centroids))
+        grouped = vectors[order]
+        index.calibrate(grouped)
+        counts, found = [], []
+        for q in questions:
+            rows_, scores = index.candidates(grouped, q)
+            counts.append(len(rows_))
+            found.append(len(set(np.argsort(-(grouped @ q))[:10]) & set(rows_[np.argsort(-scores)[:10]])) / 10)
+        scored[name], recall[name] = np.mean(counts), np.mean(found)
+    assert scored["split"] < 0.67 * scored["plain"], scored
+    assert recall["split"] >= 0.95, recall
 
 
 def test_table_names_are_injective_and_valid():
