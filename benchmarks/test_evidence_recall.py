@@ -180,8 +180,15 @@ def write_results(granularity: str, result: dict) -> None:
             cwd=Path(__file__).parent,
         ).stdout.strip()
     )
+    # A level this run does not measure (the session level, opt-in) is not left from an older run.
+    saved = {level: r for level, r in saved.items() if level in LEVELS}
     saved[granularity] = {"commit": commit, "dirty": dirty, **result}
     path.write_text(json.dumps(saved, indent=1, sort_keys=True))
+    write_markdown(saved)
+
+
+def write_markdown(saved: dict) -> None:
+    """``EVIDENCE.md`` from what ``evidence-recall.json`` holds, a section per level."""
     sections = ["# Evidence recall on LongMemEval_S (benchmarks/test_evidence_recall.py, full mode)", ""]
     for level, r in sorted(saved.items(), reverse=True):
         sections += [
