@@ -86,13 +86,22 @@ def _split_crowded(sample: np.ndarray, centroids: np.ndarray, rng: np.random.Gen
         extra = []
         for crowded in np.flatnonzero(sizes > CROWDED_LIST * mean):
             rows = sample[assign == crowded]
-            parts = _kmeans(rows, int(np.ceil(len(rows) / mean)), rng, KMEANS_ITERATIONS)
-            centroids[crowded] = parts[0]
-            extra.append(parts[1:])
+            count = min(len(rows), int(np.ceil(len(rows) / mean)))
+            parts = _distinct(_kmeans(rows, count, rng, KMEANS_ITERATIONS))
+            if len(parts) > 1:
+                centroids[crowded] = parts[0]
+                extra.append(parts[1:])
         if not extra:
             break
         centroids = np.concatenate([centroids, *extra])
-    return centroids
+    return _distinct(centroids)
+
+
+def _distinct(centroids: np.ndarray) -> np.ndarray:
+    """Each centroid once, in order. One text stored many times is one point: a list of its
+    copies cannot be split, and k-means would give it several equal centroids."""
+    _, first = np.unique(centroids, axis=0, return_index=True)
+    return centroids[np.sort(first)]
 
 
 def training_sample(rows: int, seed: int = 0) -> np.ndarray:

@@ -115,6 +115,15 @@ def test_crowded_lists_are_split_so_a_question_scores_fewer_rows_for_the_same_re
     assert recall["split"] >= 0.95, recall
 
 
+def test_a_crowd_of_one_repeated_text_adds_no_copies_of_a_centroid():
+    """Rows that are all the same vector (one text stored many times) crowd a list that no split
+    can divide: the split adds no centroid that another already is."""
+    vectors = skewed(60_000, DIM, seed=7)
+    vectors[:20_000] = vectors[0]
+    centroids = train(vectors[training_sample(len(vectors))], list_count_for(len(vectors)))
+    assert len(np.unique(centroids, axis=0)) == len(centroids)
+
+
 def test_table_names_are_injective_and_valid():
     keys = ["personal", "space:acme", "space:acme/platform", "space:acme_2fplatform", "space:a_b", "space:a/b"]
     names = [table_name(k) for k in keys]
