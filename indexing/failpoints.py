@@ -12,6 +12,8 @@ costs one dict lookup. The names:
     write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
     purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
+                           (a small partition: its file without them written, not yet renamed over it)
+    promote:after-table    a small partition's table is created with every row, its file not yet removed
     forget:after-purge     the partition is purged, the catalog not yet checkpointed
     forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
     image:before-publish   a partition's image is built in its temporary folder, not yet published

@@ -13,6 +13,7 @@ import pytest
 
 from indexing.embedding.embedder import load_embedder
 from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions import small_file
 from server.facade import Esfis, open_service
 from tests import catalogs
 from tests.catalogs import catalog_for, settings_for
@@ -131,6 +132,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     if url is not None:  # in-process CLI runs read it, as subprocesses do from cli_env
         monkeypatch.setenv("ESFIS_CATALOG", url)
     return path
+
+
+@pytest.fixture(params=["small file", "table"])
+def partition_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each form a partition takes on disk (``indexing.partitions.small_file``): a test that uses
+    this runs with partitions kept as small files until they outgrow them, then again with
+    every partition a LanceDB table from its first row."""
+    if request.param == "table":
+        monkeypatch.setattr(small_file, "SMALL_ROWS", 0)
+    return request.param
 
 
 @pytest.fixture

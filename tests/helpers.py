@@ -38,3 +38,12 @@ def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def stored_ids(vectors: Path, key: str) -> list[str]:
+    """The ids a partition holds on disk, read from its files (a small file or a table), as
+    no running process sees them."""
+    from indexing.partitions.store import Layout, Location
+
+    batches = Layout(Location.of(vectors)).batches(key, ["id"], batch_size=8192)
+    return [id_ for batch in batches for id_ in batch.column("id").to_pylist()]

@@ -13,7 +13,7 @@ from tests.helpers import files_containing
 SECRET = "the staging root password is hunter2-zebra-97"
 
 
-def test_forgotten_text_is_in_no_file(service, folders, home):
+def test_forgotten_text_is_in_no_file(service, folders, home, partition_form):
     service.operator.add_space(folders["acme"])
     acme = service.caller("cli", cwd=folders["acme"])
     # Neighbours in the same fragment, so a plain delete would leave the row in its data file.
@@ -29,7 +29,7 @@ def test_forgotten_text_is_in_no_file(service, folders, home):
     assert len(service.recall(acme, "acme fact about the build", limit=100).memories) == 40
 
 
-def test_forget_after_replace_purges_every_copy(service, folders, home):
+def test_forget_after_replace_purges_every_copy(service, folders, home, partition_form):
     """A replace rewrites the old row to close its validity: both copies must go."""
     service.operator.add_space(folders["acme"])
     acme = service.caller("cli", cwd=folders["acme"])

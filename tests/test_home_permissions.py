@@ -42,7 +42,9 @@ def test_everything_under_esfis_home_is_private_after_a_remember(tmp_path, folde
     _esfis(home, folders["acme"], "forget", memory_id)
     modes = _modes(home)
     catalog_here = BACKEND == "sqlite"  # a PostgreSQL catalog lies outside the home
-    assert ("esfis-home/esfis.db" in modes) == catalog_here and any(".lance/data/" in n for n in modes), sorted(modes)
+    assert ("esfis-home/esfis.db" in modes) == catalog_here and any(
+        n.endswith(".arrow") or ".lance/data/" in n for n in modes
+    ), sorted(modes)
     loose = {
         name: mode for name, mode in modes.items() if mode != (oct(0o700) if (tmp_path / name).is_dir() else oct(0o600))
     }

@@ -19,14 +19,14 @@ def texts(service, caller, query, limit=10):
     return [m.text for m in service.recall(caller, query, limit=limit).memories]
 
 
-def test_superseded_memory_never_comes_back(service, acme):
+def test_superseded_memory_never_comes_back(service, acme, partition_form):
     old = service.remember(acme, "the database is MySQL 5.7")
     service.replace(acme, old.id, "the database is PostgreSQL 16")
     got = texts(service, acme, "which database do we use?", limit=100)
     assert got == ["the database is PostgreSQL 16"]
 
 
-def test_expired_memory_never_comes_back(service, acme, clock):
+def test_expired_memory_never_comes_back(service, acme, clock, partition_form):
     service.remember(acme, "the office wifi password is tulip", valid_until="2h")
     service.remember(acme, "the guest wifi is open")
     assert "the office wifi password is tulip" in texts(service, acme, "wifi password")

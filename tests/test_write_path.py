@@ -95,12 +95,13 @@ def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: 
 
     from indexing.embedding.testing import HashingEmbedder
     from indexing.partitions.compaction import COMPACT_EVERY
+    from indexing.partitions.small_file import SMALL_ROWS
     from server.bulk.importer import import_stream
     from server.facade import open_service
 
     service = open_service(settings_for(tmp_path / "home"), embedder=HashingEmbedder(64))
     try:
-        rows = 2 * COMPACT_EVERY + 5
+        rows = SMALL_ROWS + 2 * COMPACT_EVERY + 5  # a table from its 257th row, then appended to one row a time
         report = import_stream(service._parts, [json.dumps({"text": f"note {i}"}) for i in range(rows)], batch_size=1)
         assert report.imported == rows
         dataset = lance.dataset(str(next((tmp_path / "home" / "vectors").glob("*.lance"))))

@@ -8,6 +8,8 @@ prefix and the rest in this machine's folder)::
     in-use.lock           held shared by every open store of this folder, exclusive by a
                           reindex (``locks.py``)
     <table>.lance/        one LanceDB table per partition (the store of record)
+    <table>.arrow         instead, while a partition is small (at most ``SMALL_ROWS`` rows, on
+                          a local disk): its rows in one Arrow file (``small_file.py``)
     <table>.lock          an advisory lock per partition across processes: one writer at a
                           time (exclusive); a load that failed is retried under it (shared),
                           so a purge never deletes the files of a version being read
@@ -34,7 +36,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing.partitions.location import Location
+from indexing.partitions import small_file
+from indexing.partitions.location import Location, open_dataset
+from indexing.partitions.small_file import SUFFIX as SMALL_SUFFIX
 from indexing.rows import OPEN_END, RowBatch
 
 IN_USE = "in-use.lock"
@@ -149,6 +153,10 @@ class Layout:
     def uri(self, key: str) -> str:
         return self.location.table(table_name(key))
 
+    def small_path(self, key: str) -> Path | None:
+        """Where the partition's rows lie while it is small; None on S3 (a table from the start)."""
+        return None if self.location.remote else self.root / f"{table_name(key)}{SMALL_SUFFIX}"
+
     def lock_path(self, key: str) -> Path:
         return self.root / f"{table_name(key)}.lock"
 
@@ -156,10 +164,12 @@ class Layout:
         return self.root / f"{table_name(key)}.image"
 
     def exists(self, key: str) -> bool:
-        return self.location.table_exists(table_name(key))
+        """Whether the partition was ever written, in either form."""
+        small = self.small_path(key)
+        return (small is not None and small.exists()) or self.location.table_exists(table_name(key))
 
     def partitions(self) -> list[str]:
-        """Every partition that has a table, read from the tables themselves (not the catalog)."""
+        """Every partition that has a table or a small file, read from them (not the catalog)."""
         if self.location.remote:
             import lancedb
 
@@ -171,8 +181,24 @@ class Layout:
                 if not page:
                     break
         else:
-            names = [p.name.removesuffix(".lance") for p in Path(self.location.tables).glob("p.*.lance")]
+            folder = Path(self.location.tables)
+            tables = {p.name.removesuffix(".lance") for p in folder.glob("p.*.lance")}
+            names = sorted(tables | {p.name.removesuffix(SMALL_SUFFIX) for p in folder.glob(f"p.*{SMALL_SUFFIX}")})
         return sorted(k for k in map(key_of, names) if k is not None)
+
+    def batches(
+        self, key: str, columns: list[str], *, batch_size: int, session: Any = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The partition's rows at its latest version, in either form; nothing if never written."""
+        if self.location.remote or self.location.table_exists(table_name(key)):
+            dataset = open_dataset(self.uri(key), session=session)
+            if dataset is not None:
+                yield from dataset.to_batches(columns=columns, batch_size=batch_size)
+                return
+        small = self.small_path(key)
+        held = None if small is None else small_file.read(small)
+        if held is not None:
+            yield from held.select(columns).to_batches(max_chunksize=batch_size)
 
     def images(self) -> list[tuple[str, Path]]:
         """This machine's image folders, each with its partition's key."""

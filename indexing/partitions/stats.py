@@ -1,5 +1,6 @@
 """What a store touched, per partition: how often it was opened and loaded, how many vectors
-were scored, how many images were built and how many lexical postings were read. The
+were scored, how many images were built, how many lexical postings were read and how often
+rows were appended. The
 instrumentation that lets a test prove an Acme recall never touched Globex.
 """
 
@@ -18,7 +19,8 @@ class IndexStats:
     scored: Counter[str] = field(default_factory=Counter)
     built: Counter[str] = field(default_factory=Counter)  # images built
     postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
+    appended: Counter[str] = field(default_factory=Counter)  # appends of rows (table or small file)
 
     def reset(self) -> None:
-        for counter in (self.opened, self.loaded, self.scored, self.built, self.postings):
+        for counter in (self.opened, self.loaded, self.scored, self.built, self.postings, self.appended):
             counter.clear()

@@ -35,7 +35,7 @@ import pyarrow as pa
 from indexing import failpoints
 from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
-from indexing.partitions import compaction, image
+from indexing.partitions import compaction, image, small_file
 from indexing.partitions.coordination import Coordination, LocalCoordination
 from indexing.partitions.engine import lance_session, search_on_one_thread
 from indexing.partitions.image_cache import ImageCache
@@ -57,7 +57,7 @@ from indexing.partitions.stats import IndexStats
 from indexing.rows import PartitionResult, Row, RowBatch
 
 # The layout's names, read by backup, restore and reindex through the store's door.
-__all__ = ["IN_USE", "IndexStats", "VectorStore", "key_of", "table_name"]
+__all__ = ["IN_USE", "IndexStats", "Layout", "Location", "VectorStore", "key_of", "table_name"]
 
 
 class VectorStore:
@@ -96,7 +96,7 @@ class VectorStore:
         self.compaction = compaction.Compaction()
         self._session: Any = None  # a lance.Session once a search needs one
         self._live: dict[str, LivePartition] = {}  # an entry guarded by locks.thread(its key)
-        self._known: set[str] = set()  # partitions seen written (a remote existence check is a listing)
+        self._tables: set[str] = set()  # partitions known to be tables (a remote existence check is a listing)
 
     def close(self) -> None:
         if self._in_use is not None:
@@ -116,10 +116,33 @@ class VectorStore:
         return self.layout.exists(key)
 
     def _dataset(self, key: str) -> Any:
-        """The partition's Lance dataset at its latest version, or None if never written."""
-        if not self.location.remote and not self.exists(key):
+        """The partition's Lance dataset at its latest version, or None if it has no table."""
+        if not self.location.remote and not self.location.table_exists(table_name(key)):
             return None  # one stat, not Lance's listing
         return open_dataset(self.layout.uri(key), session=self.session)
+
+    def _small(self, key: str) -> pa.Table | None:
+        """A small partition's rows (``small_file.py``), or None if it has no file."""
+        small = self.layout.small_path(key)
+        return None if small is None else small_file.read(small)
+
+    def _is_table(self, key: str) -> bool:
+        """Under the write lock: whether the partition is a LanceDB table (not its small file),
+        settling a promotion that a kill cut short (``small_file.py``)."""
+        if key in self._tables:
+            return True
+        small = self.layout.small_path(key)
+        if small is None:
+            return self.exists(key)
+        if not self.location.table_exists(table_name(key)):
+            return False
+        if small.exists() or small_file.temp_of(small).exists():
+            if open_dataset(self.layout.uri(key), session=self.session) is None:
+                self.location.remove_table(table_name(key))  # killed before its commit: the file holds all
+                return False
+            small_file.remove(small)  # killed after its commit: the table holds every row
+        self._tables.add(key)
+        return True
 
     def _open_table(self, key: str) -> Any:
         """The partition's dataset at its latest version, or None if it was never written."""
@@ -144,12 +167,29 @@ class VectorStore:
                 self._live.pop(key, None)
 
     def _append(self, key: str, table: pa.Table) -> Any:
-        """Append rows; Lance creates the partition on its first write (under its write lock,
-        so two processes never both create it)."""
+        """Append rows (under the partition's write lock, so two processes never both create
+        it): to its small file while the rows fit, else to its table, which the write that
+        outgrows the file creates with every row. The table written, or None for the file."""
+        self.stats.opened[key] += 1
+        self.stats.appended[key] += 1
+        small = self.layout.small_path(key)
+        if small is not None and not self._is_table(key):
+            rows = small_file.joined(small_file.read(small), table)
+            if rows.num_rows <= small_file.SMALL_ROWS:
+                small_file.write(small, rows)
+                return None
+            written = self._write_table(key, rows, mode="create")
+            self._tables.add(key)
+            failpoints.hit("promote:after-table")
+            small_file.remove(small)  # a kill before this: the next writer removes it
+            return written
+        written = self._write_table(key, table, mode="append" if self._is_table(key) else "create")
+        self._tables.add(key)
+        return written
+
+    def _write_table(self, key: str, table: pa.Table, *, mode: str) -> Any:
         import lance
 
-        self.stats.opened[key] += 1
-        mode = "append" if key in self._known or self.exists(key) else "create"
         table_schema = schema(self.dimension, secrets.token_hex(8) if mode == "create" else None)
         written = lance.write_dataset(
             table.replace_schema_metadata(table_schema.metadata),
@@ -158,7 +198,6 @@ class VectorStore:
             mode=mode,
             session=self.session,
         )
-        self._known.add(key)
         return written
 
     # -- the in-memory partitions -----------------------------------------------------------
@@ -189,16 +228,14 @@ class VectorStore:
     def _load(self, key: str, token: str) -> LivePartition:
         # Never written: on a disk, one stat says so; remotely that is a listing, and a
         # partition without a version was never written (or holds only a dead write's rows).
-        if (not token) if self.location.remote else not self.exists(key):
-            self.stats.opened[key] += 1
-            self.stats.loaded[key] += 1
-            return LivePartition(dimension=self.dimension, token=token)
+        if (not token) if self.location.remote else not self.location.table_exists(table_name(key)):
+            return self._load_small(key, token)
         mapped = self.images.current(key)
         if mapped is None:
             table = self._open_table(key)
             self.stats.loaded[key] += 1
-            if table is None:
-                return LivePartition(dimension=self.dimension, token=token)
+            if table is None:  # a promotion under way: the small file still holds every row
+                return self._load_small(key, token)
             arrow = table.to_table()
             if not self.images.large(arrow.num_rows):
                 return LivePartition.from_arrow(arrow, self.dimension, token)
@@ -211,6 +248,15 @@ class VectorStore:
             del mapped
             return self._load(key, token)
         return LivePartition.over(mapped, gone=gone, since=since, dimension=self.dimension, token=token)
+
+    def _load_small(self, key: str, token: str) -> LivePartition:
+        """A small partition (every row in memory), or an empty one if never written."""
+        self.stats.opened[key] += 1
+        self.stats.loaded[key] += 1
+        held = self._small(key)
+        if held is None:
+            return LivePartition(dimension=self.dimension, token=token)
+        return LivePartition.from_arrow(held, self.dimension, token)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -240,7 +286,8 @@ class VectorStore:
         """The ids of a partition's rows written before ``micros``, from its table."""
         dataset = self._dataset(key)
         if dataset is None:
-            return []
+            held = self._small(key)
+            return [] if held is None else small_file.written_before(held, micros)
         return dataset.to_table(columns=["id"], filter=f"created_at < {int(micros)}").column("id").to_pylist()
 
     # -- whole partitions (backup, restore, export) -----------------------------------------
@@ -255,11 +302,8 @@ class VectorStore:
         id, text, created_at, valid_from, valid_until (and vector). A purge of old versions in
         another process may delete files under a stream that holds no lock: the caller retries
         under ``held_still``. Nothing for a partition never written."""
-        dataset = self._dataset(key)
-        if dataset is None:
-            return
         columns = ["id", "text", "created_at", "valid_from", "valid_until"] + (["vector"] if with_vectors else [])
-        yield from dataset.to_batches(columns=columns, batch_size=batch_size)
+        yield from self.layout.batches(key, columns, batch_size=batch_size, session=self.session)
 
     def create_from(self, key: str, batches: Iterator[pa.RecordBatch]) -> int:
         """Create the partition's table from a stream of rows (the ``stream`` columns, vector
@@ -269,7 +313,7 @@ class VectorStore:
             if self.exists(key):
                 raise ValueError(f"partition {key} already has a table")
             written = create_table(self.layout.uri(key), batches, dimension=self.dimension, session=self.session)
-            self._known.add(key)
+            self._tables.add(key)
         return written
 
     # -- writes -----------------------------------------------------------------------------
@@ -297,9 +341,10 @@ class VectorStore:
             part = self._live.get(key)
             if part is not None:
                 part.append(batch)
-            self.compaction.wrote(key)
-            if compact:
-                self._compact_if_due(key, lance_table)
+            if lance_table is not None:
+                self.compaction.wrote(key)
+                if compact:
+                    self._compact_if_due(key, lance_table)
 
     def compact_if_due(self, key: str) -> None:
         """Run the routine compaction if enough writes piled up since the last one."""
@@ -320,13 +365,17 @@ class VectorStore:
         """Close a row's validity interval (supersede or expire)."""
         check_row_ids([id_])
         with self._writing(key):
+            if not self._is_table(key):
+                held = self._small(key)
+                if held is not None:
+                    small_file.write(self._small_path(key), small_file.ended(held, id_, valid_until))
+                    self._end_in_memory(key, id_, valid_until)
+                return
             table = self._open_table(key)
             if table is None:
                 return
             table.update({"valid_until": str(int(valid_until))}, where=f"id = '{id_}'")
-            part = self._live.get(key)
-            if part is not None:
-                part.end(id_, valid_until)
+            self._end_in_memory(key, id_, valid_until)
             self.compaction.wrote(key)
             self._compact_if_due(key, table)
 
@@ -341,6 +390,9 @@ class VectorStore:
         if not ids:
             return
         with self._writing(key):
+            if not self._is_table(key):
+                self._purge_small(key, ids)
+                return
             table = self._open_table(key)
             if table is None:
                 return
@@ -358,11 +410,36 @@ class VectorStore:
                 if part.base is not None:
                     self._live.pop(key, None)  # map the rebuilt image on the next search
 
+    def _end_in_memory(self, key: str, id_: str, valid_until: int) -> None:
+        part = self._live.get(key)
+        if part is not None:
+            part.end(id_, valid_until)
+
+    def _purge_small(self, key: str, ids: list[str]) -> None:
+        """A small partition's purge: the file rewritten without the rows (the rename frees the
+        old one), and a killed write's temporary file removed."""
+        small = self._small_path(key)
+        held = small_file.read(small)
+        if held is not None:  # a kill before the rename leaves the rows in the old file
+            small_file.write(small, small_file.without(held, ids), failpoint="purge:after-delete")
+        small_file.remove_temp(small)
+        part = self._live.get(key)
+        if part is not None:
+            part.remove(ids)
+
+    def _small_path(self, key: str) -> Path:
+        small = self.layout.small_path(key)
+        assert small is not None, "a remote store has no small partitions"
+        return small
+
     def drop(self, key: str) -> None:
         """Remove a whole partition from disk."""
         with self._writing(key):
             self.location.remove_table(table_name(key))
-            self._known.discard(key)
+            small = self.layout.small_path(key)
+            if small is not None:
+                small_file.remove(small)
+            self._tables.discard(key)
             self.images.remove(key)
             self._live.pop(key, None)
         self.layout.lock_path(key).unlink(missing_ok=True)

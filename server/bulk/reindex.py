@@ -38,8 +38,7 @@ import numpy as np
 from indexing import failpoints
 from indexing.embedding.embedder import Embedder
 from indexing.identity import ModelIdentity, identity_of
-from indexing.partitions.location import open_dataset
-from indexing.partitions.store import IN_USE, VectorStore, key_of
+from indexing.partitions.store import IN_USE, Layout, Location, VectorStore
 from indexing.rows import OPEN_END, RowBatch
 from server.errors import InvalidInput, StoreUnavailable
 
@@ -85,30 +84,27 @@ def reindex(
         shutil.rmtree(ready, ignore_errors=True)  # an earlier run for a model since given up
         return ReindexReport(before, embedder.name, 0, 0, time.monotonic() - started)
     written = 0
-    names = sorted(p.name.removesuffix(".lance") for p in current.glob("p.*.lance"))
+    source = Layout(Location.of(current))
+    keys = source.partitions()
     with _alone(current):
         half = ready / "store.json"
         if half.exists() and ModelIdentity.from_manifest(json.loads(half.read_text())) != wanted:
             shutil.rmtree(ready)  # half-written for another model or prompts than this run's: start over
         target = VectorStore(ready, model=embedder.name, dimension=embedder.dimension, prompts=embedder.prompts)
         try:
-            for name in names:
-                key = key_of(name)
-                if key is not None:
-                    written += _copy(
-                        current / f"{name}.lance", key, target=target, embedder=embedder, batch=batch, progress=progress
-                    )
+            for key in keys:
+                written += _copy(source, key, target=target, embedder=embedder, batch=batch, progress=progress)
         finally:
             target.close()
         os.rename(current, home / REPLACED)
         failpoints.hit("reindex:mid-swap")
         os.rename(ready, current)
         shutil.rmtree(home / REPLACED)
-    return ReindexReport(before, embedder.name, len(names), written, time.monotonic() - started)
+    return ReindexReport(before, embedder.name, len(keys), written, time.monotonic() - started)
 
 
 def _copy(
-    table: Path,
+    source: Layout,
     key: str,
     *,
     target: VectorStore,
@@ -120,19 +116,16 @@ def _copy(
     wrote is kept where it still matches the source, row for row; a row the source no longer
     holds (forgotten since) or holds with another validity (closed since) is purged from the
     target first, so the new store never keeps a text the old one no longer has."""
-    source = open_dataset(str(table))
-    if source is None:
-        return 0
-    done = _validity(open_dataset(target.location.table(table.name.removesuffix(".lance"))))
+    done = _validity(target.layout, key)
     if done:
-        wanted = _validity(source)
+        wanted = _validity(source, key)
         stale = [id_ for id_, until in done.items() if wanted.get(id_, ...) != until]
         if stale:
             target.purge(key, stale)
             for id_ in stale:
                 del done[id_]
     written = 0
-    for chunk in source.to_batches(columns=COLUMNS, batch_size=batch):
+    for chunk in source.batches(key, COLUMNS, batch_size=batch):
         ids = chunk.column("id").to_pylist()
         keep = [i for i, id_ in enumerate(ids) if id_ not in done]
         if not keep:
@@ -159,12 +152,12 @@ def _copy(
     return written
 
 
-def _validity(dataset) -> dict[str, int | None]:
+def _validity(layout: Layout, key: str) -> dict[str, int | None]:
     """Each row's end of validity, by id (no text read)."""
-    if dataset is None:
-        return {}
-    rows = dataset.to_table(columns=["id", "valid_until"])
-    return dict(zip(rows.column("id").to_pylist(), rows.column("valid_until").to_pylist()))
+    found: dict[str, int | None] = {}
+    for rows in layout.batches(key, ["id", "valid_until"], batch_size=BATCH):
+        found.update(zip(rows.column("id").to_pylist(), rows.column("valid_until").to_pylist()))
+    return found
 
 
 @contextmanager

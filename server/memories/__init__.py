@@ -33,6 +33,7 @@ from server.spaces import partition_key
 
 log = logging.getLogger("esfis.store")
 
+WRITE_RUN_ROWS = 512  # an import's partitions are handed to the writing threads in runs of about this many rows
 _DIGEST_PREFIX = 16  # hex digits the catalog's digest index holds (server.catalog)
 
 
@@ -125,7 +126,17 @@ class MemoryBook:
         if not batches:
             return
         keys = [partition_key(b.space) for b in batches]
-        adding = [vectors_in.submit(self.store.add, key, b.rows(), compact=False) for key, b in zip(keys, batches)]
+        # A thin spread's partitions go to the threads in runs: a small partition's write costs
+        # less than a task's hand-off, a large one's (a LanceDB table) gets a thread of its own.
+        runs, run, rows = [], [], 0
+        for key, batch in zip(keys, batches):
+            run.append((key, batch))
+            rows += len(batch)
+            if rows >= WRITE_RUN_ROWS:
+                runs.append(run)
+                run, rows = [], 0
+        runs += [run] if run else []
+        adding = [vectors_in.submit(self._add_run, run) for run in runs]
         try:
             with self.catalog.transaction() as tx:
                 for key, batch in zip(keys, batches):
@@ -143,7 +154,12 @@ class MemoryBook:
             raise
         failpoints.hit("write:after-commit")
         for key in keys:
-            vectors_in.submit(self._compact, key)
+            if self.store.compaction.due(key):
+                vectors_in.submit(self._compact, key)
+
+    def _add_run(self, run: list[tuple[str, MemoryBatch]]) -> None:
+        for key, batch in run:
+            self.store.add(key, batch.rows(), compact=False)
 
     def _write_batch(
         self,

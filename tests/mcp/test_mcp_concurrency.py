@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-import lancedb
 import pytest
 
-from indexing.partitions.store import table_name
 from server.spaces import partition_key
 from tests.catalogs import catalog_rows
+from tests.helpers import stored_ids
 
 pytestmark = pytest.mark.anyio
 
@@ -67,8 +66,7 @@ async def test_two_mcp_servers_writing_at_once_lose_nothing(world, fleet):
     )
     [(counted,)] = catalog_rows(world.home, "SELECT live FROM partitions WHERE key = ?", (key,))
     stored = {r[0] for r in catalog_rows(world.home, "SELECT id FROM memories WHERE partition = ?", (key,))}
-    table = lancedb.connect(str(world.home / "vectors")).open_table(table_name(key))
-    rows = table.to_arrow().column("id").to_pylist()
+    rows = stored_ids(world.home / "vectors", key)
     assert ids <= stored
     assert live == counted == len(rows) == len(set(rows))
     assert "churn" not in world.cli("policy", "list").stdout
