@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from functools import lru_cache
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 _ROW_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
+@lru_cache(maxsize=4096)  # a write asks it several times; bounded: an import may reach 100,000 spaces
 def table_name(key: str) -> str:
     """A LanceDB table name for a partition key, injective and readable.
 
@@ -79,6 +81,7 @@ def check_row_ids(ids: list[str]) -> None:
             raise ValueError(f"bad row id {id_!r}")
 
 
+@lru_cache(maxsize=64)
 def schema(dimension: int, table_id: str | None = None) -> pa.Schema:
     """The partitions' schema; a table being created carries a new identity (``image.table_id``)."""
     return pa.schema(
@@ -98,15 +101,15 @@ def rows_table(batch: RowBatch, vectors: np.ndarray) -> pa.Table:
     """A batch of rows as the table holds them (``vectors``: the batch's, checked); no end of
     validity is a null."""
     dimension = vectors.shape[1]
-    return pa.table(
-        {
-            "id": pa.array(batch.ids, type=pa.string()),
-            "text": pa.array(batch.texts, type=pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), type=pa.float32()), dimension),
-            "created_at": pa.array(batch.created_at, type=pa.int64()),
-            "valid_from": pa.array(batch.valid_from, type=pa.int64()),
-            "valid_until": pa.array(batch.valid_until, type=pa.int64(), mask=batch.valid_until == OPEN_END),
-        },
+    return pa.Table.from_arrays(  # from arrays, not a dict: a thin import makes one per space
+        [
+            pa.array(batch.ids, type=pa.string()),
+            pa.array(batch.texts, type=pa.string()),
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), type=pa.float32()), dimension),
+            pa.array(batch.created_at, type=pa.int64()),
+            pa.array(batch.valid_from, type=pa.int64()),
+            pa.array(batch.valid_until, type=pa.int64(), mask=batch.valid_until == OPEN_END),
+        ],
         schema=schema(dimension),
     )
 

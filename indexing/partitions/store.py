@@ -112,6 +112,11 @@ class VectorStore:
             self._session = lance_session()
         return self._session
 
+    @property
+    def small_rows(self) -> int:
+        """The most rows a partition holds as a small file (``small_file.py``); 0 on S3."""
+        return 0 if self.location.remote else small_file.SMALL_ROWS
+
     def exists(self, key: str) -> bool:
         return self.layout.exists(key)
 

@@ -229,7 +229,8 @@ class Writer:
         with batch_lock(self.journal.directory), self.book.store.coordination.writer_turn(IMPORT_TURN):
             # Checked again under the lock, against what was written since the first check:
             # this import's previous batch, or another import running beside it.
-            written = self.book.written_since(prepared.mark)  # one query, however many spaces
+            keys = sorted({partition_key(b.space) for b in prepared.batches})
+            written = self.book.written_since(prepared.mark, keys)  # one query, however many spaces
             batches = [b.select(not_written(b, written)) for b in prepared.batches]
             batches = [b for b in batches if len(b)]
             if prepared.create and self.registry is not None:
