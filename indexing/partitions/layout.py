@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from functools import lru_cache
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
