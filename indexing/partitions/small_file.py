@@ -3,13 +3,14 @@
 A LanceDB table costs the same to create whatever it holds (a folder, a data file, a
 transaction, a manifest: about 2 ms of CPU on the machines we measure on), so an import of
 100,000 tenants of five memories each spent its time making tables, not writing rows. A
-partition of at most ``SMALL_ROWS`` rows is therefore one Arrow IPC file, ``<table>.arrow``,
-beside where its table would lie; the write that takes it past ``SMALL_ROWS`` creates its
+partition of at most ``SMALL_ROWS`` rows and ``SMALL_BYTES`` is therefore one Arrow IPC file,
+``<table>.arrow``, beside where its table would lie; the write that takes it past either creates its
 LanceDB table with every row, then removes the file. It is still the space's own partition:
 one file per space, never shared, searched exactly as before (every row of a small partition
 is held in memory, ``partition.py``).
 
-Every change rewrites the file whole (at most ``SMALL_ROWS`` rows, a few hundred KB) into
+Every change rewrites the file whole (at most ``SMALL_BYTES``: 256 short memories of 384
+dimensions are about 400 KB, and long texts make a space a table sooner) into
 ``<table>.arrow.tmp`` and renames it over the file, so a kill at any point leaves the
 partition either before the write or after it; the temporary name is fixed because writers
 hold the partition's lock, and a purge removes a temporary file a killed write left (it may
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 from indexing import failpoints
 
 SMALL_ROWS = 256  # past this many rows a partition becomes a LanceDB table
+SMALL_BYTES = 1 << 20  # ... or past this many bytes of rows: what one remember may rewrite
 SUFFIX = ".arrow"
 _TEMP = ".tmp"
 
@@ -85,6 +87,11 @@ def remove_temp(path: Path) -> None:
         os.unlink(temp_of(path))
     except FileNotFoundError:
         pass
+
+
+def fits(table: pa.Table) -> bool:
+    """Whether rows this many and this large stay a small file."""
+    return table.num_rows <= SMALL_ROWS and table.nbytes <= SMALL_BYTES
 
 
 def joined(held: pa.Table | None, table: pa.Table) -> pa.Table:

@@ -138,7 +138,10 @@ class VectorStore:
             return True
         small = self.layout.small_path(key)
         if small is None:
-            return self.exists(key)
+            found = self.exists(key)
+            if found:
+                self._tables.add(key)  # on S3, one listing per partition, not one per write
+            return found
         if not self.location.table_exists(table_name(key)):
             return False
         if small.exists() or small_file.temp_of(small).exists():
@@ -180,7 +183,7 @@ class VectorStore:
         small = self.layout.small_path(key)
         if small is not None and not self._is_table(key):
             rows = small_file.joined(small_file.read(small), table)
-            if rows.num_rows <= small_file.SMALL_ROWS:
+            if small_file.fits(rows):
                 small_file.write(small, rows)
                 return None
             written = self._write_table(key, rows, mode="create")

@@ -171,3 +171,15 @@ def test_recall_over_a_small_partition_is_the_exact_answer(tmp_path: Path, batch
     for q in (0, 17, 59):
         got = [h.id for h in fresh.search(KEY, vectors[q], 10, now=100).hits]
         assert got == [f"r{i}" for i in np.argsort(-(vectors @ vectors[q]), kind="stable")[:10]]
+
+
+def test_long_texts_make_a_space_a_table_before_256_rows(tmp_path: Path):
+    """A remember rewrites the whole file: its bytes are bounded, not only its rows."""
+    vectors = unit(60)
+    long = "x" * 30_000  # under the 32 KiB a memory may hold
+    store = store_at(tmp_path)
+    store.add(KEY, [Row(f"r{i}", f"{i} {long}", vectors[i], i, 0, None) for i in range(20)])
+    assert forms(tmp_path) == (True, False)
+    store.add(KEY, [Row(f"r{i}", f"{i} {long}", vectors[i], i, 0, None) for i in range(20, 40)])  # past 1 MiB
+    assert forms(tmp_path) == (False, True)
+    assert sorted(store_at(tmp_path).row_ids(KEY)) == sorted(f"r{i}" for i in range(40))
