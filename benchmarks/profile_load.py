@@ -61,6 +61,9 @@ def shares(folded: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--write-share", type=float, default=None, help="the load's share of remembers (default: the benchmark's)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
     args = parser.parse_args()
@@ -68,7 +71,7 @@ def main() -> None:
     from benchmarks.arms import ScopeFirst
     from benchmarks.conftest import RATES, REPO
     from benchmarks.synthetic import build_store
-    from benchmarks.test_http_load import MAIN_CLIENTS, Clients, _cpu_s, _ms, _server_pids
+    from benchmarks.test_http_load import MAIN_CLIENTS, WRITE_SHARE, Clients, _cpu_s, _ms, _server_pids
     from indexing.embedding.embedder import load_embedder
     from server.http.workers import default_workers
     from server.settings import Settings
@@ -96,7 +99,8 @@ def main() -> None:
         )
         time.sleep(1.0)  # py-spy attaches to every worker
         before = _cpu_s(pids)
-        tally, seconds = clients.step(assignment, args.seconds, seed=11)
+        write_share = WRITE_SHARE if args.write_share is None else args.write_share
+        tally, seconds = clients.step(assignment, args.seconds, seed=11, write_share=write_share)
         cpu = _cpu_s(pids) - before
         spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
         spy.wait(120)
@@ -110,6 +114,7 @@ def main() -> None:
         "spaces": len(store.spaces),
         "workers": workers,
         "clients": MAIN_CLIENTS,
+        "write_share": write_share,
         "seconds": round(seconds, 1),
         "requests": len(tally.all_s),
         "throughput_rps": round(len(tally.all_s) / seconds, 1),

@@ -11,6 +11,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import server.bulk.grouping as grouping
@@ -54,6 +55,43 @@ def test_a_round_robin_spread_comes_out_space_by_space_in_the_files_order(tmp_pa
         assert lines == sorted(lines)  # the file's order within a space: the first of a key wins
     assert sum(b.lines for b in early + late) == 1000
     assert os.listdir(tmp_path) == []  # spill files never have a name
+
+
+def varied(line: int, space: str | None, vectors: str) -> Row:
+    """A row with every field that can differ: a vector (on every row, some or none), labels, an
+    end, no key."""
+    has_vector = vectors == "all" or (vectors == "some" and line % 3 != 0)
+    vector = np.array([line, 1, 2, 3], dtype=np.float32) if has_vector else None
+    until = datetime(2027, 1, 1 + line % 27, tzinfo=UTC) if line % 2 else None
+    labels = ("space:acme",) if line % 5 == 0 else ()
+    return Row(
+        line, f"text {line}", f"d{line}", space, NOW, until, labels, None if line % 4 == 0 else f"k{line}", vector
+    )
+
+
+def same_row(a: Row, b: Row) -> bool:
+    plain = a._replace(vector=None) == b._replace(vector=None)
+    if a.vector is None or b.vector is None:
+        return plain and a.vector is None and b.vector is None
+    return plain and a.vector.dtype == b.vector.dtype and np.array_equal(a.vector, b.vector)
+
+
+@pytest.mark.parametrize("vectors", ["some", "all", "none"])
+@pytest.mark.parametrize("window_bytes", [60_000, 20_000], ids=["spilled", "spilled-and-split-again"])
+def test_a_spilled_row_comes_back_field_for_field(tmp_path: Path, window_bytes: int, vectors: str):
+    """Spills are written by column (one tuple a field, one matrix of vectors): every field of
+    every row comes back as it went in, whether a chunk's rows all carry a vector, some or none,
+    for personal rows too, and through a bucket split again once it outgrew the window."""
+    spaces = [f"tenant-{i}" for i in range(6)] + [None]
+    items: list[Row | RowError | None] = [varied(i + 1, spaces[i % len(spaces)], vectors) for i in range(600)]
+    grouper = Grouping(batch_size=4096, spill_in=tmp_path, window_bytes=window_bytes)
+    early, late = run(grouper, items)
+    assert grouper.spilled > 500
+    out = {r.line: r for r in rows_of(early + late)}
+    assert sorted(out) == list(range(1, 601))
+    assert all(same_row(out[item.line], item) for item in items if isinstance(item, Row))
+    spaces_out = [r.space for r in rows_of(early + late)]
+    assert len([s for i, s in enumerate(spaces_out) if i == 0 or spaces_out[i - 1] != s]) == len(spaces)
 
 
 def test_dense_spaces_go_straight_on_and_nothing_spills(tmp_path: Path):

@@ -139,8 +139,14 @@ class Preparer:
                 kept = [row for row, new in zip(kept, mask, strict=True) if new]
             fresh[space] = not_written_beside(kept)
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
-        # Built here, not by the writer: its thread is the import's narrowest stage.
-        batches = [self._batch(space, rows, vectors, position) for space, rows in fresh.items() if rows]
+        # Built here, not by the writer: its thread is the import's narrowest stage. One clock
+        # reading and one table of times for all the batch's spaces (a thin spread has thousands).
+        created_at, micros = to_micros(self.clock()), _Micros()
+        batches = [
+            self._batch(space, rows, vectors, position, created_at=created_at, micros=micros)
+            for space, rows in fresh.items()
+            if rows
+        ]
         return Prepared(batches, rows, mark, unknown)
 
     def _vectors(self, rows: list[Row]) -> tuple[np.ndarray, dict[str, int]]:
@@ -172,7 +178,16 @@ class Preparer:
                 self.cache.popitem(last=False)
         return table, position
 
-    def _batch(self, space: str | None, rows: list[Row], vectors: np.ndarray, position: dict[str, int]) -> MemoryBatch:
+    def _batch(
+        self,
+        space: str | None,
+        rows: list[Row],
+        vectors: np.ndarray,
+        position: dict[str, int],
+        *,
+        created_at: int,
+        micros: _Micros,
+    ) -> MemoryBatch:
         if position:
             matrix = vectors[[position.get(r.digest, 0) if r.vector is None else 0 for r in rows]]
             for i, row in enumerate(rows):
@@ -180,11 +195,10 @@ class Preparer:
                     matrix[i] = row.vector
         else:  # every row brought its own vector
             matrix = np.stack([r.vector for r in rows])  # type: ignore[misc]
-        micros = _Micros()
         return MemoryBatch(
             space=space,
             ai=self.ai,
-            created_at=to_micros(self.clock()),
+            created_at=created_at,
             ids=new_ids(len(rows)),
             texts=[r.text for r in rows],
             digests=[r.digest for r in rows],
@@ -259,12 +273,18 @@ def not_written(batch: MemoryBatch, written: dict[str, tuple[set[str], set[str]]
 
 
 class _Micros(dict):
-    """``to_micros``, remembered: most rows of a batch share a time (the import's now)."""
+    """``to_micros``, remembered: most rows of a batch share a time (the import's now), most
+    often the very same object, found before its hash is computed."""
+
+    last: tuple[datetime, int] | None = None
 
     def __call__(self, moment: datetime) -> int:
+        if self.last is not None and self.last[0] is moment:
+            return self.last[1]
         value = self.get(moment)
         if value is None:
             value = self[moment] = to_micros(moment)
+        self.last = (moment, value)
         return value
 
 

@@ -32,13 +32,16 @@ carries, so progress reaches the file's line count when the last batch is writte
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+import numpy as np
 
 from indexing import failpoints
 from server.bulk.rows import Row, RowError
@@ -78,14 +81,55 @@ class _Spill:
     bytes: int = 0
 
 
-def _chunks(file: IO[bytes]) -> Iterator[list[list[Row]]]:
-    """What ``_spill`` wrote, chunk by chunk, from the start."""
+# A spilled chunk is written by column: each field's values of every row as one tuple, and the
+# vectors as one matrix. Pickle then writes strings and numbers in C, not an object per row
+# through its reduce method, and reads them back the same way (a thin spread spills most rows).
+Columns = tuple[list[int], tuple[tuple[Any, ...], ...], tuple[list[bool] | None, np.ndarray] | None]
+
+
+def _by_column(spaces: list[list[Row]]) -> tuple[Columns, int]:
+    """Groups of rows as columns, and the bytes they count for in the window."""
+    rows = [row for group in spaces for row in group]
+    *fields, vectors = zip(*rows)
+    present = [vector is not None for vector in vectors]
+    matrix: tuple[list[bool] | None, np.ndarray] | None = None
+    if all(present):
+        matrix = (None, np.stack(vectors))
+    elif any(present):
+        matrix = (present, np.stack([vector for vector in vectors if vector is not None]))
+    texts = fields[1]
+    held = ROW_BYTES * len(rows) + sum(map(len, texts)) + (matrix[1].nbytes if matrix is not None else 0)
+    return ([len(group) for group in spaces], tuple(fields), matrix), held
+
+
+def _by_row(columns: Columns) -> list[list[Row]]:
+    """``_by_column`` undone: the groups, each row as it was."""
+    sizes, fields, matrix = columns
+    vectors: Iterable[np.ndarray | None]
+    if matrix is None:
+        vectors = itertools.repeat(None)
+    elif matrix[0] is None:
+        vectors = matrix[1]  # its rows, one per row
+    else:
+        stacked = iter(matrix[1])
+        vectors = [next(stacked) if has else None for has in matrix[0]]
+    rows = list(map(Row._make, zip(*fields, vectors)))
+    groups, start = [], 0
+    for size in sizes:
+        groups.append(rows[start : start + size])
+        start += size
+    return groups
+
+
+def _chunks(file: IO[bytes]) -> Iterator[tuple[list[list[Row]], int]]:
+    """What ``_spill`` wrote, chunk by chunk from the start: the groups, and their bytes."""
     file.seek(0)
     while True:
         try:
-            yield pickle.load(file)
+            columns, held = pickle.load(file)
         except EOFError:
             return
+        yield _by_row(columns), held
 
 
 class Grouping:
@@ -158,8 +202,9 @@ class Grouping:
         spill = buckets.get(number)
         if spill is None:
             spill = buckets[number] = _Spill(tempfile.TemporaryFile(prefix="esfis-import-", dir=self.spill_in))
-        pickle.dump(spaces, spill.file, protocol=pickle.HIGHEST_PROTOCOL)
-        spill.bytes += sum(row_bytes(row) for rows in spaces for row in rows)
+        columns, held = _by_column(spaces)
+        pickle.dump((columns, held), spill.file, protocol=pickle.HIGHEST_PROTOCOL)
+        spill.bytes += held
         if buckets is self.buckets:
             self.spilled += sum(len(rows) for rows in spaces)
         failpoints.hit("import:after-spill")
@@ -172,9 +217,12 @@ class Grouping:
             if spill.bytes > self.window_bytes and depth < MAX_DEPTH:
                 smaller: dict[int, _Spill] = {}
                 try:
-                    for chunk in _chunks(spill.file):
-                        for rows in chunk:
-                            self._spill(smaller, bucket_of(rows[0].space, level=depth), [rows])
+                    for chunk, _ in _chunks(spill.file):
+                        parts: dict[int, list[list[Row]]] = {}
+                        for rows in chunk:  # a space's rows all go to one part, in their order
+                            parts.setdefault(bucket_of(rows[0].space, level=depth), []).append(rows)
+                        for number, spaces in parts.items():
+                            self._spill(smaller, number, spaces)
                     for number in sorted(smaller):
                         yield from self._drain(smaller.pop(number), depth=depth + 1)
                 finally:
@@ -183,10 +231,10 @@ class Grouping:
                 return
             groups: dict[str | None, list[Row]] = {}
             held = 0
-            for chunk in _chunks(spill.file):
+            for chunk, chunk_bytes in _chunks(spill.file):
                 for rows in chunk:
                     groups.setdefault(rows[0].space, []).extend(rows)
-                    held += sum(row_bytes(row) for row in rows)
+                held += chunk_bytes
                 if held >= self.window_bytes:
                     yield from self._pack(groups.values())
                     groups, held = {}, 0

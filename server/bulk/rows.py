@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import orjson
@@ -39,9 +39,13 @@ MAX_KEY_CHARS = 512
 MAX_LINE_BYTES = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Row:
-    """A row that passed every check that needs no database."""
+class Row(NamedTuple):
+    """A row that passed every check that needs no database.
+
+    A named tuple, not a frozen dataclass: an import makes one per line and a thin spread
+    spills and reads back most of them (``server.bulk.grouping``), and a tuple is built and
+    unpacked in C (a frozen dataclass's ``__init__`` sets each field through Python).
+    """
 
     line: int
     text: str
@@ -71,8 +75,8 @@ def check_row(line: int, fields: object, *, now: datetime, dimension: int) -> Ro
     """Check one row's fields; the space's existence is checked later, once per batch."""
     if not isinstance(fields, Mapping):
         return RowError(line, "a line must be a JSON object")
-    unknown = sorted(set(fields) - FIELDS)
-    if unknown:
+    if not FIELDS.issuperset(fields):
+        unknown = sorted(set(fields) - FIELDS)
         return RowError(line, f"unknown field(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(FIELDS))}")
     try:
         if fields.get("text") is None:

@@ -22,6 +22,9 @@ from server.errors import InvalidSpaceName
 
 MAX_SEGMENTS = 8
 SEGMENT = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+# The whole name in one match (an import checks one a row). A segment cannot be "." or "..": its
+# first character is a letter or a digit.
+NAME = re.compile(rf"{SEGMENT.pattern}(?:/{SEGMENT.pattern}){{0,{MAX_SEGMENTS - 1}}}")
 NAME_RULE = (
     "a space name is 1 to 8 segments joined by '/', each segment starting with a lower-case "
     "ASCII letter or digit followed by up to 62 of [a-z0-9._-]"
@@ -33,13 +36,7 @@ def validate_space_name(name: object, *, field: str = "space") -> str:
     """Return ``name`` unchanged if it is a valid space name, else raise with the rule."""
     if not isinstance(name, str):
         raise InvalidSpaceName(f"invalid space name: {NAME_RULE}", field=field)
-    segments = name.split("/")
-    if (
-        not name
-        or len(segments) > MAX_SEGMENTS
-        or not all(SEGMENT.fullmatch(s) for s in segments)
-        or any(s in (".", "..") for s in segments)
-    ):
+    if NAME.fullmatch(name) is None:
         raise InvalidSpaceName(f"invalid space name {name!r}: {NAME_RULE}", field=field)
     return name
 
