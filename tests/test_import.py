@@ -576,12 +576,12 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
     # no later batch may be written (it would also wipe the journal that names those vectors),
     # and closing the import purges them.
     store = fake_service._parts.store
-    real_add, real_purge = store.add, store.purge
+    real_add, real_purge = store.add_many, store.purge  # an import's batch writes its partitions in one call
     calls = {"add": 0, "purge": 0}
 
-    def add(key, rows, **options):
+    def add(batches):
         calls["add"] += 1
-        real_add(key, rows, **options)
+        real_add(batches)
         if calls["add"] == 3:
             raise OSError("disk full")
 
@@ -591,7 +591,7 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
             raise OSError("disk still full")
         real_purge(key, ids)
 
-    monkeypatch.setattr(store, "add", add)
+    monkeypatch.setattr(store, "add_many", add)
     monkeypatch.setattr(store, "purge", purge)
     lines = [json.dumps({"text": f"note {i}"}) for i in range(200)]
     with pytest.raises(OSError, match="disk full"):

@@ -5,7 +5,7 @@ wrote one: each partition has a *version*, changed after every write and compare
 search. And a partition has one writer at a time (a purge deletes the files no version names,
 which would take another writer's uncommitted files with them).
 
-- ``LocalCoordination``, on one machine: the version is a random token in a small file beside the
+- ``LocalCoordination``, on one machine: the version is a token never used before, in a small file beside the
   partition (``<table>.gen``, rewritten after every write); the writers take turns on the
   partition's ``flock``, which the store holds itself, so there is nothing more to hold.
 - Across machines the version lives in the shared catalog and the turn is a lock there too
@@ -14,6 +14,7 @@ which would take another writer's uncommitted files with them).
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 from contextlib import AbstractContextManager, nullcontext
@@ -33,6 +34,25 @@ class Coordination(Protocol):
     def writer_turn(self, key: str) -> AbstractContextManager[None]:
         """Held around a write, inside this machine's lock: the turn among machines."""
         ...
+
+
+class _Tokens:
+    """Versions never used before, without a random draw per write (a thin import makes tens of
+    thousands): a random prefix per process, drawn again in a forked child, and a counter."""
+
+    def __init__(self) -> None:
+        self._draw()
+        os.register_at_fork(after_in_child=self._draw)
+
+    def _draw(self) -> None:
+        self._prefix = secrets.token_hex(6)
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
+
+
+_tokens = _Tokens()
 
 
 class LocalCoordination:
@@ -60,7 +80,7 @@ class LocalCoordination:
             os.close(fd)
 
     def bump(self, key: str) -> str:
-        token = secrets.token_hex(8)
+        token = _tokens.next()
         path = self._path(key)
         tmp = path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # raw os calls: once a write

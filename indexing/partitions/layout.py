@@ -160,8 +160,9 @@ class Layout:
         """Where the partition's rows lie while it is small; None on S3 (a table from the start)."""
         return None if self.location.remote else self.root / f"{table_name(key)}{SMALL_SUFFIX}"
 
-    def lock_path(self, key: str) -> Path:
-        return self.root / f"{table_name(key)}.lock"
+    def lock_path(self, key: str) -> str:
+        """A string, not a ``Path``: asked once a write, and only ever opened."""
+        return f"{self.location.local}/{table_name(key)}.lock"
 
     def image_folder(self, key: str) -> Path:
         return self.root / f"{table_name(key)}.image"

@@ -13,6 +13,7 @@ so of two machines opening a new store at once one wins and the other reads what
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ class Location:
         """Whether the table was ever written. Local: one stat. Remote: an open (a listing of
         its versions), so the hot paths ask the partition's version instead."""
         if not self.remote:
-            return Path(self.table(name)).exists()
+            return os.path.exists(self.table(name))
         return open_dataset(self.table(name)) is not None
 
     def remove_table(self, name: str) -> None:

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from indexing import failpoints
 
 SMALL_ROWS = 256  # past this many rows a partition becomes a LanceDB table
-SMALL_BYTES = 1 << 20  # ... or past this many bytes of rows: what one remember may rewrite
+SMALL_BYTES = 1 << 20  # ... or past a file this large: what one remember may rewrite
 SUFFIX = ".arrow"
 _TEMP = ".tmp"
 
@@ -45,22 +45,38 @@ def read(path: Path) -> pa.Table | None:
     """The partition's rows, or None when it has no file (read whole: it is small, and a
     mapped file would keep a purged file's blocks alive under a reader)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb", buffering=0) as file:  # not Path.read_bytes: asked once a write
+            data = file.readall()
     except FileNotFoundError:
         return None
     return pa.ipc.open_file(pa.py_buffer(data)).read_all()
 
 
-def write(path: Path, table: pa.Table, *, failpoint: str | None = None) -> None:
-    """Replace the partition's file by ``table``, atomically (the caller holds its write lock).
-    ``failpoint``: hit once the new file is written, before it replaces the old one."""
+def encoded(table: pa.Table) -> pa.Buffer | None:
+    """The file ``table`` makes, or None when it is past the bounds (the partition's rows then
+    belong in a table). Bounded by the file's own size: that is what one write rewrites."""
+    if table.num_rows > SMALL_ROWS:
+        return None
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
+    data = sink.getvalue()
+    return data if data.size <= SMALL_BYTES else None
+
+
+def write(path: Path, table: pa.Table | pa.Buffer, *, failpoint: str | None = None) -> None:
+    """Replace the partition's file by ``table`` (or the file ``encoded`` made of it),
+    atomically (the caller holds its write lock). ``failpoint``: hit once the new file is
+    written, before it replaces the old one."""
+    if isinstance(table, pa.Table):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        table = sink.getvalue()
     temp = temp_of(path)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, sink.getvalue())
+        os.write(fd, table)
     finally:
         os.close(fd)
     if failpoint is not None:
@@ -87,11 +103,6 @@ def remove_temp(path: Path) -> None:
         os.unlink(temp_of(path))
     except FileNotFoundError:
         pass
-
-
-def fits(table: pa.Table) -> bool:
-    """Whether rows this many and this large stay a small file."""
-    return table.num_rows <= SMALL_ROWS and table.nbytes <= SMALL_BYTES
 
 
 def joined(held: pa.Table | None, table: pa.Table) -> pa.Table:

@@ -23,9 +23,10 @@ Acme recall never touched Globex.
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -183,8 +184,9 @@ class VectorStore:
         small = self.layout.small_path(key)
         if small is not None and not self._is_table(key):
             rows = small_file.joined(small_file.read(small), table)
-            if small_file.fits(rows):
-                small_file.write(small, rows)
+            data = small_file.encoded(rows)
+            if data is not None:
+                small_file.write(small, data)
                 return None
             written = self._write_table(key, rows, mode="create")
             self._tables.add(key)
@@ -343,7 +345,33 @@ class VectorStore:
             return
         check_row_ids(batch.ids)
         vectors = self.check_vectors(batch.vectors)
-        table = rows_table(batch, vectors)
+        self._add_table(key, batch, rows_table(batch, vectors), compact=compact)
+
+    def add_many(self, batches: Sequence[tuple[str, RowBatch]]) -> None:
+        """Append rows to several partitions, one after another, each under its own write lock
+        (an import's thin spaces), without the routine compaction (as ``add(compact=False)``).
+        The rows are checked and made one Arrow table at once, and each partition writes its
+        slice of it: a thin spread costs its partitions' writes, not a table built per space.
+        A failure stops there: the partitions before it hold their rows."""
+        batches = [(key, batch) for key, batch in batches if len(batch)]
+        if not batches:
+            return
+        whole = RowBatch(
+            ids=[id_ for _, batch in batches for id_ in batch.ids],
+            texts=[text for _, batch in batches for text in batch.texts],
+            vectors=np.concatenate([batch.vectors for _, batch in batches]),
+            created_at=np.concatenate([batch.created_at for _, batch in batches]),
+            valid_from=np.concatenate([batch.valid_from for _, batch in batches]),
+            valid_until=np.concatenate([batch.valid_until for _, batch in batches]),
+        )
+        check_row_ids(whole.ids)
+        table = rows_table(whole, self.check_vectors(whole.vectors))
+        start = 0
+        for key, batch in batches:
+            self._add_table(key, batch, table.slice(start, len(batch)), compact=False)
+            start += len(batch)
+
+    def _add_table(self, key: str, batch: RowBatch, table: pa.Table, *, compact: bool) -> None:
         with self._writing(key):
             lance_table = self._append(key, table)
             part = self._live.get(key)
@@ -450,7 +478,8 @@ class VectorStore:
             self._tables.discard(key)
             self.images.remove(key)
             self._live.pop(key, None)
-        self.layout.lock_path(key).unlink(missing_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(self.layout.lock_path(key))
 
     # -- images -----------------------------------------------------------------------------
 

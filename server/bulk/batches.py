@@ -11,10 +11,11 @@ written after a failed batch and the journal still names its vectors for the pur
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
@@ -142,8 +143,9 @@ class Preparer:
         # Built here, not by the writer: its thread is the import's narrowest stage. One clock
         # reading and one table of times for all the batch's spaces (a thin spread has thousands).
         created_at, micros = to_micros(self.clock()), _Micros()
+        ids = iter(new_ids(sum(map(len, fresh.values()))))  # drawn at once, not per space
         batches = [
-            self._batch(space, rows, vectors, position, created_at=created_at, micros=micros)
+            self._batch(space, rows, vectors, position, ids=ids, created_at=created_at, micros=micros)
             for space, rows in fresh.items()
             if rows
         ]
@@ -185,6 +187,7 @@ class Preparer:
         vectors: np.ndarray,
         position: dict[str, int],
         *,
+        ids: Iterator[str],
         created_at: int,
         micros: _Micros,
     ) -> MemoryBatch:
@@ -199,7 +202,7 @@ class Preparer:
             space=space,
             ai=self.ai,
             created_at=created_at,
-            ids=new_ids(len(rows)),
+            ids=list(itertools.islice(ids, len(rows))),
             texts=[r.text for r in rows],
             digests=[r.digest for r in rows],
             vectors=matrix,

@@ -153,8 +153,7 @@ class MemoryBook:
                 vectors_in.submit(self._compact, key)
 
     def _add_run(self, run: list[tuple[str, MemoryBatch]]) -> None:
-        for key, batch in run:
-            self.store.add(key, batch.rows(), compact=False)
+        self.store.add_many([(key, batch.rows()) for key, batch in run])
 
     def _write_batch(
         self,

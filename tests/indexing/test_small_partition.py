@@ -183,3 +183,34 @@ def test_long_texts_make_a_space_a_table_before_256_rows(tmp_path: Path):
     store.add(KEY, [Row(f"r{i}", f"{i} {long}", vectors[i], i, 0, None) for i in range(20, 40)])  # past 1 MiB
     assert forms(tmp_path) == (False, True)
     assert sorted(store_at(tmp_path).row_ids(KEY)) == sorted(f"r{i}" for i in range(40))
+
+
+def test_several_partitions_written_at_once_each_hold_only_their_own_rows(tmp_path: Path):
+    """``add_many`` (an import's thin spaces) makes one Arrow table of every partition's rows
+    and writes each partition its slice: a row in the wrong slice would be another space's
+    memory. Partitions of either form, one new and past the bounds at once, one a table already."""
+    from indexing.rows import RowBatch
+
+    vectors = unit(1000)
+    store = store_at(tmp_path)
+    store.add("space:was-a-table", rows(0, small_file.SMALL_ROWS + 1, vectors))
+    store.add("space:was-small", rows(300, 305, vectors))
+    plan = {"space:was-a-table": (400, 403), "space:was-small": (403, 410), "space:new": (410, 412)}
+    plan["space:new-and-large"] = (500, 500 + small_file.SMALL_ROWS + 3)
+    plan["space:new-and-one"] = (900, 901)
+    store.add_many([(key, RowBatch.of(rows(a, b, vectors))) for key, (a, b) in plan.items()])
+    fresh = store_at(tmp_path)
+    expected = {
+        "space:was-a-table": [*range(0, small_file.SMALL_ROWS + 1), *range(400, 403)],
+        "space:was-small": [*range(300, 305), *range(403, 410)],
+        "space:new": [*range(410, 412)],
+        "space:new-and-large": [*range(500, 500 + small_file.SMALL_ROWS + 3)],
+        "space:new-and-one": [900],
+    }
+    for key, numbers in expected.items():
+        assert sorted(fresh.row_ids(key)) == sorted(f"r{i}" for i in numbers), key
+        for i in numbers[-2:]:  # each row's own text and vector, not a neighbour's
+            hit = fresh.search(key, vectors[i], 1, now=10).hits[0]
+            assert (hit.id, hit.text) == (f"r{i}", f"note {i}")
+    assert (tmp_path / f"{table_name('space:new-and-large')}.lance").exists()
+    assert (tmp_path / f"{table_name('space:new')}.arrow").exists()
