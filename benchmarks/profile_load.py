@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,23 +40,47 @@ STAGES = (
     ("asyncio and threads", ("asyncio", "threading.py", "concurrent/futures", "anyio")),
 )
 OTHER = "everything else"
+# py-spy counts a thread blocked on a Python lock, queue or condition as busy: a stack whose
+# innermost frame is such a wait is kept apart and out of the shares. The event loop's own run
+# (uvloop, in C below the frame: its sockets and its poll, busy and idle alike) is a stage of
+# its own, beside the shares, since the two cannot be told apart from Python.
+WAITING = "waiting (a thread blocked on a lock, a queue or a condition)"
+LOOP = "event loop in C (uvloop: socket I/O and its poll)"
+WAIT_FRAMES = (
+    "Condition.wait (threading.py",
+    "Event.wait (threading.py",
+    "Queue.get (queue.py",
+    "_worker (concurrent/futures/thread.py",
+)
 
 
 def stage_of(stack: str) -> str:
+    innermost = stack.rsplit(";", 1)[-1]
+    if any(innermost.startswith(frame) for frame in WAIT_FRAMES):
+        return WAITING
+    if innermost.startswith("Runner.run (asyncio/runners.py"):
+        return LOOP
     for stage, patterns in STAGES:
         if any(p in stack for p in patterns):
             return stage
     return OTHER
 
 
-def shares(folded: Path) -> dict[str, float]:
+def shares(folded: Path) -> dict[str, Any]:
+    """Each stage's share of the samples that are neither waiting nor the event loop's C, and
+    those two's shares of all samples."""
     counts: Counter[str] = Counter()
     for line in folded.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         if stack and n.isdigit():
             counts[stage_of(stack)] += int(n)
-    total = sum(counts.values()) or 1
-    return {stage: round(n / total, 4) for stage, n in counts.most_common()}
+    everything = sum(counts.values()) or 1
+    apart = {name: round(counts.pop(name, 0) / everything, 4) for name in (WAITING, LOOP)}
+    busy = sum(counts.values()) or 1
+    return {
+        "stage_shares": {stage: round(n / busy, 4) for stage, n in counts.most_common()},
+        "apart_share_of_all_samples": apart,
+    }
 
 
 def main() -> None:
@@ -123,8 +148,8 @@ def main() -> None:
         "errors": tally.error_count,
         "server_cpu_ms_per_request": round(1000 * cpu / max(1, len(tally.all_s)), 2),
         "note": "py-spy samples the server while it serves: the figures above include its cost",
-        "stage_shares": shares(folded),
     }
+    figures.update(shares(folded))
     args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
 
