@@ -13,7 +13,7 @@ import pytest
 
 from indexing.embedding.embedder import load_embedder
 from indexing.embedding.testing import HashingEmbedder
-from indexing.partitions import small_file
+from indexing.partitions import small_file, tail
 from server.facade import Esfis, open_service
 from tests import catalogs
 from tests.catalogs import catalog_for, settings_for
@@ -134,13 +134,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture(params=["small file", "table"])
+@pytest.fixture(params=["small file", "table and tail", "table"])
 def partition_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each form a partition takes on disk (``indexing.partitions.small_file``): a test that uses
-    this runs with partitions kept as small files until they outgrow them, then again with
-    every partition a LanceDB table from its first row."""
-    if request.param == "table":
+    """Each form a partition takes on disk: a test that uses this runs with partitions kept as
+    small files until they outgrow them (``indexing.partitions.small_file``), then with every
+    partition a LanceDB table from its first row and its later writes in the table's tail
+    (``indexing.partitions.tail``), then with every write an append to the table."""
+    if request.param != "small file":
         monkeypatch.setattr(small_file, "SMALL_ROWS", 0)
+    if request.param == "table":
+        monkeypatch.setattr(tail, "TAIL_ROWS", 0)
     return request.param
 
 

@@ -328,26 +328,38 @@ def _stopped(process: subprocess.Popen, timeout: float = 120) -> None:
     raise AssertionError("the backup never reached its failpoint")
 
 
-@pytest.fixture
-def big_acme(fake_service, home) -> list[str]:
+SECRET = " and the vault unseal key is tangerine-otter-4471"
+
+
+@pytest.fixture(params=["in the table", "in the tail"])
+def big_acme(request, fake_service, home, monkeypatch) -> list[str]:
     """acme in 30 fragments (a read goes a fragment at a time, and a forget's purge rewrites
-    them all into one, deleting every file the read had open), closed; its ids."""
+    them all into one, deleting every file the read had open), closed; its ids, the one with
+    the secret 2,900th. Written without a tail (``indexing.partitions.tail``): each batch is a
+    fragment of its own. "in the tail": the secret is remembered last, into the table's tail,
+    which a purge rewrites without touching the table's files."""
+    from indexing.partitions import tail
+
+    in_tail = request.param == "in the tail"
+    rows = TAIL_ROWS = tail.TAIL_ROWS
+    monkeypatch.setattr(tail, "TAIL_ROWS", 0)
     fake_service.operator.create_space("acme")
     lines = [
-        json.dumps(
-            {
-                "text": f"acme fact {i} about the build"
-                + (" and the vault unseal key is tangerine-otter-4471" if i == 2900 else ""),
-                "space": "acme",
-            }
-        )
+        json.dumps({"text": f"acme fact {i} about the build" + (SECRET if i == 2900 else ""), "space": "acme"})
         for i in range(3000)
+        if not (in_tail and i == 2900)
     ]
     report = fake_service.operator.import_jsonl(io.BytesIO("\n".join(lines).encode()), batch_size=100)
-    assert report.imported == 3000
+    assert report.imported == len(lines)
+    if in_tail:
+        monkeypatch.setattr(tail, "TAIL_ROWS", TAIL_ROWS)
+        fake_service.remember(
+            fake_service.caller("claude-code", space="acme"), f"acme fact 2900 about the build{SECRET}"
+        )
+        assert rows and fake_service._parts.store.layout.tail_path("space:acme").exists()
     ids = [r["id"] for r in fake_service._parts.catalog.all("SELECT id FROM memories ORDER BY rowid")]
     fake_service.close()
-    return ids
+    return ids[:2900] + ids[-1:] + ids[2900:-1] if in_tail else ids
 
 
 @pytest.mark.parametrize("step", ["backup:after-catalog", "backup:mid-partition"])
@@ -356,7 +368,7 @@ def test_a_forget_racing_the_backup_leaves_it_whole(home, tmp_path, big_acme, st
     the middle of the read (its purge deletes the files the read had open, so the partition is
     read again holding its lock): the backup names the memory as forgotten and holds its text
     nowhere."""
-    secret, text = big_acme[2900], "the vault unseal key is tangerine-otter-4471"
+    secret, text = big_acme[2900], SECRET.removeprefix(" and ")
     backup = subprocess.Popen(
         [ESFIS_BIN, "backup", str(tmp_path / "backup")],
         cwd=ROOT,

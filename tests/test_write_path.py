@@ -88,16 +88,20 @@ def test_a_batch_whose_vectors_fail_leaves_no_catalog_row(tmp_path: Path):
     assert store.row_ids("personal") == []
 
 
-def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: Path):
+def test_an_import_of_many_small_batches_still_compacts_its_partition(tmp_path: Path, monkeypatch):
+    """Appended to one row a time (no tail: as on S3, where every write is an append)."""
     import json
 
     import lance
 
     from indexing.embedding.testing import HashingEmbedder
+    from indexing.partitions import tail
     from indexing.partitions.compaction import COMPACT_EVERY
     from indexing.partitions.small_file import SMALL_ROWS
     from server.bulk.importer import import_stream
     from server.facade import open_service
+
+    monkeypatch.setattr(tail, "TAIL_ROWS", 0)
 
     service = open_service(settings_for(tmp_path / "home"), embedder=HashingEmbedder(64))
     try:

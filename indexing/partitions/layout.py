@@ -36,10 +36,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from indexing.partitions import small_file
+from indexing.partitions import tail as tail_file
 from indexing.partitions.location import Location, open_dataset
 from indexing.partitions.small_file import SUFFIX as SMALL_SUFFIX
+from indexing.partitions.tail import SUFFIX as TAIL_SUFFIX
 from indexing.rows import OPEN_END, RowBatch
 
 IN_USE = "in-use.lock"
@@ -160,6 +163,10 @@ class Layout:
         """Where the partition's rows lie while it is small; None on S3 (a table from the start)."""
         return None if self.location.remote else self.root / f"{table_name(key)}{SMALL_SUFFIX}"
 
+    def tail_path(self, key: str) -> Path | None:
+        """Where a table's newest rows lie until they are appended (``tail.py``); None on S3."""
+        return None if self.location.remote else self.root / f"{table_name(key)}{TAIL_SUFFIX}"
+
     def lock_path(self, key: str) -> str:
         """A string, not a ``Path``: asked once a write, and only ever opened."""
         return f"{self.location.local}/{table_name(key)}.lock"
@@ -193,16 +200,49 @@ class Layout:
     def batches(
         self, key: str, columns: list[str], *, batch_size: int, session: Any = None
     ) -> Iterator[pa.RecordBatch]:
-        """The partition's rows at its latest version, in either form; nothing if never written."""
+        """The partition's rows at its latest version, in either form (a table's tail included,
+        each row once); nothing if never written."""
         if self.location.remote or self.location.table_exists(table_name(key)):
+            tail = self.tail_path(key)
+            newest = None if tail is None else tail_file.pending(tail)  # before the table (``tail.py``)
             dataset = open_dataset(self.uri(key), session=session)
             if dataset is not None:
-                yield from dataset.to_batches(columns=columns, batch_size=batch_size)
+                if newest is None or tail is None:
+                    yield from dataset.to_batches(columns=columns, batch_size=batch_size)
+                    return
+                held = newest.column("id").to_pylist()
+                waiting = set(held)
+                read = columns if "id" in columns else ["id", *columns]
+                for batch in dataset.to_batches(columns=read, batch_size=batch_size):
+                    waiting.difference_update(batch.column("id").to_pylist())
+                    yield batch.select(columns)
+                self._check_tail_kept(key, tail, held)
+                rest = newest.filter(pc.is_in(newest.column("id"), value_set=pa.array(sorted(waiting), pa.string())))
+                yield from rest.select(columns).to_batches(max_chunksize=batch_size)
                 return
         small = self.small_path(key)
         held = None if small is None else small_file.read(small)
         if held is not None:
             yield from held.select(columns).to_batches(max_chunksize=batch_size)
+
+    def _check_tail_kept(self, key: str, tail: Path, held: list[str]) -> None:
+        """After a read without a lock: every row the tail held when the read began is still in
+        the tail or, folded since, in the table. A row gone from both was forgotten during the
+        read: ``OSError``, as when a purge deletes a table's files under a read (the caller
+        reads again holding the partition's lock, or fails)."""
+        now = tail_file.pending(tail)
+        gone = set(held) - set(now.column("id").to_pylist() if now is not None else [])
+        if not gone:
+            return
+        dataset = open_dataset(self.uri(key))
+        quoted = ", ".join(f"'{id_}'" for id_ in sorted(gone))
+        folded = (
+            set()
+            if dataset is None
+            else set(dataset.to_table(columns=["id"], filter=f"id IN ({quoted})").column("id").to_pylist())
+        )
+        if gone - folded:
+            raise OSError(f"partition {key}: rows were forgotten while it was read")
 
     def images(self) -> list[tuple[str, Path]]:
         """This machine's image folders, each with its partition's key."""

@@ -188,6 +188,10 @@ class LivePartition:
         if self.lexical is not None and gone:
             self.lexical.remove(gone)  # the forgotten texts' terms leave it too, in one rebuild
 
+    def holds(self, id_: str) -> bool:
+        """Whether the row ``id_`` is here and not forgotten (held or in the image)."""
+        return id_ in self.row_of or self._base_row(id_) >= 0
+
     def text_of(self, id_: str) -> str | None:
         i = self.row_of.get(id_)
         if i is not None:

@@ -52,16 +52,17 @@ def read(path: Path) -> pa.Table | None:
     return pa.ipc.open_file(pa.py_buffer(data)).read_all()
 
 
-def encoded(table: pa.Table) -> pa.Buffer | None:
+def encoded(table: pa.Table, *, rows_at_most: int | None = None, bytes_at_most: int | None = None) -> pa.Buffer | None:
     """The file ``table`` makes, or None when it is past the bounds (the partition's rows then
-    belong in a table). Bounded by the file's own size: that is what one write rewrites."""
-    if table.num_rows > SMALL_ROWS:
+    belong in a table): ``SMALL_ROWS`` and ``SMALL_BYTES`` unless given. Bounded by the file's
+    own size: that is what one write rewrites."""
+    if table.num_rows > (SMALL_ROWS if rows_at_most is None else rows_at_most):
         return None
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     data = sink.getvalue()
-    return data if data.size <= SMALL_BYTES else None
+    return data if data.size <= (SMALL_BYTES if bytes_at_most is None else bytes_at_most) else None
 
 
 def write(path: Path, table: pa.Table | pa.Buffer, *, failpoint: str | None = None) -> None:

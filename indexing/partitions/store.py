@@ -37,6 +37,7 @@ from indexing import failpoints
 from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.partitions import compaction, image, small_file
+from indexing.partitions import tail as tail_file
 from indexing.partitions.coordination import Coordination, LocalCoordination
 from indexing.partitions.engine import lance_session, search_on_one_thread
 from indexing.partitions.image_cache import ImageCache
@@ -165,6 +166,7 @@ class VectorStore:
         in-memory partition along and run an image build the write put off."""
         with self.locks.exclusive(key), self.images.deferring(key):
             with self.locks.turn(key) as write:
+                self._settle_fold(key)
                 yield
             part = self._live.get(key)
             if part is not None:
@@ -193,11 +195,53 @@ class VectorStore:
             failpoints.hit("promote:after-table")
             small_file.remove(small)  # a kill before this: the next writer removes it
             return written
-        written = self._write_table(key, table, mode="append" if self._is_table(key) else "create")
+        if self._is_table(key):
+            return self._append_to_table(key, table)
+        written = self._write_table(key, table, mode="create")
         self._tables.add(key)
         return written
 
-    def _write_table(self, key: str, table: pa.Table, *, mode: str) -> Any:
+    def _append_to_table(self, key: str, table: pa.Table) -> Any:
+        """Rows for a table: into its tail while it has room, else folded in with the tail's
+        (``tail.py``); a batch too large for a tail goes straight in. The table written, or
+        None for the tail."""
+        tail = self.layout.tail_path(key)
+        if tail is None or table.num_rows > tail_file.TAIL_ROWS:
+            return self._write_table(key, table, mode="append")
+        held = tail_file.read(tail)
+        rows, data = tail_file.grown(held, table)
+        if data is not None:
+            tail_file.write(tail, data)
+            return None
+        if held is None:  # the batch alone is past the bounds: no tail to fold
+            return self._write_table(key, table, mode="append")
+        folding = tail_file.folding_of(tail)
+        os.replace(tail, folding)
+        failpoints.hit("fold:after-rename")
+        written = self._write_table(key, rows, mode="append", fold=tail_file.id_of(rows))
+        failpoints.hit("fold:after-append")
+        os.unlink(folding)
+        return written
+
+    def _settle_fold(self, key: str) -> None:
+        """Under the write lock, before anything else: a fold a kill cut short is finished
+        (its append committed: the file goes) or undone (the file is the tail again)."""
+        tail = self.layout.tail_path(key)
+        if tail is None:
+            return
+        folding = tail_file.folding_of(tail)
+        held = tail_file.read(folding)
+        if held is None:
+            return
+        dataset = self._dataset(key)
+        latest = None if dataset is None else dataset.read_transaction(dataset.version)
+        properties = (getattr(latest, "transaction_properties", None) or {}) if latest is not None else {}
+        if properties.get(tail_file.FOLD_ID) == tail_file.id_of(held):
+            os.unlink(folding)
+        else:
+            os.replace(folding, tail)
+
+    def _write_table(self, key: str, table: pa.Table, *, mode: str, fold: str | None = None) -> Any:
         import lance
 
         table_schema = schema(self.dimension, secrets.token_hex(8) if mode == "create" else None)
@@ -207,6 +251,7 @@ class VectorStore:
             schema=table_schema,
             mode=mode,
             session=self.session,
+            transaction_properties=None if fold is None else {tail_file.FOLD_ID: fold},
         )
         return written
 
@@ -240,6 +285,15 @@ class VectorStore:
         # partition without a version was never written (or holds only a dead write's rows).
         if (not token) if self.location.remote else not self.location.table_exists(table_name(key)):
             return self._load_small(key, token)
+        tail = self.layout.tail_path(key)
+        newest = None if tail is None else tail_file.pending(tail)  # read before the table
+        part = self._load_table(key, token)
+        if newest is not None:
+            kept = [not part.holds(id_) for id_ in newest.column("id").to_pylist()]
+            part.append_arrow(newest.filter(pa.array(kept, type=pa.bool_())))
+        return part
+
+    def _load_table(self, key: str, token: str) -> LivePartition:
         mapped = self.images.current(key)
         if mapped is None:
             table = self._open_table(key)
@@ -256,7 +310,7 @@ class VectorStore:
         gone, since = image.changes(mapped, self.images.latest(key))
         if self.images.rebuild_if_purged(key, mapped=mapped, gone=gone, since=since):
             del mapped
-            return self._load(key, token)
+            return self._load_table(key, token)
         return LivePartition.over(mapped, gone=gone, since=since, dimension=self.dimension, token=token)
 
     def _load_small(self, key: str, token: str) -> LivePartition:
@@ -294,11 +348,17 @@ class VectorStore:
 
     def ids_written_before(self, key: str, micros: int) -> list[str]:
         """The ids of a partition's rows written before ``micros``, from its table."""
+        tail = self.layout.tail_path(key)
+        newest = None if tail is None else tail_file.pending(tail)
         dataset = self._dataset(key)
         if dataset is None:
             held = self._small(key)
             return [] if held is None else small_file.written_before(held, micros)
-        return dataset.to_table(columns=["id"], filter=f"created_at < {int(micros)}").column("id").to_pylist()
+        ids = dataset.to_table(columns=["id"], filter=f"created_at < {int(micros)}").column("id").to_pylist()
+        if newest is not None:
+            seen = set(ids)
+            ids += [id_ for id_ in small_file.written_before(newest, micros) if id_ not in seen]
+        return ids
 
     # -- whole partitions (backup, restore, export) -----------------------------------------
 
@@ -407,6 +467,12 @@ class VectorStore:
                     small_file.write(self._small_path(key), small_file.ended(held, id_, valid_until))
                     self._end_in_memory(key, id_, valid_until)
                 return
+            tail = self.layout.tail_path(key)
+            held = None if tail is None else tail_file.read(tail)
+            if tail is not None and tail_file.holds(held, [id_]):
+                tail_file.write(tail, small_file.ended(held, id_, valid_until))
+                self._end_in_memory(key, id_, valid_until)
+                return
             table = self._open_table(key)
             if table is None:
                 return
@@ -429,7 +495,8 @@ class VectorStore:
             if not self._is_table(key):
                 self._purge_small(key, ids)
                 return
-            table = self._open_table(key)
+            ids = self._purge_tail(key, ids)
+            table = self._open_table(key) if ids else None
             if table is None:
                 return
             quoted = ", ".join(f"'{i}'" for i in ids)
@@ -463,6 +530,23 @@ class VectorStore:
         if part is not None:
             part.remove(ids)
 
+    def _purge_tail(self, key: str, ids: list[str]) -> list[str]:
+        """A table's purge, first in its tail: the file rewritten without the rows it holds,
+        and a killed write's temporary file removed. The ids left for the table."""
+        tail = self.layout.tail_path(key)
+        if tail is None:
+            return ids
+        held = tail_file.read(tail)
+        here = tail_file.holds(held, ids)
+        if here:
+            assert held is not None
+            tail_file.without(tail, held, here)
+            part = self._live.get(key)
+            if part is not None:
+                part.remove(here)
+        small_file.remove_temp(tail)
+        return [id_ for id_ in ids if id_ not in set(here)]
+
     def _small_path(self, key: str) -> Path:
         small = self.layout.small_path(key)
         assert small is not None, "a remote store has no small partitions"
@@ -475,6 +559,9 @@ class VectorStore:
             small = self.layout.small_path(key)
             if small is not None:
                 small_file.remove(small)
+            tail = self.layout.tail_path(key)
+            if tail is not None:
+                tail_file.remove(tail)
             self._tables.discard(key)
             self.images.remove(key)
             self._live.pop(key, None)

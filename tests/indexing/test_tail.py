@@ -1,0 +1,158 @@
+"""A table's newest rows in its tail file (``indexing.partitions.tail``): a small write changes
+no table version, every reader sees each row once (racing a fold, or after a fold a kill cut
+short), validity and forget reach the tail, and the fold puts every row in the table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexing.partitions import small_file, tail
+from indexing.partitions.store import VectorStore, table_name
+from indexing.rows import Row
+from tests.helpers import files_containing, stored_ids
+
+KEY = "space:acme"
+DIM = 16
+SECRET = "the deploy key of acme is plum-7731"
+TABLE_ROWS = 20  # past the small file's bound below: a table from the first write
+
+
+@pytest.fixture(autouse=True)
+def bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(small_file, "SMALL_ROWS", 8)
+    monkeypatch.setattr(tail, "TAIL_ROWS", 5)
+
+
+def unit(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+VECTORS = unit(100)
+
+
+def row(i: int, text: str | None = None, until: int | None = None) -> Row:
+    return Row(f"r{i}", text or f"note {i}", VECTORS[i], i, 0, until)
+
+
+def store_at(root: Path) -> VectorStore:
+    return VectorStore(root, model="m", dimension=DIM)
+
+
+def table_version(root: Path) -> int:
+    import lance
+
+    return lance.dataset(str(root / f"{table_name(KEY)}.lance")).version
+
+
+def tail_path(root: Path) -> Path:
+    return root / f"{table_name(KEY)}.tail"
+
+
+def each_once(root: Path, numbers) -> None:
+    """Every reader sees each row once: a fresh store's memory, and the files read as a backup does."""
+    expected = sorted(f"r{i}" for i in numbers)
+    assert sorted(store_at(root).row_ids(KEY)) == expected
+    assert sorted(stored_ids(root, KEY)) == expected
+
+
+def test_small_writes_to_a_table_go_to_its_tail_and_the_write_past_it_folds_every_row_in(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    version = table_version(tmp_path)
+    for i in range(TABLE_ROWS, TABLE_ROWS + 5):
+        store.add(KEY, [row(i)])
+    assert table_version(tmp_path) == version and tail_path(tmp_path).exists()  # no append yet
+    each_once(tmp_path, range(TABLE_ROWS + 5))
+    hit = store_at(tmp_path).search(KEY, VECTORS[TABLE_ROWS + 2], 1, now=10).hits[0]
+    assert (hit.id, hit.text) == (f"r{TABLE_ROWS + 2}", f"note {TABLE_ROWS + 2}")  # found in the tail
+    store.add(KEY, [row(TABLE_ROWS + 5)])  # the tail is full: folded in, with this row, in one append
+    assert table_version(tmp_path) == version + 1 and not tail_path(tmp_path).exists()
+    import lance
+
+    assert lance.dataset(str(tmp_path / f"{table_name(KEY)}.lance")).count_rows() == TABLE_ROWS + 6
+    each_once(tmp_path, range(TABLE_ROWS + 6))
+    store.add(KEY, [row(i) for i in range(50, 60)])  # too large for a tail: straight in
+    assert table_version(tmp_path) == version + 2 and not tail_path(tmp_path).exists()
+    each_once(tmp_path, [*range(TABLE_ROWS + 6), *range(50, 60)])
+
+
+def test_an_ended_validity_and_a_forget_reach_the_tail(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    store.add(KEY, [row(TABLE_ROWS, f"{SECRET} (the tail's)")])
+    store.add(KEY, [row(TABLE_ROWS + 1)])
+    store.end_validity(KEY, f"r{TABLE_ROWS + 1}", 5)
+    fresh = store_at(tmp_path)  # read from disk
+    assert f"r{TABLE_ROWS + 1}" not in [h.id for h in fresh.search(KEY, VECTORS[TABLE_ROWS + 1], 3, now=10).hits]
+    assert fresh.search(KEY, VECTORS[TABLE_ROWS + 1], 3, now=4).hits[0].id == f"r{TABLE_ROWS + 1}"
+    held = tail_path(tmp_path).read_bytes()
+    store.purge(KEY, [f"r{TABLE_ROWS}"])
+    assert files_containing(tmp_path, SECRET) == []
+    each_once(tmp_path, [*range(TABLE_ROWS), TABLE_ROWS + 1])
+    # A tail write killed before its rename leaves its temporary file, which may hold the text
+    # of a row the tail does not: a purge (the orphan's, retried) removes it too.
+    small_file.temp_of(tail_path(tmp_path)).write_bytes(held)
+    assert files_containing(tmp_path, SECRET)
+    store.purge(KEY, [f"r{TABLE_ROWS}"])
+    assert files_containing(tmp_path, SECRET) == []
+
+
+def test_stream_ids_written_before_and_drop_take_the_tail_in(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    store.add(KEY, [row(TABLE_ROWS), row(TABLE_ROWS + 1)])
+    assert sorted(store.ids_written_before(KEY, TABLE_ROWS + 1)) == sorted(f"r{i}" for i in range(TABLE_ROWS + 1))
+    streamed = [b for b in store.stream(KEY, batch_size=7)]
+    got = {i: v for b in streamed for i, v in zip(b.column("id").to_pylist(), b.column("vector").to_pylist())}
+    assert len(got) == sum(len(b) for b in streamed) == TABLE_ROWS + 2
+    assert np.allclose(np.stack([got[f"r{i}"] for i in range(TABLE_ROWS + 2)]), VECTORS[: TABLE_ROWS + 2])
+    store.drop(KEY)
+    assert not tail_path(tmp_path).exists() and store.partitions() == []
+
+
+KILLED_FOLD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from indexing import failpoints
+    from indexing.partitions import small_file, tail
+    from indexing.partitions.store import VectorStore
+    from indexing.rows import Row
+    small_file.SMALL_ROWS, tail.TAIL_ROWS = 8, 5
+    store = VectorStore(sys.argv[1], model="m", dimension=16)
+    v = np.random.default_rng(0).normal(size=(100, 16)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    row = lambda i: Row(f"r{i}", f"note {i}", v[i], i, 0, None)
+    store.add("space:acme", [row(i) for i in range(20)])
+    for i in range(20, 25):
+        store.add("space:acme", [row(i)])
+    failpoints.arm([sys.argv[2]])
+    store.add("space:acme", [row(25)])  # the fold, killed where armed
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("step", "committed"), [("fold:after-rename", False), ("fold:after-append", True)], ids=["before", "after"]
+)
+def test_a_fold_killed_before_or_after_its_append_keeps_each_row_once(tmp_path: Path, step: str, committed: bool):
+    killed = subprocess.run([sys.executable, "-c", KILLED_FOLD, str(tmp_path), step], cwd=Path(__file__).parents[2])
+    assert killed.returncode == -9
+    folding = tail.folding_of(tail_path(tmp_path))
+    assert folding.exists() and not tail_path(tmp_path).exists()
+    kept = range(26) if committed else range(25)  # row 25 came with the fold: in only if it committed
+    each_once(tmp_path, kept)  # readers, before anyone settles it
+    store = store_at(tmp_path)
+    store.add(KEY, [row(30)])  # the next writer settles it first
+    assert not folding.exists()
+    each_once(tmp_path, [*kept, 30])
+    for i in range(31, 40):  # and later folds add nothing twice
+        store.add(KEY, [row(i)])
+    each_once(tmp_path, [*kept, *range(30, 40)])
