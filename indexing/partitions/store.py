@@ -208,38 +208,13 @@ class VectorStore:
         tail = self.layout.tail_path(key)
         if tail is None or table.num_rows > tail_file.TAIL_ROWS:
             return self._write_table(key, table, mode="append")
-        held = tail_file.read(tail)
-        rows, data = tail_file.grown(held, table)
-        if data is not None:
-            tail_file.write(tail, data)
-            return None
-        if held is None:  # the batch alone is past the bounds: no tail to fold
-            return self._write_table(key, table, mode="append")
-        folding = tail_file.folding_of(tail)
-        os.replace(tail, folding)
-        failpoints.hit("fold:after-rename")
-        written = self._write_table(key, rows, mode="append", fold=tail_file.id_of(rows))
-        failpoints.hit("fold:after-append")
-        os.unlink(folding)
-        return written
+        return tail_file.append(tail, table, lambda rows, fold: self._write_table(key, rows, mode="append", fold=fold))
 
     def _settle_fold(self, key: str) -> None:
-        """Under the write lock, before anything else: a fold a kill cut short is finished
-        (its append committed: the file goes) or undone (the file is the tail again)."""
+        """Under the write lock, before anything else: a fold a kill cut short (``tail.py``)."""
         tail = self.layout.tail_path(key)
-        if tail is None:
-            return
-        folding = tail_file.folding_of(tail)
-        held = tail_file.read(folding)
-        if held is None:
-            return
-        dataset = self._dataset(key)
-        latest = None if dataset is None else dataset.read_transaction(dataset.version)
-        properties = (getattr(latest, "transaction_properties", None) or {}) if latest is not None else {}
-        if properties.get(tail_file.FOLD_ID) == tail_file.id_of(held):
-            os.unlink(folding)
-        else:
-            os.replace(folding, tail)
+        if tail is not None:
+            tail_file.settle(tail, lambda: self._dataset(key))
 
     def _write_table(self, key: str, table: pa.Table, *, mode: str, fold: str | None = None) -> Any:
         import lance
@@ -251,7 +226,7 @@ class VectorStore:
             schema=table_schema,
             mode=mode,
             session=self.session,
-            transaction_properties=None if fold is None else {tail_file.FOLD_ID: fold},
+            transaction_properties={tail_file.FOLD_ID: fold} if fold else None,
         )
         return written
 
@@ -531,20 +506,14 @@ class VectorStore:
             part.remove(ids)
 
     def _purge_tail(self, key: str, ids: list[str]) -> list[str]:
-        """A table's purge, first in its tail: the file rewritten without the rows it holds,
-        and a killed write's temporary file removed. The ids left for the table."""
+        """A table's purge, first in its tail (``tail.purge``); the ids left for the table."""
         tail = self.layout.tail_path(key)
         if tail is None:
             return ids
-        held = tail_file.read(tail)
-        here = tail_file.holds(held, ids)
-        if here:
-            assert held is not None
-            tail_file.without(tail, held, here)
-            part = self._live.get(key)
-            if part is not None:
-                part.remove(here)
-        small_file.remove_temp(tail)
+        here = tail_file.purge(tail, ids)
+        part = self._live.get(key)
+        if here and part is not None:
+            part.remove(here)
         return [id_ for id_ in ids if id_ not in set(here)]
 
     def _small_path(self, key: str) -> Path:

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from indexing import failpoints
 from indexing.partitions import small_file
 
 TAIL_ROWS = 256  # a write that would take the tail past this many rows folds it into the table
@@ -67,6 +70,55 @@ def grown(held: pa.Table | None, table: pa.Table) -> tuple[pa.Table, pa.Buffer |
 
 def write(tail: Path, data: pa.Table | pa.Buffer) -> None:
     small_file.write(tail, data)
+
+
+def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) -> Any:
+    """Under the write lock: ``table``'s rows after the tail's, or, past the bounds, the tail's
+    and ``table``'s given to ``fold`` (rows, the tail's id) for one append to the table. What
+    ``fold`` returned, or None when the rows stayed in the tail."""
+    held = read(tail)
+    rows, data = grown(held, table)
+    if data is not None:
+        write(tail, data)
+        return None
+    if held is None:  # the batch alone is past the bounds: no tail to fold
+        return fold(table, "")
+    folding = folding_of(tail)
+    os.replace(tail, folding)
+    failpoints.hit("fold:after-rename")
+    written = fold(rows, id_of(rows))
+    failpoints.hit("fold:after-append")
+    os.unlink(folding)
+    return written
+
+
+def settle(tail: Path, latest: Callable[[], Any]) -> None:
+    """Under the write lock, before anything else: a fold a kill cut short is finished (the
+    table's latest transaction, from ``latest()``'s dataset, carries its id: the file goes) or
+    undone (the file is the tail again)."""
+    folding = folding_of(tail)
+    held = read(folding)
+    if held is None:
+        return
+    dataset = latest()
+    done = None if dataset is None else dataset.read_transaction(dataset.version)
+    properties = getattr(done, "transaction_properties", None) or {}
+    if properties.get(FOLD_ID) == id_of(held):
+        os.unlink(folding)
+    else:
+        os.replace(folding, tail)
+
+
+def purge(tail: Path, ids: list[str]) -> list[str]:
+    """Of ``ids``, those the tail held, now rewritten without them (the rename frees the old
+    file); a temporary file a killed write left is removed either way."""
+    held = read(tail)
+    here = holds(held, ids)
+    if here:
+        assert held is not None
+        without(tail, held, here)
+    small_file.remove_temp(tail)
+    return here
 
 
 def holds(held: pa.Table | None, ids: list[str]) -> list[str]:
