@@ -3,13 +3,9 @@
 Kept apart from the targets themselves: a target's bound and its justification (``why``) belong to
 the target; the reason a run misses it belongs to the run, and is written after reading that run's
 raw file. The report prints both under "The targets missed, and why". Written for the full run of
-b704c41 (REPORT.md's); every figure quoted below is from that run's raw file, unless it names
-another run, and "not investigated" says so where nothing was measured beyond the miss.
-
-That run's machine was slower than 2205637's (another VM of the same kind): figures no change since
-touched moved too, the int8 query embedding from 2.34 to 3.14 ms p50 (fp32 3.66 to 4.50), and
-LanceDB's flat post-filter arms in the 21,443-row store from 13–16 ms to 41–48 ms. Comparisons
-between the two runs are not like for like; ratios inside one run are.
+1e7a1aa (REPORT.md's); every figure quoted below is from that run's raw file, unless it names
+another run (b704c41's is the full run before it, on this machine's kind but another VM), and
+"not investigated" says so where nothing was measured beyond the miss.
 """
 
 from __future__ import annotations
@@ -18,89 +14,80 @@ MISSED_BECAUSE: dict[str, str] = {
     "scope.index_vs_floor": (
         "the floor is one matrix product over vectors already gathered in memory; the index search "
         "also reads each partition's version, masks validity and merges partitions, a fixed cost per "
-        "partition. It shows where the floor is small: 1,000,000 / 1p-1k, floor 0.04 ms against "
-        "0.10 ms; 1,000,000 / 3p-10k pays it three times (0.31 against 0.56 ms); 1,000,000 / 1p-10k "
-        "misses by 0.01 ms (0.62 against 0.615). In the 21,443-row store (0.88 and 1.05 ms against "
-        "0.41 and 0.43) the same cells were 0.53 and 0.57 ms in 2205637's run, in the phase of this "
-        "run where LanceDB's own arms ran three times slower than there. Where the floor is large "
-        "(50k and 100k scopes) the index search is far under it (0.34 ms against 11.39 ms at 1p-100k). "
-        "A bound of 1.5× a 40 µs floor measures that fixed cost, not scaling; re-deriving it as 1.5× "
-        "the floor plus a per-partition allowance is open."
+        "partition. Missed in two cells: 1,000,000 / 1p-1k (0.10 ms against a floor of 0.039 ms) and "
+        "21,443 / 3p-10k (0.71 against 0.36), which pays it three times; b704c41's run missed four "
+        "more. A bound of 1.5× a 40 µs floor measures that fixed cost, not scaling; re-deriving it as "
+        "1.5× the floor plus a per-partition allowance is open."
     ),
     "scope.vs_prefilter": (
         "the whole recall does more than the prefilter arm: each partition's best 20 rows are "
         "rescored against a query moved towards the best two (feedback), and the lexical signal is "
-        "fused. It is 3.6–4.6× faster than the prefilter in the missed cells (0.78–2.62 ms against "
-        "3.60–9.32 ms); the index search alone is 8.9–36× faster (0.10–1.05 ms). In the 21,443-row "
-        "store's cells, where the whole recall took 2.19 and 2.62 ms, 2205637's run measured 1.53 and "
-        "1.87 ms (see the index search above)."
+        "fused. In the missed cells it takes 1.70–2.88 ms against bounds of 1.46–1.81 ms (0.2× the "
+        "prefilter), so it is 3.3–4.8× faster than the prefilter, not 5×; the index search alone is "
+        "far under (scope.index_vs_floor)."
     ),
     "http.p50_over_embedding_ms": (
-        "8.95 ms over HTTP against the int8 query embedding's 3.14 ms p50 (test_embedding.py, other "
-        "texts than the HTTP queries); the core's recall path alone is 0.88 ms (test_recall_overhead.py). "
-        "The other 4.9 ms are the HTTP request, authentication, the catalog reads, the delivery log, "
-        "the rate-limit count, the access log and the hops between the event loop and the worker "
-        "threads: under 16 clients the profile of 2205637 (profile-load-2205637.json; the request "
-        "path is unchanged since) gives asyncio and threads 19.8 % of the server's samples, HTTP and "
-        "ASGI 13.7 %, the catalog 9.3 %, against 33.0 % for the embedding."
+        "4.33 ms over HTTP beyond the int8 query embedding (test_embedding.py, other texts than the "
+        "HTTP queries). The rest is the HTTP request, authentication, the catalog reads, the delivery "
+        "log, the rate-limit counts, the access log and the hops between the event loop and the "
+        "worker threads; the profile of 1e7a1aa under 16 clients (profile-load-1e7a1aa.json) gives "
+        "their shares, with the samples of threads blocked on a lock or a queue kept apart (py-spy "
+        "counted them busy, which made 'asyncio and threads' 19.8 % of 2205637's profile)."
     ),
     "import.rows_per_s": (
-        "8,252–9,216 rows/s include the one large partition's IVF build at the import's end "
-        "(14.1–68.7 s); before it, 19,049–28,475 rows/s at 46–58 µs of CPU per row on two cores. The "
-        "target is the GPU import's figure (issue 35); no GPU was lent to this run."
+        "8,132–8,682 rows/s include the one large partition's IVF build at the import's end; before "
+        "it, 19,041–24,464 rows/s. The target is the GPU import's figure (issue 35); no GPU was lent "
+        "to this run (device status: not drawn)."
     ),
     "import.spread_rows_per_s": (
-        "a space of at most 256 rows is now one Arrow file, not a LanceDB table (docs/decisions.md): "
-        "20,000 spaces 18,000 rows/s (720 partitions/s, 1.61 ms of CPU a partition, 0.33 ms in the "
-        "kernel; 10,036 rows/s in 2205637's run) and 100,000 spaces 6,941 rows/s (1,388 partitions/s, "
-        "0.79 ms, 0.24 ms in the kernel; 2,870 there). 1,000 spaces meets it (22,537). At 5 rows a "
-        "space the target needs 4,000 partitions/s: each space still costs its file, its lock and "
-        "version files and its catalog rows, and the import's parsing, grouping and checks run in "
-        "Python threads that share one interpreter lock (an ad hoc py-spy --gil profile of the "
-        "20,000-space case during the work, before the last change to the store's write: the store's "
-        "writes 19 %, the preparer 17 %, parsing 15 %, grouping 21 %, the catalog rows 8 %). Not met: the import's Python work per row and per space is the next cost."
+        "1,000 and 20,000 spaces meet it now (30,713 and 22,038 rows/s; 22,537 and 18,000 in "
+        "b704c41's run). 100,000 spaces: 10,170 rows/s (2,034 partitions/s, 0.55 ms of CPU a "
+        "partition, 0.17 ms in the kernel; 6,941 in b704c41's run). At 5 rows a space the target "
+        "needs 4,000 partitions/s. Each new small partition costs its file operations (lock file, "
+        "version, Arrow file written and renamed: 96 µs of wall time timed alone, 92 of it in the "
+        "kernel) and about 0.3 ms of Python shared under one interpreter lock by parsing, grouping, "
+        "the preparer, the catalog rows and the store's writes; two writer threads were slower than "
+        "one (the kernel's time per partition doubled). Not met: halving the Python per space is the "
+        "next step (partial/spread-adhoc-eb92088-and-before.txt)."
     ),
     "load.rps": (
-        "CPU-bound: the curve reaches 201 requests/s at 4 clients and stays at 207–233 from there "
-        "(SQLite), at 7.7–8.8 ms of server CPU and 0.4–0.5 ms of the clients' a request: two cores "
-        "hold about 230 requests/s at that cost (the main 60 s run: 196.9/s). Each alone, 7.15 ms per "
-        "recall and 16.39 ms per remember. PostgreSQL: 11.4–12.9 ms of esfis's CPU a request from 4 "
-        "clients on, and the PostgreSQL server's own processes on the same cores (not counted in that "
-        "figure): 159.1 requests/s. This machine's query embedding alone was 34 % slower than in "
-        "2205637's run (263.5 and 173.0 requests/s there)."
+        "CPU-bound: 236.6 requests/s in the 60 s run (SQLite; 196.9 in b704c41's), the curve 221–258 "
+        "from 16 clients on at 6.8–7.8 ms of server CPU a request, and the clients' own CPU on the "
+        "same two cores. Each alone: 7.07 ms per recall, 10.46 ms per remember (16.39 before the tail "
+        "file). PostgreSQL 162.2 requests/s at 9.4–10.1 ms of esfis's CPU a request, with the "
+        "PostgreSQL server's processes on the same cores (not counted). 300 requests/s needs about 6 "
+        "ms of CPU a request, clients included."
     ),
     "load.p95_ms": (
-        "Little's law with the throughput above: 16 clients at 196.9 requests/s wait 81 ms on "
-        "average (SQLite), at 159.1 wait 101 ms (PostgreSQL). p95 ≤ 50 ms needs about 500 requests/s, "
-        "that is about 3.7 ms of CPU a request, clients included: under half of this run's."
+        "Little's law with the throughput above: 16 clients at 236.6 requests/s wait 68 ms on average "
+        "(SQLite), at 162.2 wait 99 ms (PostgreSQL). p95 ≤ 50 ms needs about 500 requests/s, about "
+        "3.7 ms of CPU a request, clients included: half of this run's."
     ),
     "load.remember_cpu_ms": (
-        "16.39 ms (SQLite), 15.29 ms (PostgreSQL); 12.63 and 13.76 ms in 2205637's run, on a machine "
-        "whose fp32 embedding (a remember's, stored vectors never come from int8) was 3.66 ms against "
-        "this one's 4.50 ms for a query-sized text. The partition write is no longer the bulk of it: "
-        "in one process, without the model, a remember into a 100-row space costs 1.37 ms of CPU "
-        "with the space's small file and 2.95 ms with a LanceDB table (an ad hoc measurement of "
-        "b704c41's code beside this run, 400 remembers each, twice). The rest is the embedding, the "
-        "HTTP request, the catalog transaction and the group commit's hops; not profiled in this run."
+        "10.46 ms (SQLite), 11.74 ms (PostgreSQL); 16.39 and 15.29 in b704c41's run. A remember into "
+        "one of the 16 largest spaces was a LanceDB append (a data file, a transaction, a manifest: "
+        "half of a remember's samples); it now rewrites the table's tail file (docs/decisions.md; an "
+        "ad hoc A/B on one machine: 10.0–11.0 against 13.1–15.3 ms, partial/remember-tail-ab-27598cf- "
+        "dirty.json). What remains is mostly the fp32 document embedding (stored vectors never come "
+        "from int8), then HTTP, the catalog transaction and the file rewrite; not met."
     ),
     "load.recall_cpu_ms": (
-        "7.15 ms (SQLite), 9.40 ms (PostgreSQL); 5.97 and 7.43 ms in 2205637's run. The recall "
-        "path is unchanged since that run (a small partition is served from the same in-memory rows "
-        "as before); the query's embedding, a third of a recall's samples in 2205637's profile, ran "
-        "34 % slower on this machine (3.14 against 2.34 ms p50). On PostgreSQL the catalog writes and "
-        "reads a recall still makes (the delivery log, rate counters, the run's step, the forget and "
-        "sign-out checks) are round trips through psycopg."
+        "7.07 ms (SQLite), 8.72 ms (PostgreSQL); 7.15 and 9.40 in b704c41's run. About half of a "
+        "recall's busy samples are the query's int8 embedding (profile-load-1e7a1aa.json); on "
+        "PostgreSQL the catalog reads and writes a recall makes (delivery log, rate counters, the "
+        "run's step, the forget and sign-out checks) are round trips through psycopg. Not met."
     ),
     "load.one_p50_ms": (
-        "one client's recall is the int8 query embedding (3.14 ms p50), the recall path (0.88 ms) and "
-        "HTTP with the catalog work (see the HTTP recall above): 9.03 ms on SQLite, 19.01 ms on "
-        "PostgreSQL, where each catalog read and write is a round trip. At one client the server "
-        "spends 10.0 ms of CPU a request (SQLite), more than at 16 (7.68): nothing is batched."
+        "one client's recall is the int8 query embedding, the recall path and HTTP with the catalog "
+        "work (see the HTTP recall above): 10.16 ms on SQLite, 12.98 ms on PostgreSQL (9.03 and 19.01 "
+        "in b704c41's run). At one client the server spends 10.5 ms of CPU a request (SQLite), more "
+        "than at 16 (7.8): nothing is batched."
     ),
     "load.max_p99_ms": (
-        "929.7 ms (SQLite), 1,559.2 ms (PostgreSQL); SQLite met it in 2205637's run (441.8 ms). Past "
-        "saturation the throughput falls, from 232.7 requests/s at 16 clients to 212.8 at 64 "
-        "(SQLite) and from 129.7 to 115.6 (PostgreSQL), so 64 clients queue 300 and 550 ms on average "
-        "and the p99 is about three times that. Not investigated further."
+        "556.4 ms (SQLite; 929.7 in b704c41's run), 1,033 ms (PostgreSQL; 1,559). SQLite's throughput "
+        "no longer falls past saturation (221.3 requests/s at 16 clients, 258.3 at 64), so 64 clients "
+        "queue about 250 ms on average and the p99 is about twice that; PostgreSQL's falls from 155.1 "
+        "to 135.8. An ad hoc trial of a first-come first-served limit of 4 recalls at once per worker "
+        "was worse (less batching of queries): not kept."
     ),
 }
