@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -134,6 +135,7 @@ def main() -> None:
     finally:
         clients.close()
         stop_server(server)
+        shutil.rmtree(work, ignore_errors=True)  # a 100k-memory store: a few GB left behind otherwise
     figures = {
         "store_memories": store.size,
         "spaces": len(store.spaces),
