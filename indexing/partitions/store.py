@@ -514,7 +514,8 @@ class VectorStore:
         part = self._live.get(key)
         if here and part is not None:
             part.remove(here)
-        return [id_ for id_ in ids if id_ not in set(here)]
+        purged = set(here)
+        return [id_ for id_ in ids if id_ not in purged]
 
     def _small_path(self, key: str) -> Path:
         small = self.layout.small_path(key)
