@@ -1,21 +1,31 @@
-"""A large partition's newest rows, kept in one Arrow file until there are enough to append.
+"""A large partition's newest rows, kept in one file until there are enough to append.
 
 A LanceDB append costs a data file, a transaction and a manifest however few rows it brings:
 about 2 ms of CPU, most of what a remember into a large space cost the server. So a partition
-that is a LanceDB table keeps the rows written since its last append in ``<table>.tail``, an
-Arrow IPC file like a small partition's (``small_file.py``): at most ``TAIL_ROWS`` rows and
-``TAIL_BYTES``, rewritten whole into ``<table>.tail.tmp`` and renamed over on each write, under
-the partition's write lock. The write that would take it past either bound *folds* it: the
-tail's rows and its own go to the table in one append, and the file goes. A batch too large for
-a tail of its own (an import's) is appended to the table directly; the tail stays as it was.
-Local disks only, as small partitions: on S3 every write is an append.
+that is a LanceDB table keeps the rows written since its last append in ``<table>.tail``, under
+the partition's write lock: at most ``TAIL_ROWS`` rows and ``TAIL_BYTES``. The write that would
+take it past either bound *folds* it: the tail's rows and its own go to the table in one append,
+and the file goes. A batch too large for a tail of its own (an import's) is appended to the
+table directly; the tail stays as it was. Local disks only, as small partitions: on S3 every
+write is an append.
+
+**Appended, not rewritten.** The file is ``MAGIC``, then frames: a frame is its payload's length,
+its rows and its CRC-32 (``FRAME``), then the payload, an Arrow IPC message. The first frame is
+the schema (its metadata carries the tail's id), each later one a record batch, so the payloads
+in order are an Arrow IPC stream. A write appends one frame (``O_APPEND``): rewriting the file
+and renaming it over the old one cost a remember a millisecond and more under load (ext4 writes
+a file renamed over another back at once). A frame cut short or that fails its CRC ends the file
+for a reader: a write under way (its rows count once the version moves, after it), or one a kill
+cut; the next writer cuts such an end off before it appends. Forget and end of validity, rare,
+rewrite the file whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before
+this (an Arrow IPC file, ``ARROW1``) is read as such, and rewritten in frames at its next write.
 
 **A fold cut by a kill.** The tail is first renamed ``<table>.folding``; the append carries the
-file's id (a random one, in its schema's metadata) in its transaction's properties; then the
-file is removed. A kill leaves the folding file, and the next writer settles it before anything
-else, under the lock: when the table's latest transaction carries the id, the rows are in the
-table and the file goes; otherwise the append never committed and the file is the tail again.
-No other write can come between (each one settles first).
+file's id in its transaction's properties; then the file is removed. A kill leaves the folding
+file, and the next writer settles it before anything else, under the lock: when the table's
+latest transaction carries the id, the rows are in the table and the file goes; otherwise the
+append never committed and the file is the tail again. No other write can come between (each
+one settles first).
 
 **Readers take no lock.** A reader reads the tail and the folding file first, then the table,
 and takes a row of the files only when the table does not hold its id: racing a fold, a row is
@@ -29,6 +39,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +56,9 @@ TAIL_BYTES = 1 << 20  # ... or past a file this large: what one remember may rew
 SUFFIX = ".tail"
 FOLDING = ".folding"
 FOLD_ID = "esfis_fold"  # the tail's id: in its schema's metadata, and in the fold's transaction
+MAGIC = b"ESFTAIL1"
+FRAME = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+LEGACY = b"ARROW1"  # an Arrow IPC file: the tail as esfis wrote it before frames
 
 
 def folding_of(tail: Path) -> Path:
@@ -51,8 +66,13 @@ def folding_of(tail: Path) -> Path:
 
 
 def read(tail: Path) -> pa.Table | None:
-    """The tail's rows, or None when there is none."""
-    return small_file.read(tail)
+    """The tail's rows (its id in the schema's metadata), or None when there is none."""
+    data = _bytes(tail)
+    if data is None:
+        return None
+    if data.startswith(LEGACY):
+        return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    return _Frames(data).table()
 
 
 def id_of(held: pa.Table) -> str:
@@ -60,15 +80,21 @@ def id_of(held: pa.Table) -> str:
     return metadata.get(FOLD_ID.encode(), b"").decode()
 
 
-def grown(held: pa.Table | None, table: pa.Table) -> tuple[pa.Table, pa.Buffer | None]:
-    """The tail with ``table``'s rows after its own, and its file; None for the file when the
-    rows are past the bounds (they are then folded into the table)."""
-    rows = small_file.joined(None if held is None else held.replace_schema_metadata(None), table)
-    rows = rows.replace_schema_metadata({FOLD_ID: id_of(held) if held is not None else secrets.token_hex(8)})
-    return rows, small_file.encoded(rows, rows_at_most=TAIL_ROWS, bytes_at_most=TAIL_BYTES)
+def encoded(table: pa.Table, *, bounded: bool = True) -> bytes | None:
+    """The whole file of ``table``'s rows (and its schema's metadata); None when ``bounded`` and
+    past the bounds."""
+    if bounded and table.num_rows > TAIL_ROWS:
+        return None
+    chunks = [MAGIC, _frame(table.schema.serialize(), 0)]
+    chunks += [_frame(batch.serialize(), batch.num_rows) for batch in table.combine_chunks().to_batches()]
+    data = b"".join(chunks)
+    return None if bounded and len(data) > TAIL_BYTES else data
 
 
-def write(tail: Path, data: pa.Table | pa.Buffer) -> None:
+def write(tail: Path, table: pa.Table) -> None:
+    """Rewrite the tail whole (temporary file, renamed over): a forget, an end of validity."""
+    data = encoded(table, bounded=False)
+    assert data is not None
     small_file.write(tail, data)
 
 
@@ -76,12 +102,33 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
     """Under the write lock: ``table``'s rows after the tail's, or, past the bounds, the tail's
     and ``table``'s given to ``fold`` (rows, the tail's id) for one append to the table. What
     ``fold`` returned, or None when the rows stayed in the tail."""
-    held = read(tail)
-    rows, data = grown(held, table)
-    if data is not None:
-        write(tail, data)
+    data = _bytes(tail)
+    table = table.replace_schema_metadata(None)
+    if data is not None and not data.startswith(LEGACY):
+        frames = _Frames(data)
+        if frames.end < len(data):  # a write a kill cut short: its frame goes
+            os.truncate(tail, frames.end)
+        if frames.schema_payload is not None and frames.schema().remove_metadata().equals(table.schema):
+            added = b"".join(_frame(batch.serialize(), batch.num_rows) for batch in table.to_batches())
+            if frames.rows + table.num_rows <= TAIL_ROWS and frames.end + len(added) <= TAIL_BYTES:
+                fd = os.open(tail, os.O_WRONLY | os.O_APPEND)  # raw os calls: once a remember
+                try:
+                    os.write(fd, added)
+                finally:
+                    os.close(fd)
+                return None
+        held = frames.table() if frames.schema_payload is not None else None
+    else:
+        held = None if data is None else pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    rows = small_file.joined(None if held is None else held.replace_schema_metadata(None), table)
+    rows = rows.replace_schema_metadata({FOLD_ID: id_of(held) if held is not None else secrets.token_hex(8)})
+    whole = encoded(rows)
+    if whole is not None:  # a new tail, or one whose form changed: written whole
+        small_file.write(tail, whole)
         return None
     if held is None:  # the batch alone is past the bounds: no tail to fold
+        if data is not None:
+            remove(tail)  # a tail a kill cut before its first frame held nothing
         return fold(table, "")
     folding = folding_of(tail)
     os.replace(tail, folding)
@@ -90,6 +137,53 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
     failpoints.hit("fold:after-append")
     os.unlink(folding)
     return written
+
+
+def _bytes(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb", buffering=0) as file:
+            return file.readall()
+    except FileNotFoundError:
+        return None
+
+
+def _frame(payload: pa.Buffer, rows: int) -> bytes:
+    data = payload.to_pybytes()
+    return FRAME.pack(len(data), rows, zlib.crc32(data)) + data
+
+
+class _Frames:
+    """A framed tail's whole frames: the schema's payload, the batches', their rows, and where
+    the last whole frame ends (what follows it is a write under way or one a kill cut)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.schema_payload: bytes | None = None
+        self.payloads: list[bytes] = []
+        self.rows = 0
+        at = self.end = len(MAGIC) if data.startswith(MAGIC) else 0
+        while at + FRAME.size <= len(data):
+            length, rows, crc = FRAME.unpack_from(data, at)
+            payload = data[at + FRAME.size : at + FRAME.size + length]
+            if len(payload) < length or zlib.crc32(payload) != crc:
+                break
+            if self.schema_payload is None:
+                self.schema_payload = payload
+            else:
+                self.payloads.append(payload)
+                self.rows += rows
+            at += FRAME.size + length
+            self.end = at
+
+    def schema(self) -> pa.Schema:
+        assert self.schema_payload is not None
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_payload))
+
+    def table(self) -> pa.Table | None:
+        """The rows, as one chunk; None when not even the schema was written whole."""
+        if self.schema_payload is None:
+            return None
+        stream = pa.py_buffer(b"".join([self.schema_payload, *self.payloads]))
+        return pa.ipc.open_stream(stream).read_all().combine_chunks()
 
 
 def settle(tail: Path, latest: Callable[[], Any]) -> None:
@@ -111,7 +205,12 @@ def settle(tail: Path, latest: Callable[[], Any]) -> None:
 
 def purge(tail: Path, ids: list[str]) -> list[str]:
     """Of ``ids``, those the tail held, now rewritten without them (the rename frees the old
-    file); a temporary file a killed write left is removed either way."""
+    file); a temporary file a killed write left, and a frame a kill cut short, go either way."""
+    data = _bytes(tail)
+    if data is not None and not data.startswith(LEGACY):
+        end = _Frames(data).end
+        if end < len(data):  # a cut frame may hold a text no reader sees: truncated away
+            os.truncate(tail, end)
     held = read(tail)
     here = holds(held, ids)
     if here:

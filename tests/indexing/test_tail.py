@@ -156,3 +156,58 @@ def test_a_fold_killed_before_or_after_its_append_keeps_each_row_once(tmp_path: 
     for i in range(31, 40):  # and later folds add nothing twice
         store.add(KEY, [row(i)])
     each_once(tmp_path, [*kept, *range(30, 40)])
+
+
+def test_a_write_appends_one_frame_to_the_tail_and_never_rewrites_it(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    store.add(KEY, [row(TABLE_ROWS)])
+    first = tail_path(tmp_path).stat()
+    store.add(KEY, [row(TABLE_ROWS + 1)])
+    store.add(KEY, [row(TABLE_ROWS + 2)])
+    after = tail_path(tmp_path).stat()
+    assert after.st_ino == first.st_ino and after.st_size > first.st_size  # the same file, grown
+    assert tail_path(tmp_path).read_bytes().startswith(tail.MAGIC)
+    each_once(tmp_path, range(TABLE_ROWS + 3))
+
+
+def test_a_frame_a_kill_cut_short_counts_for_no_reader_and_the_next_write_or_forget_cuts_it(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    store.add(KEY, [row(TABLE_ROWS)])
+    kept = tail_path(tmp_path).read_bytes()
+    store.add(KEY, [row(TABLE_ROWS + 1, f"{SECRET} (cut)")])
+    whole = tail_path(tmp_path).read_bytes()
+    cut = whole[:-8]  # the last frame, all but its last bytes written
+    tail_path(tmp_path).write_bytes(cut)
+    assert files_containing(tmp_path, SECRET)
+    each_once(tmp_path, range(TABLE_ROWS + 1))  # the cut row: in no reader's rows
+    store_at(tmp_path).purge(KEY, [f"r{TABLE_ROWS + 1}"])  # its forget, retried: the text goes
+    assert files_containing(tmp_path, SECRET) == []
+    tail_path(tmp_path).write_bytes(cut[:-3] + b"\x00\x01\x02")  # a cut end that fails its checksum
+    store = store_at(tmp_path)
+    store.add(KEY, [row(TABLE_ROWS + 2)])  # the next write cuts the end off before its own frame
+    assert tail_path(tmp_path).read_bytes().startswith(kept)
+    each_once(tmp_path, [*range(TABLE_ROWS + 1), TABLE_ROWS + 2])
+
+
+def test_a_tail_esfis_wrote_before_frames_is_read_and_rewritten_in_frames(tmp_path: Path):
+    import pyarrow as pa
+
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    store.add(KEY, [row(TABLE_ROWS), row(TABLE_ROWS + 1)])
+    held = tail.read(tail_path(tmp_path))
+    assert held is not None
+    small_file.write(tail_path(tmp_path), held)  # the Arrow IPC file the tail was before frames
+    assert tail_path(tmp_path).read_bytes().startswith(tail.LEGACY)
+    assert tail.id_of(pa.ipc.open_file(tail_path(tmp_path).read_bytes()).read_all()) == tail.id_of(held)
+    each_once(tmp_path, range(TABLE_ROWS + 2))
+    store = store_at(tmp_path)
+    store.add(KEY, [row(TABLE_ROWS + 2)])
+    assert tail_path(tmp_path).read_bytes().startswith(tail.MAGIC)
+    each_once(tmp_path, range(TABLE_ROWS + 3))
+    for i in range(TABLE_ROWS + 3, TABLE_ROWS + 6):  # on to a fold
+        store.add(KEY, [row(i)])
+    assert not tail_path(tmp_path).exists()
+    each_once(tmp_path, range(TABLE_ROWS + 6))
