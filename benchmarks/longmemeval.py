@@ -206,7 +206,9 @@ def question_vectors(workload: Workload, embedder=None) -> np.ndarray:
         from indexing.embedding.embedder import load_embedder
 
         embedder = load_embedder(None)
-    graph = "int8" if getattr(embedder, "query_runtime", "") == "onnx int8" else "fp32"
+    from indexing.embedding.query_graph import QUANTIZED_VERSION
+
+    graph = f"int8-{QUANTIZED_VERSION}" if getattr(embedder, "query_runtime", "") == "onnx int8" else "fp32"
     target = cache_dir() / f"lme-questions-{graph}-{len(workload.questions)}.npy"
     if target.exists():
         return np.load(target)
