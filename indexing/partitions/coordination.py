@@ -7,7 +7,10 @@ which would take another writer's uncommitted files with them).
 
 - ``LocalCoordination``, on one machine: the version is a token never used before, in a small file beside the
   partition (``<table>.gen``, rewritten after every write); the writers take turns on the
-  partition's ``flock``, which the store holds itself, so there is nothing more to hold.
+  partition's ``flock``, which the store holds itself, so there is nothing more to hold. A
+  token begins with its table's *generation*, drawn again by every write but those that only
+  appended to the partition's tail (``tail.py``): a reader whose version shares it with the new
+  one reads the tail again, not the whole partition (``same_table``).
 - Across machines the version lives in the shared catalog and the turn is a lock there too
   (``server.catalog.partition_sync``): no file of one machine is seen by another.
 """
@@ -27,8 +30,10 @@ class Coordination(Protocol):
         """The partition's version now ("" before its first write)."""
         ...
 
-    def bump(self, key: str) -> str:
-        """After a write is committed: a new version, returned."""
+    def bump(self, key: str, *, tail_only_since: str = "") -> str:
+        """After a write is committed: a new version, returned. ``tail_only_since``: the version
+        before a write that only appended to the partition's tail (a hint a coordination may
+        keep in the new version, ``same_table``, or ignore)."""
         ...
 
     def writer_turn(self, key: str) -> AbstractContextManager[None]:
@@ -53,6 +58,15 @@ class _Tokens:
 
 
 _tokens = _Tokens()
+GENERATION = 12  # the hex characters a token begins with: its table's generation
+TOKEN_WIDTH = GENERATION + 28  # a generation, then a token of ``_Tokens``: one width (see ``bump``)
+
+
+def same_table(held: str, now: str) -> bool:
+    """Whether every write between two versions of a partition only appended to its tail: they
+    share their table's generation. False for versions that carry none (an older esfis's
+    tokens, the catalog's counters): the reader then loads the partition whole."""
+    return len(held) == len(now) == TOKEN_WIDTH and held[:GENERATION] == now[:GENERATION]
 
 
 class LocalCoordination:
@@ -76,13 +90,15 @@ class LocalCoordination:
         finally:
             os.close(fd)
 
-    def bump(self, key: str) -> str:
+    def bump(self, key: str, *, tail_only_since: str = "") -> str:
         """The new token is written over the old one in place, not renamed over it: no temporary
         file to create and unlink a write (half a thin import's cost of the version). Tokens
-        have one width, at least the older random ones', so the new one covers what was there.
-        A reader racing the write may read a mix of the two: it equals neither, so the reader
-        loads again, and the rows it loads are already the new ones (the token moves last)."""
-        token = _tokens.next()
+        have one width, at least the older ones', so the new one covers what was there. A
+        reader racing the write may read a mix of the two: it equals neither (nor shares a
+        generation with what the reader holds, unless the old one did), so the reader loads
+        again, and the rows it loads are already the new ones (the token moves last)."""
+        kept = tail_only_since[:GENERATION] if len(tail_only_since) == TOKEN_WIDTH else ""
+        token = (kept or secrets.token_hex(GENERATION // 2)) + _tokens.next()
         fd = os.open(self._path(key), os.O_WRONLY | os.O_CREAT, 0o600)  # raw os calls: once a write
         try:
             os.pwrite(fd, token.encode(), 0)

@@ -56,10 +56,12 @@ def share_store(layout: Layout) -> IO[str] | None:
 
 @dataclass
 class Write:
-    """The partition's versions around one write: ``after`` is known once the turn ends."""
+    """The partition's versions around one write: ``after`` is known once the turn ends.
+    ``tail_only``: set by a write that only appended to the partition's tail (``tail.py``)."""
 
     before: str
     after: str = ""
+    tail_only: bool = False
 
 
 class PartitionLocks:
@@ -115,7 +117,7 @@ class PartitionLocks:
                 try:
                     yield write
                 finally:
-                    write.after = self.coordination.bump(key)
+                    write.after = self.coordination.bump(key, tail_only_since=write.before if write.tail_only else "")
             finally:
                 self._turns.discard(key)
 

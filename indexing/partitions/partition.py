@@ -73,6 +73,9 @@ class LivePartition:
     base_counts: ValidityCounts | None = None
     lexical: LexicalIndex | None = None  # the image's (mapped) and the rest's, on the first search with a text
     changes: int = 0  # bumped by every change to the rows: what a cached validity is checked against
+    # The tail (``tail.py``) its rows were read with: its id, "" for none, None when not known
+    # (a fold was under way): ``tail.refresh`` takes only that tail, or any when there was none.
+    tail_id: str | None = None
     _validity: _Validity | None = field(default=None, repr=False)
     _base_valid: tuple[int, int, np.ndarray] | None = field(default=None, repr=False)  # (changes, lo, mask), for BM25
 
@@ -119,7 +122,9 @@ class LivePartition:
             return
         need = self.rows + n
         if need > self.vectors.shape[0]:
-            capacity = max(need, 2 * self.vectors.shape[0], 64)
+            # Room past the first rows too: a table's load is followed by its tail's rows, and
+            # a grown copy of a large partition's vectors costs as much as loading them.
+            capacity = max(need + need // 8, 2 * self.vectors.shape[0], 64)
             self.vectors = _grow(self.vectors, capacity)
             self.valid_from = _grow(self.valid_from, capacity)
             self.valid_until = _grow(self.valid_until, capacity)

@@ -20,7 +20,16 @@ class IndexStats:
     built: Counter[str] = field(default_factory=Counter)  # images built
     postings: Counter[str] = field(default_factory=Counter)  # lexical postings read
     appended: Counter[str] = field(default_factory=Counter)  # appends of rows (table or small file)
+    refreshed: Counter[str] = field(default_factory=Counter)  # held partitions brought up by their tail alone
 
     def reset(self) -> None:
-        for counter in (self.opened, self.loaded, self.scored, self.built, self.postings, self.appended):
+        for counter in (
+            self.opened,
+            self.loaded,
+            self.scored,
+            self.built,
+            self.postings,
+            self.appended,
+            self.refreshed,
+        ):
             counter.clear()

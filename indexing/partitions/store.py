@@ -38,7 +38,7 @@ from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.partitions import compaction, image, small_file
 from indexing.partitions import tail as tail_file
-from indexing.partitions.coordination import Coordination, LocalCoordination
+from indexing.partitions.coordination import Coordination, LocalCoordination, same_table
 from indexing.partitions.engine import lance_session, search_on_one_thread
 from indexing.partitions.image_cache import ImageCache
 from indexing.partitions.layout import (
@@ -52,7 +52,7 @@ from indexing.partitions.layout import (
     table_name,
 )
 from indexing.partitions.location import Location, open_dataset
-from indexing.partitions.locks import PartitionLocks, share_store
+from indexing.partitions.locks import PartitionLocks, Write, share_store
 from indexing.partitions.manifest import check_manifest
 from indexing.partitions.partition import LivePartition
 from indexing.partitions.stats import IndexStats
@@ -160,14 +160,15 @@ class VectorStore:
         return self._dataset(key)
 
     @contextmanager
-    def _writing(self, key: str) -> Iterator[None]:
+    def _writing(self, key: str) -> Iterator[Write]:
         """Hold the partition's write lock (this machine's, then the turn among machines) and
         bump its version after the write; then, still under this machine's lock, bring the
-        in-memory partition along and run an image build the write put off."""
+        in-memory partition along and run an image build the write put off. The body sets
+        ``tail_only`` when all it did was append to the tail (``tail.refresh``)."""
         with self.locks.exclusive(key), self.images.deferring(key):
             with self.locks.turn(key) as write:
                 self._settle_fold(key)
-                yield
+                yield write
             part = self._live.get(key)
             if part is not None:
                 if part.token == write.before:
@@ -245,7 +246,7 @@ class VectorStore:
         with self.locks.thread(key):
             token = self.coordination.version(key)
             part = self._live.get(key)
-            if part is not None and part.token == token:
+            if part is not None and (part.token == token or self._refreshed(key, part, token)):
                 return part
             try:
                 part = self._load(key, token)
@@ -255,17 +256,30 @@ class VectorStore:
             self._live[key] = part
             return part
 
+    def _refreshed(self, key: str, part: LivePartition, token: str) -> bool:
+        """Whether the partition held is brought up to ``token`` by its tail alone: every write
+        since only appended to the tail (``same_table``, ``tail.refresh``)."""
+        tail = self.layout.tail_path(key)
+        if tail is None or not same_table(part.token, token):
+            return False
+        if not tail_file.refresh(tail, part, lambda: self.coordination.version(key) == token):
+            return False
+        part.token = token
+        self.stats.refreshed[key] += 1
+        return True
+
     def _load(self, key: str, token: str) -> LivePartition:
         # Never written: on a disk, one stat says so; remotely that is a listing, and a
         # partition without a version was never written (or holds only a dead write's rows).
         if (not token) if self.location.remote else not self.location.table_exists(table_name(key)):
             return self._load_small(key, token)
         tail = self.layout.tail_path(key)
-        newest = None if tail is None else tail_file.pending(tail)  # read before the table
+        newest, tail_id = (None, None) if tail is None else tail_file.seen(tail)  # read before the table
         part = self._load_table(key, token)
         if newest is not None:
             kept = [not part.holds(id_) for id_ in newest.column("id").to_pylist()]
             part.append_arrow(newest.filter(pa.array(kept, type=pa.bool_())))
+        part.tail_id = tail_id
         return part
 
     def _load_table(self, key: str, token: str) -> LivePartition:
@@ -407,8 +421,9 @@ class VectorStore:
             start += len(batch)
 
     def _add_table(self, key: str, batch: RowBatch, table: pa.Table, *, compact: bool) -> None:
-        with self._writing(key):
+        with self._writing(key) as write:
             lance_table = self._append(key, table)
+            write.tail_only = lance_table is None and self._is_table(key)
             part = self._live.get(key)
             if part is not None:
                 part.append(batch)

@@ -30,6 +30,9 @@ one settles first).
 **Readers take no lock.** A reader reads the tail and the folding file first, then the table,
 and takes a row of the files only when the table does not hold its id: racing a fold, a row is
 never counted twice, and never missed (the table it opens after the files is at least as new).
+A reader that holds the partition in memory, when only the tail moved since (another process
+remembered into it), reads the tail alone and takes the rows it gained (``refresh``): a
+remember in one worker does not make the others load the whole partition again.
 
 Forget: a purge rewrites the tail without the rows (the rename frees the old file) and removes
 a temporary file a killed write left; the folding file is settled before a purge runs.
@@ -43,13 +46,16 @@ import struct
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexing import failpoints
 from indexing.partitions import small_file
+
+if TYPE_CHECKING:
+    from indexing.partitions.partition import LivePartition
 
 TAIL_ROWS = 256  # a write that would take the tail past this many rows folds it into the table
 TAIL_BYTES = 1 << 20  # ... or past a file this large: what one remember may rewrite
@@ -92,8 +98,9 @@ def encoded(table: pa.Table, *, bounded: bool = True) -> bytes | None:
 
 
 def write(tail: Path, table: pa.Table) -> None:
-    """Rewrite the tail whole (temporary file, renamed over): a forget, an end of validity."""
-    data = encoded(table, bounded=False)
+    """Rewrite the tail whole (temporary file, renamed over): a forget, an end of validity. The
+    rewritten tail has an id of its own: only appends keep one (``refresh``)."""
+    data = encoded(table.replace_schema_metadata({FOLD_ID: secrets.token_hex(8)}), bounded=False)
     assert data is not None
     small_file.write(tail, data)
 
@@ -249,7 +256,39 @@ def remove(tail: Path) -> None:
 def pending(tail: Path) -> pa.Table | None:
     """What a reader adds to the table: the tail's rows and a folding file's, read before the
     table (the caller drops the ids the table holds)."""
-    parts = [held for held in (read(tail), read(folding_of(tail))) if held is not None]
-    if not parts:
-        return None
-    return pa.concat_tables([p.replace_schema_metadata(None) for p in parts]).combine_chunks()
+    return seen(tail)[0]
+
+
+def seen(tail: Path) -> tuple[pa.Table | None, str | None]:
+    """``pending``'s rows, and which tail they were: its id, "" when there was none, None when a
+    fold was under way (a reader of these rows can never take the tail alone, ``refresh``)."""
+    current, folding = read(tail), read(folding_of(tail))
+    parts = [held for held in (current, folding) if held is not None]
+    rows = pa.concat_tables([p.replace_schema_metadata(None) for p in parts]).combine_chunks() if parts else None
+    return rows, None if folding is not None else "" if current is None else id_of(current)
+
+
+def refresh(tail: Path, part: LivePartition, unmoved: Callable[[], bool]) -> bool:
+    """Bring a partition held in memory up to its tail, when every write since it was read only
+    appended to the tail (the caller checked: ``coordination.same_table``): the rows the tail
+    gained are appended to it. False, ``part`` untouched, whenever that cannot be told for sure
+    (no tail: a fold under way or done; another tail than the one it read) or the version moved
+    meanwhile (``unmoved()``): the caller then loads the partition whole.
+
+    Why this is enough: a fold renames the tail, appends, removes the file and only then moves
+    the version (and the table's generation), so a read between finds no tail; a fold done
+    before the read moved the generation. Only appends keep the tail's id: a rewrite (a forget,
+    an end of validity) draws a new one, so even one whose writer was killed before it moved
+    the version is never taken for an append."""
+    if part.tail_id is None:
+        return False
+    current = read(tail)
+    if current is None:
+        return False
+    tail_id = id_of(current)
+    if (part.tail_id and part.tail_id != tail_id) or not unmoved():
+        return False
+    fresh = [not part.holds(id_) for id_ in current.column("id").to_pylist()]
+    part.append_arrow(current.filter(pa.array(fresh, type=pa.bool_())))
+    part.tail_id = tail_id
+    return True

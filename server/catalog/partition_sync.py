@@ -84,7 +84,7 @@ class PostgresPartitionSync:
         row = self._execute("SELECT version FROM partition_versions WHERE key = %s", (key,))
         return "" if row is None else str(row[0])
 
-    def bump(self, key: str) -> str:
+    def bump(self, key: str, *, tail_only_since: str = "") -> str:
         """Bumped even when the turn was lost (other machines must reload), then refused."""
         row = self._execute(
             "INSERT INTO partition_versions (key, version) VALUES (%s, 1) ON CONFLICT (key) "
