@@ -5,9 +5,11 @@ wrote one: each partition has a *version*, changed after every write and compare
 search. And a partition has one writer at a time (a purge deletes the files no version names,
 which would take another writer's uncommitted files with them).
 
-- ``LocalCoordination``, on one machine: the version is a token never used before, in a small file beside the
-  partition (``<table>.gen``, rewritten after every write); the writers take turns on the
-  partition's ``flock``, which the store holds itself, so there is nothing more to hold. A
+- ``LocalCoordination``, on one machine: the version is a token never used before, written in
+  the partition's lock file (``<table>.lock``, which every writer opens anyway: no file of its
+  own to create, the most costly step of a thin import's new partition) after every write; the
+  writers take turns on that file's ``flock``, which the store holds itself, so there is
+  nothing more to hold. (esfis before this kept the token in ``<table>.gen``: no longer read.) A
   token begins with its table's *generation*, drawn again by every write but those that only
   appended to the partition's tail (``tail.py``): a reader whose version shares it with the new
   one reads the tail again, not the whole partition (``same_table``).
@@ -77,7 +79,8 @@ class LocalCoordination:
         self._folder = str(folder)
 
     def _path(self, key: str) -> str:
-        return f"{self._folder}/{self._name_of(key)}.gen"  # not kept: an import writes 100,000 partitions
+        # The partition's lock file (``Layout.lock_path``). Not kept: an import writes 100,000 partitions.
+        return f"{self._folder}/{self._name_of(key)}.lock"
 
     def version(self, key: str) -> str:
         # Raw os calls: this runs before every search (pathlib's read_text costs ten times more).
@@ -108,10 +111,3 @@ class LocalCoordination:
 
     def writer_turn(self, key: str) -> AbstractContextManager[None]:
         return nullcontext()
-
-    def forget_partition(self, key: str) -> None:
-        """A dropped partition's token goes with it."""
-        try:
-            os.unlink(self._path(key))
-        except FileNotFoundError:
-            pass

@@ -12,12 +12,12 @@ prefix and the rest in this machine's folder)::
                           a local disk): its rows in one Arrow file (``small_file.py``)
     <table>.lock          an advisory lock per partition across processes: one writer at a
                           time (exclusive); a load that failed is retried under it (shared),
-                          so a purge never deletes the files of a version being read
-    <table>.gen           the partition's version, a token rewritten after every write (its table's
-                          generation first: ``coordination.same_table``), so
-                          other processes know their in-memory partition is stale (a file read
-                          costs far less than a Lance version check); across machines the
-                          version lives in the catalog instead (``coordination.py``)
+                          so a purge never deletes the files of a version being read. It also
+                          holds the partition's version, a token rewritten after every write
+                          (its table's generation first: ``coordination.same_table``), so other
+                          processes know their in-memory partition is stale (a file read costs
+                          far less than a Lance version check); across machines the version
+                          lives in the catalog instead (``coordination.py``)
     <table>.image/        a large partition's persisted, mapped image (``image.py``, built
                           by ``image_build.py``, kept by ``image_cache.py``)
 

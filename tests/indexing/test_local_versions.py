@@ -1,5 +1,6 @@
-"""A partition's version on one machine (``LocalCoordination``): a token in ``<table>.gen``,
-written in place after every write, that another process reads before every search."""
+"""A partition's version on one machine (``LocalCoordination``): a token in its lock file
+(``<table>.lock``), written in place after every write, that another process reads before every
+search; a new partition costs no file of its own for it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from indexing.partitions.coordination import LocalCoordination
 from indexing.partitions.layout import table_name
+from indexing.partitions.store import VectorStore
+from indexing.rows import Row
 
 KEY = "space:acme"
 
@@ -21,7 +26,7 @@ def test_every_bump_gives_a_version_never_seen_and_another_process_reads_it(tmp_
     assert len(seen) == 200 and versions.version(KEY) in seen
     latest = versions.bump(KEY)
     read = subprocess.run(
-        [sys.executable, "-c", f"import os; print(open({str(tmp_path / (table_name(KEY) + '.gen'))!r}).read())"],
+        [sys.executable, "-c", f"import os; print(open({str(tmp_path / (table_name(KEY) + '.lock'))!r}).read())"],
         capture_output=True,
         text=True,
         check=True,
@@ -30,13 +35,13 @@ def test_every_bump_gives_a_version_never_seen_and_another_process_reads_it(tmp_
     assert read == latest
 
 
-def test_a_longer_token_an_older_esfis_wrote_is_covered_whole(tmp_path: Path):
-    """The token is written over the old one in place: it must cover every byte of the 16-character
-    random tokens older versions renamed into place, or the file would read as a mix forever."""
-    versions = LocalCoordination(tmp_path, table_name)
-    (tmp_path / f"{table_name(KEY)}.gen").write_text("f" * 16)
-    token = versions.bump(KEY)
-    assert versions.version(KEY) == token and len(token) >= 16
+def test_a_new_partition_gets_its_version_in_its_lock_file_and_no_file_of_its_own(tmp_path: Path):
+    store = VectorStore(tmp_path, model="m", dimension=4)
+    store.add(KEY, [Row("r1", "note", np.ones(4, dtype=np.float32) / 2, 1, 0, None)])
+    files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(table_name(KEY)))
+    assert files == [f"{table_name(KEY)}.arrow", f"{table_name(KEY)}.lock"]
+    token = store.coordination.version(KEY)
+    assert token and (tmp_path / f"{table_name(KEY)}.lock").read_text() == token
 
 
 def test_a_forked_child_draws_tokens_of_its_own(tmp_path: Path):
