@@ -52,12 +52,21 @@ WAIT_FRAMES = (
     "Event.wait (threading.py",
     "Queue.get (queue.py",
     "_worker (concurrent/futures/thread.py",
+    "QueueListener.dequeue (logging/handlers.py",  # the log thread waiting for a line (its SimpleQueue's get is C)
+)
+# A thread waiting for the SQLite catalog's own lock sits on a ``with self._lock:`` line of the
+# catalog (the acquire is C): those lines, found in the source, count as waiting too.
+CATALOG_SOURCE = Path(__file__).resolve().parent.parent / "server" / "catalog" / "sqlite.py"
+LOCK_LINES = tuple(
+    f"(server/catalog/sqlite.py:{n})"
+    for n, line in enumerate(CATALOG_SOURCE.read_text().splitlines(), start=1)
+    if line.strip() == "with self._lock:"
 )
 
 
 def stage_of(stack: str) -> str:
     innermost = stack.rsplit(";", 1)[-1]
-    if any(innermost.startswith(frame) for frame in WAIT_FRAMES):
+    if any(innermost.startswith(frame) for frame in WAIT_FRAMES) or innermost.endswith(LOCK_LINES):
         return WAITING
     if innermost.startswith("Runner.run (asyncio/runners.py"):
         return LOOP
