@@ -8,7 +8,7 @@ than ten minutes are removed (a reader may still be on one of them).
 A purge is stricter (``rewrite``): a delete only marks rows, and the text stays in its data file
 and in old versions, so every fragment with a deletion is rewritten and every old version
 removed at once. A reader that loses its version to it retries under the partition's lock
-(``VectorStore.live_partition``).
+(``LivePartitions.current``).
 
 The caller holds the partition's write lock for both.
 """

@@ -22,7 +22,7 @@ and its writes are not what a thin import is bound by there).
 Which form a partition has: its table when ``<table>.lance`` holds a version; else its file.
 Both lie there only after a promotion was killed: before the table's commit (a folder with no
 version: removed, the file still holds every row) or after it (the table holds every row: the
-file is removed), by the next writer (``VectorStore._is_table``).
+file is removed), by the next writer (``PartitionFiles.is_table``).
 """
 
 from __future__ import annotations

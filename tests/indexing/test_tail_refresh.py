@@ -74,7 +74,7 @@ def test_a_fold_under_way_or_done_but_not_yet_announced_makes_the_reader_load_wh
     held = tail.read(tail_path(tmp_path))
     assert held is not None
     # The fold's append and removal done, the version not yet moved (its writer is about to):
-    writer._write_table(KEY, held.replace_schema_metadata(None), mode="append", fold=tail.id_of(held))
+    writer.files.write_table(KEY, held.replace_schema_metadata(None), mode="append", fold=tail.id_of(held))
     os.unlink(tail_path(tmp_path))
     assert {"r20", "r21", "r22"} <= set(view(reader)) and reader.stats.loaded[KEY] == loads + 2
 

@@ -1,0 +1,153 @@
+"""A partition's files in a store, and the append that picks which of them takes a write.
+
+A partition is born a small file (``small_file.py``: every row in one Arrow file, on a local
+disk), becomes a LanceDB table in the write that outgrows the file, and a table takes small
+writes into its tail (``tail.py``) until the tail folds into it. ``PartitionFiles`` knows which
+of these holds a partition now and writes to the right one; it settles what a kill cut short
+(a promotion, a fold) before anything else reads or writes them.
+
+The writes here run under the partition's write lock (``VectorStore._writing``); the reads
+(``dataset``, ``small``) need none.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from indexing import failpoints
+from indexing.partitions import small_file
+from indexing.partitions import tail as tail_file
+from indexing.partitions.layout import Layout, schema, table_name
+from indexing.partitions.location import open_dataset
+from indexing.partitions.stats import IndexStats
+
+
+class PartitionFiles:
+    """The small file, table and tail of each partition under one store's root."""
+
+    def __init__(self, layout: Layout, *, dimension: int, session: Callable[[], Any], stats: IndexStats) -> None:
+        """``session``: the store's Lance session (made on first use); ``stats``: the store's
+        counts, of which the files keep ``opened`` and ``appended``."""
+        self.layout = layout
+        self.location = layout.location
+        self.dimension = dimension
+        self.session = session
+        self.stats = stats
+        self._tables: set[str] = set()  # partitions known to be tables (a remote existence check is a listing)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def has_table(self, key: str) -> bool:
+        """Whether the partition has a LanceDB table (one stat on a disk, a listing remotely)."""
+        return self.location.table_exists(table_name(key))
+
+    def dataset(self, key: str) -> Any:
+        """The partition's Lance dataset at its latest version, or None if it has no table."""
+        if not self.location.remote and not self.has_table(key):
+            return None  # one stat, not Lance's listing
+        return open_dataset(self.layout.uri(key), session=self.session())
+
+    def open_table(self, key: str) -> Any:
+        """``dataset``, counted as an opening of the partition (``stats.opened``)."""
+        self.stats.opened[key] += 1
+        return self.dataset(key)
+
+    def small(self, key: str) -> pa.Table | None:
+        """A small partition's rows (``small_file.py``), or None if it has no file."""
+        small = self.layout.small_path(key)
+        return None if small is None else small_file.read(small)
+
+    def small_path(self, key: str) -> Path:
+        """The small file's path; only a local store has small partitions."""
+        small = self.layout.small_path(key)
+        assert small is not None, "a remote store has no small partitions"
+        return small
+
+    # -- under the write lock ---------------------------------------------------------------
+
+    def is_table(self, key: str) -> bool:
+        """Whether the partition is a LanceDB table (not its small file), settling a promotion
+        that a kill cut short (``small_file.py``)."""
+        if key in self._tables:
+            return True
+        small = self.layout.small_path(key)
+        if small is None:
+            found = self.layout.exists(key)
+            if found:
+                self._tables.add(key)  # on S3, one listing per partition, not one per write
+            return found
+        if not self.has_table(key):
+            return False
+        if small.exists() or small_file.temp_of(small).exists():
+            if open_dataset(self.layout.uri(key), session=self.session()) is None:
+                self.location.remove_table(table_name(key))  # killed before its commit: the file holds all
+                return False
+            small_file.remove(small)  # killed after its commit: the table holds every row
+        self._tables.add(key)
+        return True
+
+    def created(self, key: str) -> None:
+        """The partition's table was just made (a restore's ``create_from``)."""
+        self._tables.add(key)
+
+    def dropped(self, key: str) -> None:
+        """The partition's table was just removed."""
+        self._tables.discard(key)
+
+    def append(self, key: str, table: pa.Table) -> Any:
+        """Append rows: to the small file while the rows fit, else to the table, which the write
+        that outgrows the file creates with every row. The table written, or None for the file
+        or the tail."""
+        self.stats.opened[key] += 1
+        self.stats.appended[key] += 1
+        small = self.layout.small_path(key)
+        if small is not None and not self.is_table(key):
+            rows = small_file.joined(small_file.read(small), table)
+            data = small_file.encoded(rows)
+            if data is not None:
+                small_file.write(small, data)
+                return None
+            written = self.write_table(key, rows, mode="create")
+            self._tables.add(key)
+            failpoints.hit("promote:after-table")
+            small_file.remove(small)  # a kill before this: the next writer removes it
+            return written
+        if self.is_table(key):
+            return self._append_to_table(key, table)
+        written = self.write_table(key, table, mode="create")
+        self._tables.add(key)
+        return written
+
+    def _append_to_table(self, key: str, table: pa.Table) -> Any:
+        """Rows for a table: into its tail while it has room, else folded in with the tail's
+        (``tail.py``); a batch too large for a tail goes straight in."""
+        tail = self.layout.tail_path(key)
+        if tail is None or table.num_rows > tail_file.TAIL_ROWS:
+            return self.write_table(key, table, mode="append")
+        return tail_file.append(tail, table, lambda rows, fold: self.write_table(key, rows, mode="append", fold=fold))
+
+    def settle_fold(self, key: str) -> None:
+        """Before anything else in a write: a fold a kill cut short (``tail.py``)."""
+        tail = self.layout.tail_path(key)
+        if tail is not None:
+            tail_file.settle(tail, lambda: self.dataset(key))
+
+    def write_table(self, key: str, table: pa.Table, *, mode: str, fold: str | None = None) -> Any:
+        """Write rows into the partition's table (``mode``: ``create`` or ``append``); a fold's
+        commit carries the tail's id (``tail.FOLD_ID``), which ``tail.settle`` looks for."""
+        import lance
+
+        table_schema = schema(self.dimension, secrets.token_hex(8) if mode == "create" else None)
+        return lance.write_dataset(
+            table.replace_schema_metadata(table_schema.metadata),
+            self.layout.uri(key),
+            schema=table_schema,
+            mode=mode,
+            session=self.session(),
+            transaction_properties={tail_file.FOLD_ID: fold} if fold else None,
+        )
