@@ -88,6 +88,13 @@ class Catalog(Protocol):
 
     def one(self, sql: str, params: Any = ()) -> Any: ...
 
+    def write_returning(self, sql: str, params: Any = ()) -> Any:
+        """One statement that writes and returns rows, atomic by itself (an upsert): SQLite
+        takes its write lock as for every write; PostgreSQL runs it alone, under the row locks
+        the statement takes, without the write lock a transaction of several statements needs.
+        Not a write of the access tables (no ``note_write``)."""
+        ...
+
     def all(self, sql: str, params: Any = ()) -> Any: ...
 
     def reopen(self) -> Any: ...

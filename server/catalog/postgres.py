@@ -324,6 +324,12 @@ class PostgresCatalog:
                     raise
             return fetch(self._connection().execute(_pg(sql), params))
 
+    def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One statement that writes (``Catalog.write_returning``): on this autocommit
+        connection, its own transaction, never retried."""
+        with self._lock, self._guard():
+            return self._connection().execute(_pg(sql), params).fetchall()
+
     def reopen(self) -> PostgresCatalog:
         return PostgresCatalog(self.url)
 

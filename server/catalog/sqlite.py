@@ -345,6 +345,19 @@ class SqliteCatalog:
             busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return busy == 0
 
+    def write_returning(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """One statement that writes (``Catalog.write_returning``), its rows read before the
+        commit: SQLite finishes an INSERT … RETURNING only once they are."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._conn.execute(sql, params).fetchall()
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return rows
+
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()

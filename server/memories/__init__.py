@@ -325,13 +325,15 @@ class MemoryBook:
         """Of ``ids``, those current at ``now``, with their labels (one read for both)."""
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
         micros = to_micros(now)
+        # The ids as one JSON array: one statement text whatever their number (PostgreSQL
+        # prepares a statement it has seen often; a list of marks made a new text per length).
         rows = self.catalog.all(
-            f"SELECT id, space, labels, digest, run_id, from_spaces FROM memories WHERE id IN ({marks}) "
+            "SELECT id, space, labels, digest, run_id, from_spaces FROM memories "
+            f"WHERE id IN (SELECT value FROM {self.catalog.sql.values}) "
             "AND forgotten_at IS NULL AND superseded_by IS NULL AND valid_from <= ? "
             "AND (valid_until IS NULL OR valid_until > ?)",
-            (*ids, micros, micros),
+            (json.dumps(ids), micros, micros),
         )
         return {
             r["id"]: Labels(r["space"], _marks(r["labels"]), r["digest"], r["run_id"], _marks(r["from_spaces"]))

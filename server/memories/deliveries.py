@@ -58,10 +58,13 @@ class DeliveryLog:
             ),
         )
         delivery_id = int(returned[0]["id"])
-        tx.executemany(
-            "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) VALUES (?, ?, ?, ?, ?)",
-            [(delivery_id, i.memory_id, int(i.rank), float(i.score), i.outcome) for i in items],
-        )
+        if items:  # one statement whatever the number of items: the rows travel as one JSON array
+            item = tx.sql.item
+            tx.execute(
+                "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) "
+                f"SELECT ?, {item(0)}, {item(1, 'INTEGER')}, {item(2, 'DOUBLE PRECISION')}, {item(3)} FROM {tx.sql.rows}",
+                (delivery_id, json.dumps([[i.memory_id, int(i.rank), float(i.score), i.outcome] for i in items])),
+            )
         return delivery_id
 
     def get(self, delivery_id: int) -> Delivery:

@@ -3,8 +3,9 @@
 The ``limits`` library decides (fixed windows, parsed from ``"600/minute"``); this is the storage
 it counts in (``server.http.rate_limits`` adapts it). A counter is a key (a limit's name and
 whom it counts: a token id, an address; never a secret), a count and the end of its window; one
-upsert per hit, in the catalog's write transaction, so two workers never both see room for the
-last call. Counters past their window are pruned by the server's upkeep.
+upsert per hit that returns the count it left, atomic by itself (``Catalog.write_returning``),
+so two workers never both see room for the last call, and a hit costs one statement, not a
+transaction under the catalog's write lock. Counters past their window are pruned by the server's upkeep.
 """
 
 from __future__ import annotations
@@ -25,17 +26,15 @@ class RateBook:
         now = to_micros(self.clock())
         ends = now + expiry_s * 1_000_000
         key = key[:MAX_KEY]
-        with self.catalog.transaction() as tx:
-            tx.execute(
-                "INSERT INTO rate_counters (key, count, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-                "count = CASE WHEN rate_counters.expires_at <= ? THEN excluded.count "
-                "ELSE rate_counters.count + excluded.count END, "
-                "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
-                "ELSE rate_counters.expires_at END",
-                (key, amount, ends, now, now),
-            )
-            row = tx.one("SELECT count FROM rate_counters WHERE key = ?", (key,))
-        return int(row["count"]) if row is not None else amount
+        rows = self.catalog.write_returning(
+            "INSERT INTO rate_counters (key, count, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+            "count = CASE WHEN rate_counters.expires_at <= ? THEN excluded.count "
+            "ELSE rate_counters.count + excluded.count END, "
+            "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
+            "ELSE rate_counters.expires_at END RETURNING count",
+            (key, amount, ends, now, now),
+        )
+        return int(rows[0]["count"]) if rows else amount
 
     def get(self, key: str) -> int:
         row = self.catalog.one("SELECT count, expires_at FROM rate_counters WHERE key = ?", (key[:MAX_KEY],))
