@@ -54,25 +54,29 @@ class TrailStep:
 
 def insert_steps(tx: Tx, run_id: str, now: int, steps: Iterable[Step]) -> None:
     """Append ``steps`` to the trail of ``run_id``, all at ``now`` (micros)."""
-    tx.executemany(
+    rows = [
+        (
+            run_id,
+            now,
+            s.kind,
+            json.dumps(list(s.labels)),
+            s.decision,
+            s.rule,
+            s.grant,
+            s.target,
+            json.dumps(list(s.memory_ids)),
+            s.actor,
+        )
+        for s in steps
+    ]
+    sql = (
         "INSERT INTO run_steps (run, at, kind, labels, decision, rule, grant_id, target, memory_ids, actor) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                run_id,
-                now,
-                s.kind,
-                json.dumps(list(s.labels)),
-                s.decision,
-                s.rule,
-                s.grant,
-                s.target,
-                json.dumps(list(s.memory_ids)),
-                s.actor,
-            )
-            for s in steps
-        ],
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    if len(rows) == 1:  # a recall's or a write's one step: a statement, not PostgreSQL's pipeline of many
+        tx.execute(sql, rows[0])
+    elif rows:
+        tx.executemany(sql, rows)
 
 
 def read_steps(catalog: Catalog, run_id: str) -> list[TrailStep]:
