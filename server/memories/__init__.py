@@ -340,33 +340,6 @@ class MemoryBook:
             for r in rows
         }
 
-    def after_search(
-        self, ids: list[str], keys: list[str], now: datetime
-    ) -> tuple[dict[str, Labels], dict[str, tuple[int, int]], int]:
-        """What a recall reads after its search, in one statement: ``current_labels(ids, now)``
-        and ``counts(keys)`` (a round trip fewer per recall, which PostgreSQL feels). The three
-        kinds of row are told apart by which of id and key they carry."""
-        micros = to_micros(now)
-        values = self.catalog.sql.values
-        rows = self.catalog.all(
-            "SELECT id, space, labels, digest, run_id, from_spaces, NULL AS live, NULL AS superseded "
-            f"FROM memories WHERE id IN (SELECT value FROM {values}) "
-            "AND forgotten_at IS NULL AND superseded_by IS NULL AND valid_from <= ? "
-            "AND (valid_until IS NULL OR valid_until > ?) "
-            "UNION ALL SELECT NULL, key, NULL, NULL, NULL, NULL, live, superseded FROM partitions "
-            f"WHERE key IN (SELECT value FROM {values}) "
-            "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, live, 0 FROM totals",
-            (json.dumps(ids), micros, micros, json.dumps(keys)),
-        )
-        labels = {
-            r["id"]: Labels(r["space"], _marks(r["labels"]), r["digest"], r["run_id"], _marks(r["from_spaces"]))
-            for r in rows
-            if r["id"] is not None
-        }
-        counts = {r["space"]: (r["live"], r["superseded"]) for r in rows if r["id"] is None and r["space"] is not None}
-        total = sum(r["live"] for r in rows if r["id"] is None and r["space"] is None)
-        return labels, counts, int(total)
-
     def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
         """For ``keys``: (live memories, of which superseded); and the live total of all, in one
         read whatever the number of partitions (the total is kept by triggers, ``server.catalog``)."""

@@ -48,25 +48,8 @@ def run_recall(
     book: MemoryBook,
     query_text: str | None = None,
 ) -> RecallOutcome:
-    pool: list[tuple[Hit, str | None]] = []
-    results: list[PartitionResult] = []
-    if query_vector is not None:
-        micros = to_micros(now)
-        searching = time.perf_counter()
-        results = [
-            store.search(partition_key(space), query_vector, limit + RUNNERS_UP, now=micros, text=query_text)
-            for space in scope.allowed
-        ]
-        fusing = time.perf_counter()
-        time_stage("search", fusing - searching)
-        if query_text is not None:
-            results = with_feedback(results, query_vector)
-        # One merge by score; only the rows that made it are read out of their partitions.
-        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
-        time_stage("fusion", time.perf_counter() - fusing)
-    # The hits' labels and the partitions' counts in one read, after the search.
     reached_keys = [partition_key(s) for s in scope.reached]
-    current, counts, total = book.after_search([hit.id for hit, _ in pool], reached_keys, now)
+    counts, total = book.counts(reached_keys)
     cut = {
         "space": total - sum(live for live, _ in counts.values()),
         "policy": sum(counts.get(partition_key(s), (0, 0))[0] for s, _ in scope.denied),
@@ -75,13 +58,29 @@ def run_recall(
         "not_yet_valid": 0,
         "relevance": 0,
     }
+    pool: list[tuple[Hit, str | None]] = []
     candidates = 0
-    for space, result in zip(scope.allowed, results):
-        superseded = counts.get(partition_key(space), (0, 0))[1]
-        cut["superseded"] += min(superseded, result.ended)
-        cut["expired"] += max(result.ended - superseded, 0)
-        cut["not_yet_valid"] += result.pending
-        candidates += result.candidates
+    if query_vector is not None:
+        micros = to_micros(now)
+        results: list[PartitionResult] = []
+        searching = time.perf_counter()
+        for space in scope.allowed:
+            key = partition_key(space)
+            result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text)
+            superseded = counts.get(key, (0, 0))[1]
+            cut["superseded"] += min(superseded, result.ended)
+            cut["expired"] += max(result.ended - superseded, 0)
+            cut["not_yet_valid"] += result.pending
+            candidates += result.candidates
+            results.append(result)
+        fusing = time.perf_counter()
+        time_stage("search", fusing - searching)
+        if query_text is not None:
+            results = with_feedback(results, query_vector)
+        # One merge by score; only the rows that made it are read out of their partitions.
+        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
+        time_stage("fusion", time.perf_counter() - fusing)
+    current = book.current_labels([hit.id for hit, _ in pool], now)
     ranked = [pair for pair in pool if pair[0].id in current]
     memories = [
         RecalledMemory(
