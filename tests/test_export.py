@@ -198,3 +198,36 @@ def test_an_export_file_is_readable_by_its_owner_only_whatever_the_umask(source,
         )
         assert refused.returncode == 2 and "exists: an export goes into a new file" in refused.stderr
     assert (tmp_path / "elsewhere").read_text() == "kept"
+
+
+class _ForgetsOnFirstWrite(io.BytesIO):
+    """An export's output that, when the first lines arrive (the partition's table read, its
+    tail not yet), has another store forget a memory in that tail: a forget racing the export."""
+
+    def __init__(self, forget) -> None:
+        super().__init__()
+        self.forget = forget
+
+    def write(self, data) -> int:
+        if self.forget is not None:
+            self.forget, forget = None, self.forget
+            forget()
+        return super().write(data)
+
+
+def test_an_export_racing_a_forget_in_a_partitions_tail_writes_every_other_memory_once(tmp_path, clock):
+    svc = open_service(Settings(home=tmp_path / "home", model=None), embedder=HashingEmbedder(), clock=clock)
+    try:
+        svc.operator.create_space("acme")
+        caller = svc.caller("cursor", space="acme")
+        # Past a small partition's 256 rows it is a table; the newest rows lie in its tail.
+        kept = [svc.remember(caller, f"acme fact number {i}").id for i in range(260)]
+        newest = [svc.remember(caller, f"acme newest fact {i}").id for i in range(3)]
+        out = _ForgetsOnFirstWrite(lambda: svc.forget(caller, newest[1]))
+        report = export_home(out, Settings(home=svc.home, model=None))
+        ids = [json.loads(line)["id"] for line in out.getvalue().splitlines()]
+        assert out.forget is None  # the forget ran during the export
+        assert sorted(ids) == sorted(kept + [newest[0], newest[2]])
+        assert report.memories == len(ids)
+    finally:
+        svc.close()

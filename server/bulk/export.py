@@ -27,12 +27,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
+import pyarrow as pa
 
 from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
@@ -85,53 +87,98 @@ def export(
         keys = [r["key"] for r in catalog.all("SELECT key FROM partitions ORDER BY key")]
     micros, written = to_micros(now), 0
     for key in dict.fromkeys(keys):
-        for batch in store.stream(key, batch_size=BATCH, with_vectors=vectors):
-            ids = batch.column("id").to_pylist()
-            current = {
-                r["id"]: r
-                for r in catalog.all(
-                    f"SELECT * FROM memories WHERE id IN (SELECT value FROM {catalog.sql.values}) AND forgotten_at IS NULL "
-                    "AND superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
-                    (json.dumps(ids), micros),
-                )
-            }
-            texts = batch.column("text").to_pylist()
-            matrix = (
-                batch.column("vector").values.to_numpy(zero_copy_only=False).reshape(len(ids), -1)
-                if vectors and ids
-                else None
-            )
-            lines = []
-            for n, (id_, text) in enumerate(zip(ids, texts, strict=True)):
-                row = current.pop(id_, None)  # once each, whatever the table holds
-                if row is None:
-                    continue
-                line: dict[str, Any] = {
-                    "id": id_,
-                    "space": row["space"],
-                    "text": text,
-                    "labels": {
-                        "space": row["space"],
-                        "origin": json.loads(row["labels"]),
-                        "digest": row["digest"],
-                        "run": row["run_id"],
-                        "from": json.loads(row["from_spaces"]),
-                    },
-                    "valid_from": _iso(row["valid_from"]),
-                    "valid_until": _iso(row["valid_until"]),
-                    "created_at": _iso(row["created_at"]),
-                    "ai": row["ai"],
-                }
-                if matrix is not None:
-                    line["vector"] = matrix[n]
-                lines.append(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY))
-            if lines:
-                out.write(b"\n".join(lines) + b"\n")
-                written += len(lines)
-                if progress is not None:
-                    progress(len(lines))
+        done: set[str] = set()  # this partition's ids written: a read again skips them
+        for held in (False, True):
+            # Read without a lock first; a forget that deletes files under the read (or rows of
+            # the tail) makes it fail, and it is read again with the partition's writers held off.
+            try:
+                with store.held_still(key) if held else nullcontext():
+                    _export_partition(
+                        catalog, store, out, key=key, micros=micros, vectors=vectors, done=done, progress=progress
+                    )
+                break
+            except _ReadLost as lost:
+                if held:
+                    raise lost.error from None
+        written += len(done)
     out.flush()
     return ExportReport(written, len(set(keys)), time.monotonic() - started)
+
+
+def _export_partition(
+    catalog: Catalog,
+    store: VectorStore,
+    out: BinaryIO,
+    *,
+    key: str,
+    micros: int,
+    vectors: bool,
+    done: set[str],
+    progress: Progress | None,
+) -> None:
+    """Write the partition's memories current at ``micros`` that are not in ``done``, adding
+    them; a read of the partition that failed raises ``_ReadLost`` (``out``'s errors are
+    raised as they are: what was written cannot be read again)."""
+    for batch in _read_lost_on_error(store.stream(key, batch_size=BATCH, with_vectors=vectors)):
+        ids = batch.column("id").to_pylist()
+        current = {
+            r["id"]: r
+            for r in catalog.all(
+                f"SELECT * FROM memories WHERE id IN (SELECT value FROM {catalog.sql.values}) AND forgotten_at IS NULL "
+                "AND superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
+                (json.dumps(ids), micros),
+            )
+        }
+        texts = batch.column("text").to_pylist()
+        matrix = (
+            batch.column("vector").values.to_numpy(zero_copy_only=False).reshape(len(ids), -1)
+            if vectors and ids
+            else None
+        )
+        lines = []
+        for n, (id_, text) in enumerate(zip(ids, texts, strict=True)):
+            row = current.pop(id_, None)  # once each, whatever the table holds
+            if row is None or id_ in done:
+                continue
+            done.add(id_)
+            line: dict[str, Any] = {
+                "id": id_,
+                "space": row["space"],
+                "text": text,
+                "labels": {
+                    "space": row["space"],
+                    "origin": json.loads(row["labels"]),
+                    "digest": row["digest"],
+                    "run": row["run_id"],
+                    "from": json.loads(row["from_spaces"]),
+                },
+                "valid_from": _iso(row["valid_from"]),
+                "valid_until": _iso(row["valid_until"]),
+                "created_at": _iso(row["created_at"]),
+                "ai": row["ai"],
+            }
+            if matrix is not None:
+                line["vector"] = matrix[n]
+            lines.append(orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY))
+        if lines:
+            out.write(b"\n".join(lines) + b"\n")
+            if progress is not None:
+                progress(len(lines))
+
+
+class _ReadLost(Exception):
+    """A partition's read failed under a forget (files deleted, tail rows gone): read again."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _read_lost_on_error(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from batches
+    except (OSError, RuntimeError, ValueError) as exc:  # what backup reads again on, too
+        raise _ReadLost(exc) from exc
 
 
 def _iso(micros: int | None) -> str | None:
