@@ -36,3 +36,9 @@ class BadVector(IndexingError):
 class ImageBuildFailed(IndexingError):
     """Building a partition's persisted image failed or was killed; the previous version (if
     any) still serves, and the next compaction or forget builds it again."""
+
+
+class PartitionCorrupt(IndexingError):
+    """A partition's file holds bytes no write of esfis left (a frame of its tail fails its
+    checksum with frames after it: a kill cuts only the end). Nothing is dropped: the file is
+    left as it is, for an operator to restore the partition from a backup."""

@@ -14,9 +14,13 @@ its rows and its CRC-32 (``FRAME``), then the payload, an Arrow IPC message. The
 the schema (its metadata carries the tail's id), each later one a record batch, so the payloads
 in order are an Arrow IPC stream. A write appends one frame (``O_APPEND``): rewriting the file
 and renaming it over the old one cost a remember a millisecond and more under load (ext4 writes
-a file renamed over another back at once). A frame cut short or that fails its CRC ends the file
-for a reader: a write under way (its rows count once the version moves, after it), or one a kill
-cut; the next writer cuts such an end off before it appends. Forget and end of validity, rare,
+a file renamed over another back at once). A frame cut short, or a last frame that fails its
+CRC, ends the file for a reader: a write under way (its rows count once the version moves,
+after it), or one a kill cut; the next writer cuts such an end off before it appends. Only the
+end can be cut that way (each writer cuts it before appending), so a writer checks the last
+frame's CRC alone, and a frame that fails its CRC with whole frames after it is no write's:
+the disk changed it, and reading it raises ``PartitionCorrupt`` rather than take the frames
+before it for the whole tail (a fold or a purge would then drop the rows after it). Forget and end of validity, rare,
 rewrite the file whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before
 this (an Arrow IPC file, ``ARROW1``) is read as such, and rewritten in frames at its next write.
 
@@ -52,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indexing import failpoints
+from indexing.errors import PartitionCorrupt
 from indexing.partitions import small_file
 
 if TYPE_CHECKING:
@@ -78,7 +83,7 @@ def read(tail: Path) -> pa.Table | None:
         return None
     if data.startswith(LEGACY):
         return pa.ipc.open_file(pa.py_buffer(data)).read_all()
-    return _Frames(data).table()
+    return _Frames(data, tail).table()
 
 
 def id_of(held: pa.Table) -> str:
@@ -112,8 +117,9 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
     data = _bytes(tail)
     table = table.replace_schema_metadata(None)
     if data is not None and not data.startswith(LEGACY):
-        frames = _Frames(data)
-        if frames.end < len(data):  # a write a kill cut short: its frame goes
+        frames = _Frames(data, tail, last_only=True)  # the end is all a kill can cut
+        if frames.end < len(data):  # a write a kill cut short: its frame goes, every frame checked first
+            frames = _Frames(data, tail)
             os.truncate(tail, frames.end)
         if frames.schema_payload is not None and frames.schema().remove_metadata().equals(table.schema):
             added = b"".join(_frame(batch.serialize(), batch.num_rows) for batch in table.to_batches())
@@ -124,7 +130,7 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
                 finally:
                     os.close(fd)
                 return None
-        held = frames.table() if frames.schema_payload is not None else None
+        held = _Frames(data, tail).table() if frames.schema_payload is not None else None  # every frame checked
     else:
         held = None if data is None else pa.ipc.open_file(pa.py_buffer(data)).read_all()
     rows = small_file.joined(None if held is None else held.replace_schema_metadata(None), table)
@@ -161,25 +167,40 @@ def _frame(payload: pa.Buffer, rows: int) -> bytes:
 
 class _Frames:
     """A framed tail's whole frames: the schema's payload, the batches', their rows, and where
-    the last whole frame ends (what follows it is a write under way or one a kill cut)."""
+    the last whole frame ends (what follows it is a write under way or one a kill cut).
+    ``last_only``: the last whole frame's CRC checked alone (a writer's read: only the end can
+    have been cut), else every frame's."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, path: Path, *, last_only: bool = False) -> None:
         self.schema_payload: bytes | None = None
-        self.payloads: list[bytes] = []
+        self.payloads: list[memoryview] = []
         self.rows = 0
+        view = memoryview(data)
         at = self.end = len(MAGIC) if data.startswith(MAGIC) else 0
+        frames: list[tuple[int, int, int, int]] = []  # (header at, payload end, rows, crc)
         while at + FRAME.size <= len(data):
             length, rows, crc = FRAME.unpack_from(data, at)
-            payload = data[at + FRAME.size : at + FRAME.size + length]
-            if len(payload) < length or zlib.crc32(payload) != crc:
+            stop = at + FRAME.size + length
+            if stop > len(data):
                 break
+            frames.append((at, stop, rows, crc))
+            at = stop
+        for n in range(max(len(frames) - 1, 0) if last_only else 0, len(frames)):
+            start, stop, _, crc = frames[n]
+            if zlib.crc32(view[start + FRAME.size : stop]) != crc:
+                if n < len(frames) - 1:
+                    raise PartitionCorrupt(
+                        f"{path}: frame {n} of {len(frames)} fails its checksum, with whole frames after it"
+                    )
+                del frames[n:]  # the last frame: a write a kill cut, as one cut short
+        for start, stop, rows, _ in frames:
+            payload = view[start + FRAME.size : stop]
             if self.schema_payload is None:
-                self.schema_payload = payload
+                self.schema_payload = bytes(payload)
             else:
                 self.payloads.append(payload)
                 self.rows += rows
-            at += FRAME.size + length
-            self.end = at
+            self.end = stop
 
     def schema(self) -> pa.Schema:
         assert self.schema_payload is not None
@@ -215,7 +236,7 @@ def purge(tail: Path, ids: list[str]) -> list[str]:
     file); a temporary file a killed write left, and a frame a kill cut short, go either way."""
     data = _bytes(tail)
     if data is not None and not data.startswith(LEGACY):
-        end = _Frames(data).end
+        end = _Frames(data, tail).end
         if end < len(data):  # a cut frame may hold a text no reader sees: truncated away
             os.truncate(tail, end)
     held = read(tail)

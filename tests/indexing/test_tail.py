@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from indexing.errors import PartitionCorrupt
 from indexing.partitions import small_file, tail
 from indexing.partitions.store import VectorStore, table_name
 from indexing.rows import Row
@@ -189,6 +190,26 @@ def test_a_frame_a_kill_cut_short_counts_for_no_reader_and_the_next_write_or_for
     store.add(KEY, [row(TABLE_ROWS + 2)])  # the next write cuts the end off before its own frame
     assert tail_path(tmp_path).read_bytes().startswith(kept)
     each_once(tmp_path, [*range(TABLE_ROWS + 1), TABLE_ROWS + 2])
+
+
+def test_a_frame_the_disk_changed_before_others_is_refused_not_cut_and_no_row_after_it_is_lost(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    for i in range(TABLE_ROWS, TABLE_ROWS + 3):
+        store.add(KEY, [row(i)])  # three frames of one row each, after the schema's
+    data = bytearray(tail_path(tmp_path).read_bytes())
+    first = len(tail.MAGIC) + tail.FRAME.size + tail.FRAME.unpack_from(data, len(tail.MAGIC))[0]
+    data[first + tail.FRAME.size + 8] ^= 0xFF  # a byte of the first row's frame, two whole frames after it
+    tail_path(tmp_path).write_bytes(bytes(data))
+    with pytest.raises(PartitionCorrupt, match="frame 1 of 4 fails its checksum"):
+        store_at(tmp_path).live_partition(KEY)
+    writer = store_at(tmp_path)
+    # A write past the tail's bounds (a fold) reads every frame: refused, the file left whole.
+    with pytest.raises(PartitionCorrupt):
+        writer.add(KEY, [row(TABLE_ROWS + 3 + i) for i in range(tail.TAIL_ROWS)])
+    with pytest.raises(PartitionCorrupt):
+        writer.purge(KEY, [f"r{TABLE_ROWS + 2}"])
+    assert tail_path(tmp_path).read_bytes() == bytes(data)
 
 
 def test_a_tail_esfis_wrote_before_frames_is_read_and_rewritten_in_frames(tmp_path: Path):
