@@ -20,8 +20,8 @@ after it), or one a kill cut; the next writer cuts such an end off before it app
 end can be cut that way (each writer cuts it before appending), so a writer checks the last
 frame's CRC alone, and a frame that fails its CRC with whole frames after it is no write's:
 the disk changed it, and reading it raises ``PartitionCorrupt`` rather than take the frames
-before it for the whole tail (a fold or a purge would then drop the rows after it). Forget and end of validity, rare,
-rewrite the file whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before
+before it for the whole tail (a fold or a purge would then drop the rows after it). Forget and
+end of validity, rare, rewrite the file whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before
 this (an Arrow IPC file, ``ARROW1``) is read as such, and rewritten in frames at its next write.
 
 **A fold cut by a kill.** The tail is first renamed ``<table>.folding``; the append carries the
