@@ -22,20 +22,23 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+import threading
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Protocol
 
 
 class Coordination(Protocol):
-    def version(self, key: str) -> str:
-        """The partition's version now ("" before its first write)."""
+    def version(self, key: str, *, held: int | None = None) -> str:
+        """The partition's version now ("" before its first write). ``held``: the descriptor of
+        the partition's lock file, when the caller holds it open (a writer): a coordination that
+        keeps the version there reads it through that, not by opening the file again."""
         ...
 
-    def bump(self, key: str, *, tail_only_since: str = "") -> str:
+    def bump(self, key: str, *, tail_only_since: str = "", held: int | None = None) -> str:
         """After a write is committed: a new version, returned. ``tail_only_since``: the version
         before a write that only appended to the partition's tail (a hint a coordination may
-        keep in the new version, ``same_table``, or ignore)."""
+        keep in the new version, ``same_table``, or ignore); ``held`` as in ``version``."""
         ...
 
     def writer_turn(self, key: str) -> AbstractContextManager[None]:
@@ -54,9 +57,23 @@ class _Tokens:
     def _draw(self) -> None:
         self._prefix = secrets.token_hex(6)
         self._count = itertools.count()
+        self._pool, self._used = b"", 0
+        self._lock = threading.Lock()
 
     def next(self) -> str:
         return f"{self._prefix}{next(self._count):016x}"  # fixed width: see ``bump``
+
+    def generation(self) -> str:
+        """A table's generation: random (a reader must never take a new table for the one it
+        holds), drawn from a pool of the system's randomness filled 512 at a time, not a
+        system call per write."""
+        width = GENERATION // 2
+        with self._lock:
+            if self._used + width > len(self._pool):
+                self._pool, self._used = os.urandom(width * 512), 0
+            drawn = self._pool[self._used : self._used + width]
+            self._used += width
+        return drawn.hex()
 
 
 _tokens = _Tokens()
@@ -82,7 +99,9 @@ class LocalCoordination:
         # The partition's lock file (``Layout.lock_path``). Not kept: an import writes 100,000 partitions.
         return f"{self._folder}/{self._name_of(key)}.lock"
 
-    def version(self, key: str) -> str:
+    def version(self, key: str, *, held: int | None = None) -> str:
+        if held is not None:  # a writer's lock file, open already: no second open a write
+            return os.pread(held, 64, 0).decode()
         # Raw os calls: this runs before every search (pathlib's read_text costs ten times more).
         try:
             fd = os.open(self._path(key), os.O_RDONLY)
@@ -93,7 +112,7 @@ class LocalCoordination:
         finally:
             os.close(fd)
 
-    def bump(self, key: str, *, tail_only_since: str = "") -> str:
+    def bump(self, key: str, *, tail_only_since: str = "", held: int | None = None) -> str:
         """The new token is written over the old one in place, not renamed over it: no temporary
         file to create and unlink a write (half a thin import's cost of the version). Tokens
         have one width, at least the older ones', so the new one covers what was there. A
@@ -101,7 +120,10 @@ class LocalCoordination:
         generation with what the reader holds, unless the old one did), so the reader loads
         again, and the rows it loads are already the new ones (the token moves last)."""
         kept = tail_only_since[:GENERATION] if len(tail_only_since) == TOKEN_WIDTH else ""
-        token = (kept or secrets.token_hex(GENERATION // 2)) + _tokens.next()
+        token = (kept or _tokens.generation()) + _tokens.next()
+        if held is not None:
+            os.pwrite(held, token.encode(), 0)
+            return token
         fd = os.open(self._path(key), os.O_WRONLY | os.O_CREAT, 0o600)  # raw os calls: once a write
         try:
             os.pwrite(fd, token.encode(), 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,15 @@ from indexing.partitions import tail as tail_file
 from indexing.partitions.layout import Layout, schema, table_name
 from indexing.partitions.location import open_dataset
 from indexing.partitions.stats import IndexStats
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What an append wrote: ``table``, the LanceDB table when it wrote one (a promotion, a
+    fold, a large batch), else None; ``tail_only``: it only added to a table's tail."""
+
+    table: Any
+    tail_only: bool
 
 
 class PartitionFiles:
@@ -99,37 +109,38 @@ class PartitionFiles:
         """The partition's table was just removed."""
         self._tables.discard(key)
 
-    def append(self, key: str, table: pa.Table) -> Any:
+    def append(self, key: str, table: pa.Table) -> Appended:
         """Append rows: to the small file while the rows fit, else to the table, which the write
-        that outgrows the file creates with every row. The table written, or None for the file
-        or the tail."""
+        that outgrows the file creates with every row."""
         self.stats.opened[key] += 1
         self.stats.appended[key] += 1
         small = self.layout.small_path(key)
-        if small is not None and not self.is_table(key):
+        is_table = self.is_table(key)  # once: nobody else changes the form while the lock is held
+        if small is not None and not is_table:
             rows = small_file.joined(small_file.read(small), table)
             data = small_file.encoded(rows)
             if data is not None:
                 small_file.write(small, data)
-                return None
+                return Appended(table=None, tail_only=False)
             written = self.write_table(key, rows, mode="create")
             self._tables.add(key)
             failpoints.hit("promote:after-table")
             small_file.remove(small)  # a kill before this: the next writer removes it
-            return written
-        if self.is_table(key):
+            return Appended(table=written, tail_only=False)
+        if is_table:
             return self._append_to_table(key, table)
         written = self.write_table(key, table, mode="create")
         self._tables.add(key)
-        return written
+        return Appended(table=written, tail_only=False)
 
-    def _append_to_table(self, key: str, table: pa.Table) -> Any:
+    def _append_to_table(self, key: str, table: pa.Table) -> Appended:
         """Rows for a table: into its tail while it has room, else folded in with the tail's
         (``tail.py``); a batch too large for a tail goes straight in."""
         tail = self.layout.tail_path(key)
         if tail is None or table.num_rows > tail_file.TAIL_ROWS:
-            return self.write_table(key, table, mode="append")
-        return tail_file.append(tail, table, lambda rows, fold: self.write_table(key, rows, mode="append", fold=fold))
+            return Appended(table=self.write_table(key, table, mode="append"), tail_only=False)
+        folded = tail_file.append(tail, table, lambda rows, fold: self.write_table(key, rows, mode="append", fold=fold))
+        return Appended(table=folded, tail_only=folded is None)
 
     def settle_fold(self, key: str) -> None:
         """Before anything else in a write: a fold a kill cut short (``tail.py``)."""

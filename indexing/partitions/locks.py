@@ -29,10 +29,11 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from indexing.errors import StoreBusy
-from indexing.partitions.coordination import Coordination
+from indexing.partitions.coordination import Coordination, LocalCoordination
 from indexing.partitions.layout import IN_USE, Layout
 
 # Bounded, whatever the number of partitions: a lock each would grow with the spaces.
@@ -73,6 +74,11 @@ class PartitionLocks:
         self._threads = tuple(threading.RLock() for _ in range(THREAD_STRIPES))
         self._held: dict[str, int] = {}  # partition → the fd of its write lock, while held
         self._turns: set[str] = set()  # partitions whose turn among machines is held now
+        # Whether the version lies in the lock file itself (a store's own local coordination),
+        # which a write then reads and rewrites through the descriptor it holds.
+        self._version_in_lock = isinstance(coordination, LocalCoordination) and Path(coordination.folder) == Path(
+            layout.location.local
+        )
 
     def thread(self, key: str) -> threading.RLock:
         """The lock this store's threads take to touch the partition (re-entrant)."""
@@ -110,14 +116,16 @@ class PartitionLocks:
         """Hold the writer turn among machines, inside ``exclusive``: yields the version before
         the write, and bumps it as the turn ends, after a failure too (the table may have
         changed before it)."""
+        held = self._held.get(key) if self._version_in_lock else None
         with self.coordination.writer_turn(key):
             self._turns.add(key)
             try:
-                write = Write(before=self.coordination.version(key))
+                write = Write(before=self.coordination.version(key, held=held))
                 try:
                     yield write
                 finally:
-                    write.after = self.coordination.bump(key, tail_only_since=write.before if write.tail_only else "")
+                    since = write.before if write.tail_only else ""
+                    write.after = self.coordination.bump(key, tail_only_since=since, held=held)
             finally:
                 self._turns.discard(key)
 

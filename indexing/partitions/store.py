@@ -257,8 +257,9 @@ class VectorStore:
 
     def _add_table(self, key: str, batch: RowBatch, table: pa.Table, *, compact: bool) -> None:
         with self._writing(key) as write:
-            lance_table = self.files.append(key, table)
-            write.tail_only = lance_table is None and self.files.is_table(key)
+            appended = self.files.append(key, table)
+            write.tail_only = appended.tail_only
+            lance_table = appended.table
             part = self.live.held(key)
             if part is not None:
                 part.append(batch)

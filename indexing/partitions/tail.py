@@ -153,11 +153,19 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
 
 
 def _bytes(path: Path) -> bytes | None:
+    # Raw os calls: asked once a write (the folding file, nearly always missing).
     try:
-        with open(path, "rb", buffering=0) as file:
-            return file.readall()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    try:
+        size = os.fstat(fd).st_size
+        chunks = [os.read(fd, max(size, 1 << 16))]
+        while chunks[-1]:  # the file may have grown since the stat
+            chunks.append(os.read(fd, 1 << 16))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _frame(payload: pa.Buffer, rows: int) -> bytes:

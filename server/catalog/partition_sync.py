@@ -80,11 +80,11 @@ class PostgresPartitionSync:
                 "the write was not acknowledged: try it again"
             )
 
-    def version(self, key: str) -> str:
+    def version(self, key: str, *, held: int | None = None) -> str:
         row = self._execute("SELECT version FROM partition_versions WHERE key = %s", (key,))
         return "" if row is None else str(row[0])
 
-    def bump(self, key: str, *, tail_only_since: str = "") -> str:
+    def bump(self, key: str, *, tail_only_since: str = "", held: int | None = None) -> str:
         """Bumped even when the turn was lost (other machines must reload), then refused."""
         row = self._execute(
             "INSERT INTO partition_versions (key, version) VALUES (%s, 1) ON CONFLICT (key) "
