@@ -122,7 +122,7 @@ class Preparer:
         named = [s for s in groups if s is not None]
         # The mark before the spaces are read: a space unknown then has no memory from before the
         # mark, so its rows are checked only by the writer, against what was written since.
-        mark = self.book.last_rowid()
+        mark = self.book.presence.last_rowid()
         known = self.registry.known(named)  # one read per thousand spaces, however thin the spread
         unknown = tuple(s for s in named if s not in known)
         if not self.create_spaces:
@@ -136,7 +136,7 @@ class Preparer:
         for space, batch in groups.items():
             kept = first_of_each(batch)
             if space not in unknown:
-                mask = self.book.absent(space, [r.key for r in kept], [r.digest for r in kept])
+                mask = self.book.presence.absent(space, [r.key for r in kept], [r.digest for r in kept])
                 kept = [row for row, new in zip(kept, mask, strict=True) if new]
             fresh[space] = not_written_beside(kept)
         vectors, position = self._vectors([row for batch in fresh.values() for row in batch])
@@ -247,7 +247,7 @@ class Writer:
             # Checked again under the lock, against what was written since the first check:
             # this import's previous batch, or another import running beside it.
             keys = sorted({partition_key(b.space) for b in prepared.batches})
-            written = self.book.written_since(prepared.mark, keys)  # one query, however many spaces
+            written = self.book.presence.written_since(prepared.mark, keys)  # one query, however many spaces
             batches = [b.select(not_written(b, written)) for b in prepared.batches]
             batches = [b for b in batches if len(b)]
             if prepared.create and self.registry is not None:

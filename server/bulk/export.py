@@ -315,7 +315,7 @@ def import_restore(
                 if len(errors) < ERRORS_KEPT:
                     errors.append((number, exc.message))
         with batch_lock(journals):  # the check and the write together: two restores add a row once
-            known = book.known_ids([r.id for r in rows])
+            known = book.presence.known_ids([r.id for r in rows])
             fresh = list({r.id: r for r in rows if r.id not in known}.values())
             skipped += len(rows) - len(fresh)
             for key, group in _by_partition(fresh):

@@ -161,7 +161,7 @@ def _purge_orphans(pending: dict[str, list[str]], catalog: Catalog, store: Vecto
     purged = 0
     book = MemoryBook(catalog, store)
     for partition, ids in pending.items():
-        known = book.known_ids(ids)
+        known = book.presence.known_ids(ids)
         orphans = [i for i in ids if i not in known]
         if orphans:
             store.purge(partition, orphans)
