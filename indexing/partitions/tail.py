@@ -10,19 +10,23 @@ table directly; the tail stays as it was. Local disks only, as small partitions:
 write is an append.
 
 **Appended, not rewritten.** The file is ``MAGIC``, then frames: a frame is its payload's length,
-its rows and its CRC-32 (``FRAME``), then the payload, an Arrow IPC message. The first frame is
-the schema (its metadata carries the tail's id), each later one a record batch, so the payloads
-in order are an Arrow IPC stream. A write appends one frame (``O_APPEND``): rewriting the file
-and renaming it over the old one cost a remember a millisecond and more under load (ext4 writes
-a file renamed over another back at once). A frame cut short, or a last frame that fails its
-CRC, ends the file for a reader: a write under way (its rows count once the version moves,
-after it), or one a kill cut; the next writer cuts such an end off before it appends. Only the
-end can be cut that way (each writer cuts it before appending), so a writer checks the last
-frame's CRC alone, and a frame that fails its CRC with whole frames after it is no write's:
-the disk changed it, and reading it raises ``PartitionCorrupt`` rather than take the frames
-before it for the whole tail (a fold or a purge would then drop the rows after it). Forget and
-end of validity, rare, rewrite the file whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before
-this (an Arrow IPC file, ``ARROW1``) is read as such, and rewritten in frames at its next write.
+its rows and its CRC-32, then the CRC-32 of those twelve bytes (``FRAME``), then the payload, an
+Arrow IPC message. The first frame is the schema (its metadata carries the tail's id), each later
+one a record batch, so the payloads in order are an Arrow IPC stream. A write appends one frame
+(``O_APPEND``): rewriting the file and renaming it over the old one cost a remember a millisecond
+and more under load (ext4 writes a file renamed over another back at once). A frame cut short, or a
+last frame that fails its CRC, ends the file for a reader: a write under way (its rows count once
+the version moves, after it), or one a kill cut; the next writer cuts such an end off before it
+appends. Only the end can be cut that way (each writer cuts it before appending), so a writer checks
+the last frame's CRC alone, and a frame that fails its CRC with whole frames after it is no write's:
+the disk changed it, and reading it raises ``PartitionCorrupt`` rather than take the frames before
+it for the whole tail (a fold or a purge would then drop the rows after it). A header that fails its
+own checksum is refused the same way, wherever it lies: a kill leaves a header whole or short, never
+changed, and a changed length would lead the walk astray, to an end that looks cut (a writer would
+then cut the committed frames after it away). Forget and end of validity, rare, rewrite the file
+whole into ``<table>.tail.tmp`` and rename it over. A tail of esfis before this (an Arrow IPC file,
+``ARROW1``; or frames without a header checksum, ``ESFTAIL1``) is read as such, and rewritten in
+this form at its next write.
 
 **A fold cut by a kill.** The tail is first renamed ``<table>.folding``; the append carries the
 file's id in its transaction's properties; then the file is removed. A kill leaves the folding
@@ -67,8 +71,10 @@ TAIL_BYTES = 1 << 20  # ... or past a file this large: what one remember may rew
 SUFFIX = ".tail"
 FOLDING = ".folding"
 FOLD_ID = "esfis_fold"  # the tail's id: in its schema's metadata, and in the fold's transaction
-MAGIC = b"ESFTAIL1"
-FRAME = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+MAGIC = b"ESFTAIL2"
+HEAD = struct.Struct("<III")  # payload bytes, rows, CRC-32 of the payload
+FRAME = struct.Struct("<IIII")  # HEAD, then the CRC-32 of HEAD's bytes
+MAGIC_V1 = b"ESFTAIL1"  # frames of HEAD alone, no checksum of it: read, and rewritten at the next write
 LEGACY = b"ARROW1"  # an Arrow IPC file: the tail as esfis wrote it before frames
 
 
@@ -121,7 +127,11 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
         if frames.end < len(data):  # a write a kill cut short: its frame goes, every frame checked first
             frames = _Frames(data, tail)
             os.truncate(tail, frames.end)
-        if frames.schema_payload is not None and frames.schema().remove_metadata().equals(table.schema):
+        if (
+            frames.current
+            and frames.schema_payload is not None
+            and frames.schema().remove_metadata().equals(table.schema)
+        ):
             added = b"".join(_frame(batch.serialize(), batch.num_rows) for batch in table.to_batches())
             if frames.rows + table.num_rows <= TAIL_ROWS and frames.end + len(added) <= TAIL_BYTES:
                 fd = os.open(tail, os.O_WRONLY | os.O_APPEND)  # raw os calls: once a remember
@@ -170,7 +180,8 @@ def _bytes(path: Path) -> bytes | None:
 
 def _frame(payload: pa.Buffer, rows: int) -> bytes:
     data = payload.to_pybytes()
-    return FRAME.pack(len(data), rows, zlib.crc32(data)) + data
+    head = HEAD.pack(len(data), rows, zlib.crc32(data))
+    return head + zlib.crc32(head).to_bytes(4, "little") + data
 
 
 class _Frames:
@@ -184,25 +195,35 @@ class _Frames:
         self.payloads: list[memoryview] = []
         self.rows = 0
         view = memoryview(data)
-        at = self.end = len(MAGIC) if data.startswith(MAGIC) else 0
+        self.current = data.startswith(MAGIC)  # this esfis's frames: an append may add one
+        frame = FRAME if self.current else HEAD
+        at = self.end = len(MAGIC) if self.current or data.startswith(MAGIC_V1) else 0
         frames: list[tuple[int, int, int, int]] = []  # (header at, payload end, rows, crc)
-        while at + FRAME.size <= len(data):
-            length, rows, crc = FRAME.unpack_from(data, at)
-            stop = at + FRAME.size + length
+        while at + frame.size <= len(data):
+            if self.current:
+                length, rows, crc, head_crc = FRAME.unpack_from(data, at)
+                # A whole header is as its write made it (a kill cuts a write's end, never its
+                # middle): one that fails its checksum was changed since, and its length
+                # cannot be trusted to find where the frames after it begin.
+                if zlib.crc32(view[at : at + HEAD.size]) != head_crc:
+                    raise PartitionCorrupt(f"{path}: the header of frame {len(frames)} fails its checksum")
+            else:
+                length, rows, crc = HEAD.unpack_from(data, at)
+            stop = at + frame.size + length
             if stop > len(data):
                 break
             frames.append((at, stop, rows, crc))
             at = stop
         for n in range(max(len(frames) - 1, 0) if last_only else 0, len(frames)):
             start, stop, _, crc = frames[n]
-            if zlib.crc32(view[start + FRAME.size : stop]) != crc:
+            if zlib.crc32(view[start + frame.size : stop]) != crc:
                 if n < len(frames) - 1:
                     raise PartitionCorrupt(
                         f"{path}: frame {n} of {len(frames)} fails its checksum, with whole frames after it"
                     )
                 del frames[n:]  # the last frame: a write a kill cut, as one cut short
         for start, stop, rows, _ in frames:
-            payload = view[start + FRAME.size : stop]
+            payload = view[start + frame.size : stop]
             if self.schema_payload is None:
                 self.schema_payload = bytes(payload)
             else:

@@ -212,6 +212,56 @@ def test_a_frame_the_disk_changed_before_others_is_refused_not_cut_and_no_row_af
     assert tail_path(tmp_path).read_bytes() == bytes(data)
 
 
+def test_a_frame_length_the_disk_changed_is_refused_not_taken_for_a_cut_end(tmp_path: Path):
+    """A changed length would walk the frames to a false end that looks like a kill's cut: the
+    next write would cut every committed frame after it away. Its header's checksum refuses it."""
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    for i in range(TABLE_ROWS, TABLE_ROWS + 3):
+        store.add(KEY, [row(i)])  # three frames of one row each, after the schema's
+    data = bytearray(tail_path(tmp_path).read_bytes())
+    first = len(tail.MAGIC) + tail.FRAME.size + tail.FRAME.unpack_from(data, len(tail.MAGIC))[0]
+    data[first + 2] ^= 0x01  # the first row frame's length, 64 KiB longer: past the file's end
+    tail_path(tmp_path).write_bytes(bytes(data))
+    with pytest.raises(PartitionCorrupt, match="the header of frame 1 fails its checksum"):
+        store_at(tmp_path).live_partition(KEY)
+    writer = store_at(tmp_path)
+    with pytest.raises(PartitionCorrupt):
+        writer.add(KEY, [row(TABLE_ROWS + 3)])  # a writer's walk checks every header too
+    with pytest.raises(PartitionCorrupt):
+        writer.purge(KEY, [f"r{TABLE_ROWS + 2}"])
+    assert tail_path(tmp_path).read_bytes() == bytes(data)  # nothing cut, nothing lost
+
+
+def _frames_without_header_checksums(data: bytes) -> bytes:
+    """A tail as esfis wrote it before headers had a checksum (``ESFTAIL1``)."""
+    out, at = [tail.MAGIC_V1], len(tail.MAGIC)
+    while at < len(data):
+        length = tail.FRAME.unpack_from(data, at)[0]
+        out += [data[at : at + tail.HEAD.size], data[at + tail.FRAME.size : at + tail.FRAME.size + length]]
+        at += tail.FRAME.size + length
+    return b"".join(out)
+
+
+def test_frames_without_header_checksums_are_read_and_rewritten_with_them(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
+    for i in range(TABLE_ROWS, TABLE_ROWS + 2):
+        store.add(KEY, [row(i)])
+    held = tail.read(tail_path(tmp_path))
+    assert held is not None
+    tail_path(tmp_path).write_bytes(_frames_without_header_checksums(tail_path(tmp_path).read_bytes()))
+    assert tail.id_of(tail.read(tail_path(tmp_path))) == tail.id_of(held)
+    each_once(tmp_path, range(TABLE_ROWS + 2))
+    store = store_at(tmp_path)
+    store.add(KEY, [row(TABLE_ROWS + 2)])  # no frame of the new form after frames of the old
+    assert tail_path(tmp_path).read_bytes().startswith(tail.MAGIC)
+    each_once(tmp_path, range(TABLE_ROWS + 3))
+    store = store_at(tmp_path)
+    store.add(KEY, [row(TABLE_ROWS + 3)])
+    each_once(tmp_path, range(TABLE_ROWS + 4))
+
+
 def test_a_tail_esfis_wrote_before_frames_is_read_and_rewritten_in_frames(tmp_path: Path):
     import pyarrow as pa
 
