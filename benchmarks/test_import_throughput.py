@@ -137,6 +137,21 @@ def spread_lines(rows: int, spaces: int) -> list[str]:
     ]
 
 
+def new_file_us(folder: Path, files: int = 2_000) -> float:
+    """Kernel microseconds to create an empty file in ``folder`` (made here, kept: a deletion
+    would itself slow the creations after it). What a thin import pays per partition twice (its
+    lock file and its small file) varies with the machine's disk: on an ext4 without a journal
+    each new inode is checked against the recently deleted ones, so a folder near a recent
+    deletion creates files many times slower. Reported beside the spread's rows/s."""
+    import os
+
+    folder.mkdir(parents=True)
+    before = kernel_seconds()
+    for i in range(files):
+        os.close(os.open(folder / f"probe-{i}", os.O_WRONLY | os.O_CREAT, 0o600))
+    return round((kernel_seconds() - before) / files * 1e6, 1)
+
+
 def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
@@ -148,6 +163,7 @@ def test_import_however_thin_the_spread(benchmark, tmp_path: Path, rows: int, sp
     import lancedb  # noqa: F401  (its import is no part of the rate)
 
     data = spread_lines(rows, spaces)
+    new_file = new_file_us(tmp_path / "probe")  # beside the home: the same disk, likely the same inode group
     service = open_service(Settings(home=tmp_path / "home", model=None), embedder=PoolEmbedder())
     try:
         rss_before = peak_rss_mb()
@@ -174,6 +190,7 @@ def test_import_however_thin_the_spread(benchmark, tmp_path: Path, rows: int, sp
             "peak_rss_mb": peak_rss_mb(),
             "rss_growth_mb": round(peak_rss_mb() - rss_before, 1),
             "first_recall_ms": round(first_recall_ms, 1),
+            "new_file_us": new_file,
             "target_rows_per_s": 20_000,
         }
     )
