@@ -192,13 +192,19 @@ def test_a_frame_a_kill_cut_short_counts_for_no_reader_and_the_next_write_or_for
     each_once(tmp_path, [*range(TABLE_ROWS + 1), TABLE_ROWS + 2])
 
 
-def test_a_frame_the_disk_changed_before_others_is_refused_not_cut_and_no_row_after_it_is_lost(tmp_path: Path):
+def _three_row_frames(tmp_path: Path) -> tuple[bytearray, int]:
+    """A table whose tail holds three frames of one row each, after the schema's: the tail's
+    bytes, and where the first row frame begins."""
     store = store_at(tmp_path)
     store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
     for i in range(TABLE_ROWS, TABLE_ROWS + 3):
-        store.add(KEY, [row(i)])  # three frames of one row each, after the schema's
+        store.add(KEY, [row(i)])
     data = bytearray(tail_path(tmp_path).read_bytes())
-    first = len(tail.MAGIC) + tail.FRAME.size + tail.FRAME.unpack_from(data, len(tail.MAGIC))[0]
+    return data, len(tail.MAGIC) + tail.FRAME.size + tail.FRAME.unpack_from(data, len(tail.MAGIC))[0]
+
+
+def test_a_frame_the_disk_changed_before_others_is_refused_not_cut_and_no_row_after_it_is_lost(tmp_path: Path):
+    data, first = _three_row_frames(tmp_path)
     data[first + tail.FRAME.size + 8] ^= 0xFF  # a byte of the first row's frame, two whole frames after it
     tail_path(tmp_path).write_bytes(bytes(data))
     with pytest.raises(PartitionCorrupt, match="frame 1 of 4 fails its checksum"):
@@ -215,12 +221,7 @@ def test_a_frame_the_disk_changed_before_others_is_refused_not_cut_and_no_row_af
 def test_a_frame_length_the_disk_changed_is_refused_not_taken_for_a_cut_end(tmp_path: Path):
     """A changed length would walk the frames to a false end that looks like a kill's cut: the
     next write would cut every committed frame after it away. Its header's checksum refuses it."""
-    store = store_at(tmp_path)
-    store.add(KEY, [row(i) for i in range(TABLE_ROWS)])
-    for i in range(TABLE_ROWS, TABLE_ROWS + 3):
-        store.add(KEY, [row(i)])  # three frames of one row each, after the schema's
-    data = bytearray(tail_path(tmp_path).read_bytes())
-    first = len(tail.MAGIC) + tail.FRAME.size + tail.FRAME.unpack_from(data, len(tail.MAGIC))[0]
+    data, first = _three_row_frames(tmp_path)
     data[first + 2] ^= 0x01  # the first row frame's length, 64 KiB longer: past the file's end
     tail_path(tmp_path).write_bytes(bytes(data))
     with pytest.raises(PartitionCorrupt, match="the header of frame 1 fails its checksum"):
