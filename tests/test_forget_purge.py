@@ -3,6 +3,9 @@ old Lance versions, transaction files and the catalog included."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 
 from indexing.embedding.testing import HashingEmbedder
@@ -124,3 +127,36 @@ def _items(catalog, relation: str, reader: str, column: str) -> list[bytes]:
             # heap items are bytea; a btree item's data is its bytes in hex, spaced
             found.append(bytes(item) if not isinstance(item, str) else bytes.fromhex(item.replace(" ", "")))
     return found
+
+
+def test_forget_leaves_no_copy_that_a_rebalanced_page_kept(home, clock):
+    """SQLite's secure_delete zeroes a deleted cell, but a page that a rebalance rebuilt keeps
+    old cells in its unallocated gap: copies of cells that moved to a sibling. Among thousands
+    of memories imported in random digest order, some digest index cells have such a copy
+    before anything is forgotten; forgetting those memories leaves none of it in any file
+    (the catalog is rebuilt when a gap holds a fragment of what the forget cleared)."""
+    fake_service = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
+    try:
+        fake_service.operator.create_space("acme")
+        lines = "".join(
+            json.dumps({"space": "acme", "text": f"acme fact {i}: build step {i * 7919 % 10007}", "key": f"row-{i}"})
+            + "\n"
+            for i in range(8000)
+        )
+        fake_service.operator.import_jsonl(io.BytesIO(lines.encode()), batch_size=100)
+        catalog = fake_service._parts.catalog
+        assert catalog.checkpoint()
+        data = (home / "esfis.db").read_bytes()
+        rows = catalog.all("SELECT id, digest FROM memories WHERE forgotten_at IS NULL")
+        # The row holds the whole digest and the index its first 16 digits: a third is a copy.
+        copied = [(r["id"], r["digest"]) for r in rows if data.count(r["digest"][:16].encode()) > 2]
+        assert copied, "no stale copy to forget: the import no longer rebalances the digest index"
+        acme = fake_service.caller("cli", space="acme")
+        for memory_id, _ in copied[:5]:
+            fake_service.forget(acme, memory_id)
+        left = {d[:16]: [p.name for p in files_containing(home, d[:16])] for _, d in copied[:5]}
+        assert {prefix: files for prefix, files in left.items() if files} == {}
+        kept = rows[0]["digest"] if rows[0]["id"] not in dict(copied[:5]) else rows[1]["digest"]
+        assert files_containing(home, kept)  # the test sees a digest that is still there
+    finally:
+        fake_service.close()

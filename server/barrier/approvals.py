@@ -13,8 +13,9 @@ The rules this book keeps:
   pending rows), so no agent fills the queue; a second answers ``approval_pending``.
 - **Texts never outlive the decision.** A held text is cleared the moment its approval is
   decided, expires, is withdrawn by its run (``forget apr_…``) or is purged with a space it
-  targets or carries; on SQLite ``secure_delete`` zeroes it, and a checkpoint takes it out of
-  the WAL (PostgreSQL: a VACUUM). An approved write's text lives in its memory, as any other.
+  targets or carries; ``Catalog.scrub`` then leaves no copy of it in the catalog's files
+  (SQLite: ``secure_delete``, a checkpoint, a rebuild when a page's gap kept a fragment;
+  PostgreSQL: a VACUUM). An approved write's text lives in its memory, as any other.
 - **Expiry and voiding.** A held write expires after ``ESFIS_APPROVAL_HOURS`` (24). It is void,
   never applied, once its run has ended or expired, or its token is revoked: ``settle`` marks
   these, and ``Operator.decide`` checks again under the write lock before applying.
@@ -180,10 +181,13 @@ class ApprovalBook:
         run has ended or expired or whose token was revoked (or expired). Returns how many."""
         now = to_micros(self.clock())
         with self.catalog.transaction() as tx:
+            held = {r["id"]: r["text"] for r in tx.all("SELECT id, text FROM approvals WHERE status = 'pending'")}
             changed = self._expire(tx, self.clock())
             changed += self.void_dead(tx, now)
+            if changed:
+                left = {r["id"] for r in tx.all("SELECT id FROM approvals WHERE status = 'pending'")}
         if changed:
-            self.catalog.checkpoint()
+            self.catalog.scrub([t.encode() for i, t in held.items() if i not in left and t])
         return changed
 
     def _expire(self, tx: Tx, now: datetime, *, run_id: str | None = None) -> int:

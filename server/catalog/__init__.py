@@ -84,6 +84,13 @@ class Catalog(Protocol):
 
     def checkpoint(self) -> bool: ...
 
+    def scrub(self, cleared: Sequence[bytes] | None) -> bool:
+        """After writes that cleared values (a forgotten memory's digest and text, a held text;
+        None: not known), leave no copy of them in the catalog's files (SQLite: a checkpoint,
+        and a rebuild when a page's gap still holds one; PostgreSQL: ``checkpoint``'s VACUUM).
+        False when another connection kept it from finishing."""
+        ...
+
     def checkpoint_in_background(self) -> None: ...
 
     def one(self, sql: str, params: Any = ()) -> Any: ...

@@ -7,8 +7,9 @@ applies, and the rows that decide access are kept only under the access generati
 triggers move (``server.catalog.access``), so a policy the CLI adds applies at the next request.
 
 What a forget clears (a digest, labels) must leave no copy behind: ``secure_delete`` zeroes
-deleted and overwritten content in its page and in free pages, and ``checkpoint`` copies the WAL
-into the database and truncates it, so no old frame keeps the page as it was.
+deleted and overwritten content in its page and in free pages, ``checkpoint`` copies the WAL
+into the database and truncates it, so no old frame keeps the page as it was, and ``scrub``
+rebuilds the file when a rebalanced page's gap still holds a copy (``server.catalog.stale``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from server.catalog.access import note_write
 from server.catalog.shared import SCHEMA_VERSION, Dialect
 from server.catalog.sqlite_schema import SCHEMA, migrate
+from server.catalog.stale import holds_fragment
 from server.home import make_private
 
 SQLITE = Dialect(
@@ -146,6 +148,23 @@ class SqliteCatalog:
         with self._lock:
             busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return busy == 0
+
+    def scrub(self, cleared: Sequence[bytes] | None) -> bool:
+        """After writes that cleared ``cleared`` (a digest, a text; None: not known), leave no
+        copy of them in the file: checkpoint, and if a page's gap still holds a fragment of one
+        (``server.catalog.stale``), rebuild the database and checkpoint again. False when
+        another connection kept a checkpoint or the rebuild from finishing (the busy timeout):
+        a copy may then remain, for the caller's next try."""
+        if not self.checkpoint():
+            return False
+        if cleared is not None and not holds_fragment(self.path, cleared):
+            return True
+        with self._lock:
+            try:
+                self._conn.execute("VACUUM")
+            except sqlite3.OperationalError:  # locked past the busy timeout
+                return False
+        return self.checkpoint()
 
     def write_returning(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """One statement that writes (``Catalog.write_returning``), its rows read before the

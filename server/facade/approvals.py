@@ -34,7 +34,7 @@ def withdraw(parts: Parts, caller: Caller, approval_id: str) -> Held:
         raise ApprovalDecided(f"approval {held.id} is {held.status} already")
     with parts.catalog.transaction() as tx:
         parts.approvals.close(tx, held, "withdrawn", by=f"{caller.ai} (its own run)", reason="withdrawn by its run")
-    parts.catalog.checkpoint()
+    parts.catalog.scrub(_texts(held))
     return parts.approvals.get(held.id)
 
 
@@ -81,7 +81,7 @@ def decide(parts: Parts, approval_id: str, *, approve: bool, by: str) -> Held:
         with parts.catalog.transaction() as tx:
             parts.approvals.close(tx, held, "declined", by=by, reason="declined by the operator")
             parts.runs.note(tx, held.run_id, [step])  # the operator's step: an ended run takes it too
-        parts.catalog.checkpoint()
+        parts.catalog.scrub(_texts(held))
         return parts.approvals.get(held.id, settle=False)
     refusal = _refusal(parts, held)
     if refusal is not None:
@@ -179,5 +179,10 @@ def _void(parts: Parts, held: Held, reason: str, *, status: Status = "void") -> 
     with parts.catalog.transaction() as tx:
         changed = parts.approvals.void(tx, held, reason, status=status)
     if changed:
-        parts.catalog.checkpoint()
+        parts.catalog.scrub(_texts(held))
     return parts.approvals.get(held.id, settle=False)
+
+
+def _texts(held: Held) -> list[bytes]:
+    """What closing ``held`` unapplied cleared from the catalog (``Catalog.scrub``)."""
+    return [held.text.encode()] if held.text else []

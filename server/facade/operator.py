@@ -72,7 +72,7 @@ class Operator:
         with self._parts.catalog.transaction() as tx:  # held texts of it go with its memories
             cleared = self._parts.approvals.purge_space(tx, name)
         if cleared:
-            self._parts.catalog.checkpoint()
+            self._parts.catalog.scrub(None)
         self._parts.registry.delete(name)
         return removed
 

@@ -37,8 +37,8 @@ def forget(
     Crash-safe in three steps. (1) One transaction marks the memory forgotten (its digest,
     key and labels cleared, the counts moved) and records the intent (``forgetting``): from
     that commit on, nothing reads it as current. (2) The text and vector are purged from
-    the partition. (3) The catalog is checkpointed, so neither the WAL nor a page keeps the
-    row as it was, and the intent is removed. A process killed after (1) leaves the intent:
+    the partition. (3) The catalog is scrubbed (``Catalog.scrub``), so neither the WAL nor a
+    page keeps the row as it was, and the intent is removed. A process killed after (1) leaves the intent:
     the next service to open finishes it (``finish_forgets``), as does the next forget once
     it is ``STALE_FORGET`` old (a live forget finishes its own in well under that).
     """
@@ -69,17 +69,33 @@ def forget(
         # else: another forget of it is under way; finish it here too, so that this one
         # also returns only once the text is gone.
     failpoints.hit("forget:after-intent")
-    finish_forgets(catalog, store, only=[memory.id], stale=STALE_FORGET)
+    finish_forgets(catalog, store, only=[memory.id], stale=STALE_FORGET, cleared=cleared_by(memory))
+
+
+def cleared_by(memory: Memory) -> list[bytes]:
+    """What a forget of ``memory`` clears that a page of the catalog may still hold a copy of
+    (``Catalog.scrub``): its digest (the row's, the index's first 16 digits, a reference's),
+    its key, and its text (a held write's, approved into it)."""
+    values = [memory.digest.removeprefix("sha256:")] if memory.digest else []
+    values += [v for v in (memory.key, memory.text) if v]
+    return [v.encode() for v in values]
 
 
 def finish_forgets(
-    catalog: Catalog, store: VectorStore, *, only: list[str] | None = None, stale: timedelta | None = None
+    catalog: Catalog,
+    store: VectorStore,
+    *,
+    only: list[str] | None = None,
+    stale: timedelta | None = None,
+    cleared: list[bytes] | None = None,
 ) -> int:
-    """Finish forgets under way: purge their texts, checkpoint, remove their intents. With
-    ``only``, those memories', plus, with ``stale``, any older than that (a dead process's);
-    with neither, all. Returns how many were finished (fewer, when the checkpoint could not
-    complete: they stay, for the next). Purging twice is harmless, so a forget that another
-    process is finishing meanwhile is safe to finish here too."""
+    """Finish forgets under way: purge their texts, scrub the catalog, remove their intents.
+    With ``only``, those memories', plus, with ``stale``, any older than that (a dead
+    process's); with neither, all. ``cleared``: what the forgets of ``only`` cleared; for any
+    other, it is not known, and the scrub rebuilds the catalog whole. Returns how many were
+    finished (fewer, when the scrub could not complete: they stay, for the next). Purging
+    twice is harmless, so a forget that another process is finishing meanwhile is safe to
+    finish here too."""
     rows = catalog.all("SELECT memory_id, partition, since FROM forgetting")
     if only is not None:
         wanted = set(only)
@@ -93,8 +109,9 @@ def finish_forgets(
     for key, ids in by_partition.items():
         store.purge(key, ids)
     failpoints.hit("forget:after-purge")
-    if not catalog.checkpoint():
-        log.warning("catalog checkpoint busy: %d forget(s) finish on a later forget or open", len(rows))
+    known = cleared is not None and only is not None and {r["memory_id"] for r in rows} <= set(only)
+    if not catalog.scrub(cleared if known else None):
+        log.warning("catalog busy: %d forget(s) finish on a later forget or open", len(rows))
         return 0
     failpoints.hit("forget:after-checkpoint")
     ids = [r["memory_id"] for r in rows]
@@ -115,4 +132,6 @@ def drop_space(catalog: Catalog, store: VectorStore, space: str, at: datetime) -
         ).rowcount
         tx.execute("DELETE FROM import_keys WHERE partition = ?", (key,))
         tx.execute("DELETE FROM partitions WHERE key = ?", (key,))
+    if removed:
+        catalog.scrub(None)  # every digest of the space: the rebuild is cheaper than looking
     return removed
