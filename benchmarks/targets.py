@@ -263,6 +263,25 @@ TARGETS: dict[str, Target] = {
         full_only=True,
         why="a product's dump of many small tenants imports at the rate of a few large ones (issue 35).",
     ),
+    # benchmarks/test_import_paths.py
+    "import.http_share": Target(
+        "thin-spread import over HTTP, its share of the in-process rate",
+        ">=",
+        0.8,
+        "",
+        source="benchmarks/test_import_paths.py",
+        full_only=True,
+        why="POST /v1/import is the same path as esfis import, within 20 % (issue 35).",
+    ),
+    "import.model_share": Target(
+        "import of rows without vectors, its share of the model's own rate",
+        ">=",
+        0.9,
+        "",
+        source="benchmarks/test_import_paths.py",
+        full_only=True,
+        why="on a CPU the model is the cost: the import adds no more than 10 % to it, however thin the spread (issue 35).",
+    ),
     # benchmarks/test_mcp_startup.py
     "mcp.median_s": Target(
         "MCP launch → tools/list, median",

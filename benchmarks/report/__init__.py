@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.report.bulk import section_backup, section_import
+from benchmarks.report.bulk import section_backup, section_import, section_import_paths
 from benchmarks.report.common import RESULTS, Checks, Run, load, outcome_line, table
 from benchmarks.report.embedding import (
     section_batching,
@@ -56,6 +56,7 @@ MODULES: dict[str, str] = {
     "test_cli_wall.py": "CLI wall time",
     "test_mcp_startup.py": "MCP start-up",
     "test_import_throughput.py": "Bulk import, everything but the model",
+    "test_import_paths.py": "A thin spread's import over HTTP, and on PostgreSQL with local and S3 partitions",
     "test_http_load.py": "HTTP load, concurrent clients",
     "test_several_machines.py": "Several machines: PostgreSQL catalog and S3 partitions beside the embedded default",
     "test_backup_rates.py": "Backup, restore and export rates",
@@ -77,6 +78,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_cli_wall.py": section_cli,
     "test_mcp_startup.py": section_mcp,
     "test_import_throughput.py": section_import,
+    "test_import_paths.py": section_import_paths,
     "test_http_load.py": section_load,
     "test_query_precision.py": section_query_precision,
     "test_embedding_batching.py": section_batching,

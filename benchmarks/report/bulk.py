@@ -1,5 +1,6 @@
-"""The sections on whole-store moves: bulk import (``test_import_throughput.py``) and backup,
-restore and export rates (``test_backup_rates.py``)."""
+"""The sections on whole-store moves: bulk import (``test_import_throughput.py``), a thin spread
+over HTTP and on PostgreSQL + S3 (``test_import_paths.py``), and backup, restore and export
+rates (``test_backup_rates.py``)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,69 @@ def _spread(rows: list[dict], checks: Checks) -> list[str]:
             "test",
         ],
     )
+
+
+def section_import_paths(rows: list[dict], checks: Checks) -> list[str]:
+    out: list[str] = []
+    for r in rows:
+        if r.get("http_share") is not None:
+            cell = f"{fmt(r.get('rows'))} rows over {fmt(r.get('spaces'))} spaces"
+            local, http = r.get("in_process_rows_per_s") or [], r.get("http_rows_per_s") or []
+            out += [
+                "The same rows (each with its vector, so no model runs), alternately through the operator's "
+                "import in process (what `esfis import` runs, its process start left out) and `POST /v1/import` "
+                "on `esfis serve` (one worker), timed from the request to the answer; each attempt into a new home.",
+                "",
+            ] + table(
+                [
+                    [
+                        cell,
+                        ", ".join(fmt(v) for v in local),
+                        ", ".join(fmt(v) for v in http),
+                        checks.check("import.http_share", cell, r.get("http_share")),
+                        r["outcome"],
+                    ]
+                ],
+                ["rows", "in process rows/s", "HTTP rows/s", "HTTP's share of the in-process rate", "test"],
+            )
+        for spread in r.get("spreads") or []:
+            cell = f"{fmt(spread['rows'])} rows over {fmt(spread['spaces'])} spaces, partitions {spread['partitions']}"
+            checks.unjudged(
+                "thin spread, PostgreSQL catalog", cell, fmt(spread["rows_per_s"]), "published (issue 35), no target"
+            )
+        if r.get("with_model"):
+            body = []
+            for m in r["with_model"]:
+                cell = f"{fmt(m['rows'])} rows over {fmt(m['spaces'])} spaces"
+                body.append(
+                    [
+                        m["rows"],
+                        m["spaces"],
+                        m["embedder_rows_per_s"],
+                        m["import_rows_per_s"],
+                        checks.check("import.model_share", cell, m["share"]),
+                        r["outcome"],
+                    ]
+                )
+            out += [
+                f"Rows without vectors, embedded on the CPU by the default model ({r.get('model')}): the "
+                "model's own rate on the same texts (in the import's batches), then the import's, one spread "
+                "after the other, each into a new home.",
+                "",
+            ] + table(body, ["rows", "spaces", "model rows/s", "import rows/s", "import's share of the model's rate", "test"])
+        if r.get("spreads"):
+            out += [
+                "A PostgreSQL catalog (a cluster on this machine), the partitions on local disk or on S3 "
+                "(moto's server on this machine; every S3 partition is a table, no small files there).",
+                "",
+            ] + table(
+                [
+                    [s["partitions"], s["rows"], s["spaces"], s["rows_per_s"], s["partitions_per_s"], r["outcome"]]
+                    for s in r["spreads"]
+                ],
+                ["partitions", "rows", "spaces", "rows/s", "partitions/s", "test"],
+            )
+    return out
 
 
 def section_backup(rows: list[dict], checks: Checks) -> list[str]:
