@@ -128,7 +128,9 @@ def section_import_paths(rows: list[dict], checks: Checks) -> list[str]:
                 "model's own rate on the same texts (in the import's batches), then the import's, one spread "
                 "after the other, each into a new home.",
                 "",
-            ] + table(body, ["rows", "spaces", "model rows/s", "import rows/s", "import's share of the model's rate", "test"])
+            ] + table(
+                body, ["rows", "spaces", "model rows/s", "import rows/s", "import's share of the model's rate", "test"]
+            )
         if r.get("spreads"):
             out += [
                 "A PostgreSQL catalog (a cluster on this machine), the partitions on local disk or on S3 "
