@@ -57,7 +57,7 @@ def test_a_servers_commits_leave_the_checkpoint_to_its_thread(tmp_path: Path):
     catalog = Catalog(path)
     try:
         catalog.checkpoint_in_background(every_s=0.05)
-        assert catalog._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # no commit checkpoints
+        assert catalog.one("PRAGMA wal_autocheckpoint")[0] == 0  # no commit checkpoints
         for i in range(300):
             _write(catalog, f"s{i}")
         deadline = time.monotonic() + 10
@@ -67,7 +67,7 @@ def test_a_servers_commits_leave_the_checkpoint_to_its_thread(tmp_path: Path):
         assert _in_database_file(path, "s299"), "what the commits wrote is in the database file"
         with catalog.bulk():
             pass
-        assert catalog._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # an import's end keeps it off
+        assert catalog.one("PRAGMA wal_autocheckpoint")[0] == 0  # an import's end keeps it off
     finally:
         catalog.close()
 
@@ -75,7 +75,7 @@ def test_a_servers_commits_leave_the_checkpoint_to_its_thread(tmp_path: Path):
 def test_without_the_thread_commits_checkpoint_as_sqlite_does(tmp_path: Path):
     catalog = Catalog(tmp_path / "catalog.db")
     try:
-        assert catalog._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert catalog.one("PRAGMA wal_autocheckpoint")[0] == 1000
         assert catalog.checkpoint()  # the schema, copied back
         _write(catalog, "a")
         assert not _in_database_file(tmp_path / "catalog.db", "a")  # still only in the WAL

@@ -55,12 +55,12 @@ def test_a_turn_lost_with_its_session_fails_the_write_under_it(url):
                     "WHERE application_name = 'esfis-partitions' AND pid <> pg_backend_pid() "
                     "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory')"
                 )
-                a.version("space:acme")  # versions are read on other connections: unaffected
                 with pytest.raises(StoreUnavailable):
-                    a.bump("space:acme")  # the write's bump, on the dead session, fails
+                    a.version("space:acme")  # the dead session's statement fails
+                a.version("space:acme")  # a new session: the turn did not come with it
                 with b.writer_turn("space:acme"):  # another process can take it now
                     pass
-                a.bump("space:acme")  # a new session: the turn did not come with it
+                a.bump("space:acme")
         with a.writer_turn("space:acme"):  # and a fresh turn works again
             a.bump("space:acme")
     finally:

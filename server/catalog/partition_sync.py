@@ -6,9 +6,7 @@ serve one store (``indexing.partitions.coordination`` says what a store needs of
   server that sees a memory in the catalog also sees a version newer than any image it holds
   without that memory, and reloads: every write, replace and forget made through one server
   applies at every other server's next request. Before each search a server reads the
-  partition's version: one indexed read, no file and no object listing, on a connection of
-  the few this module lends its reads (``readers``), so concurrent searches do not queue
-  behind one; a bump goes on the writer turns' session.
+  partition's version: one indexed read, no file and no object listing.
 - **Writer turns.** One writer per partition across machines: a session-level advisory lock
   (``pg_try_advisory_lock``) on this module's own connection, taken around the write and
   released after. Tried in a loop rather than waited on, so a thread waiting for one partition
@@ -32,7 +30,6 @@ from typing import Any
 
 import psycopg
 
-from server.catalog.readers import Readers
 from server.catalog.shared import redacted
 from server.errors import StoreUnavailable
 
@@ -47,10 +44,7 @@ class PostgresPartitionSync:
         self._lock = threading.Lock()
         self._turns = 0  # turns held on the current session
         self._lost_turns = False  # the session ended while it held some: they are gone
-        self._conn = self._connect()  # the turns' session: advisory locks belong to one
-        self._readers = Readers(
-            self._connect, broken=lambda conn: conn.closed or conn.broken
-        )  # versions: read before every search, by any thread
+        self._conn = self._connect()
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -86,22 +80,12 @@ class PostgresPartitionSync:
                 "the write was not acknowledged: try it again"
             )
 
-    def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        """One read on a reader's connection, not the turns' session (``readers``)."""
-        try:
-            with self._readers.connection() as conn:
-                return conn.execute(sql, params).fetchone()
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
-
     def version(self, key: str, *, held: int | None = None) -> str:
-        row = self._one("SELECT version FROM partition_versions WHERE key = %s", (key,))
+        row = self._execute("SELECT version FROM partition_versions WHERE key = %s", (key,))
         return "" if row is None else str(row[0])
 
     def bump(self, key: str, *, tail_only_since: str = "", held: int | None = None) -> str:
-        """Bumped even when the turn was lost (other machines must reload), then refused. On the
-        turns' session, as the write's turn is: a session that died under the write fails here,
-        and the next statement's new session marks its turns lost."""
+        """Bumped even when the turn was lost (other machines must reload), then refused."""
         row = self._execute(
             "INSERT INTO partition_versions (key, version) VALUES (%s, 1) ON CONFLICT (key) "
             "DO UPDATE SET version = partition_versions.version + 1 RETURNING version",
@@ -133,7 +117,6 @@ class PostgresPartitionSync:
                 self._execute("SELECT pg_advisory_unlock(%s, %s)", ident)
 
     def close(self) -> None:
-        self._readers.close()
         with self._lock:
             self._conn.close()
 

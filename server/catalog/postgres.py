@@ -40,7 +40,6 @@ import psycopg
 
 from server.catalog.access import note_write
 from server.catalog.postgres_schema import migrate, version
-from server.catalog.readers import Readers
 from server.catalog.shared import SCHEMA_VERSION, Dialect, redacted
 from server.errors import InvalidInput, StoreUnavailable
 
@@ -57,8 +56,7 @@ FORGET_TABLES = "memories, import_keys, contexts, approvals"  # where a forget c
 
 
 class PostgresCatalog:
-    """A thread-safe handle on a PostgreSQL catalog: one connection for write transactions,
-    taken in turns, and a few for everything else (``readers``)."""
+    """A thread-safe handle on a PostgreSQL catalog: one connection, taken in turns."""
 
     sql = POSTGRES
 
@@ -66,15 +64,12 @@ class PostgresCatalog:
         self.url = url
         self._lock = threading.RLock()
         self._writing = 0  # transactions open on this connection (this thread's, under the lock)
-        self._writer: int | None = None  # the thread whose transaction is open
         self._conn = self._connect()
-        self._readers = Readers(self._connect, broken=lambda conn: conn.closed or conn.broken)
         try:
             if version(self) != SCHEMA_VERSION:  # read without the lock: the usual open writes nothing
                 with self.transaction() as tx:  # the write lock: two first opens take turns
                     migrate(tx)
         except BaseException:
-            self._readers.close()
             self._conn.close()
             raise
 
@@ -115,7 +110,6 @@ class PostgresCatalog:
         with self._lock, self._guard():
             conn = self._connection()
             self._writing += 1
-            self._writer = threading.get_ident()
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
@@ -123,12 +117,6 @@ class PostgresCatalog:
                 note_write()
             finally:
                 self._writing -= 1
-                if not self._writing:
-                    self._writer = None
-
-    def _in_transaction(self) -> bool:
-        """Whether this thread has a transaction open here: its statements then belong in it."""
-        return bool(self._writing) and self._writer == threading.get_ident()
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
@@ -161,36 +149,26 @@ class PostgresCatalog:
         return self._read(sql, params, lambda cursor: cursor.fetchone())
 
     def _read(self, sql: str, params: Sequence[Any], fetch: Callable[[psycopg.Cursor], Any]) -> Any:
-        """A read: in this thread's transaction if one is open, else on a reader (``readers``),
-        tried once more on a new connection when the old one turns out dropped (a read can be
-        repeated; a transaction's statements cannot, and are never retried)."""
-        if self._in_transaction():
-            with self._lock, self._guard():
+        """A read, tried once more on a new connection when the old one turns out dropped
+        (a read can be repeated; a transaction's statements cannot, and are never retried)."""
+        with self._lock, self._guard():
+            try:
                 return fetch(self._connection().execute(_pg(sql), params))
-        with self._guard():
-            with self._readers.connection() as conn:
-                try:
-                    return fetch(conn.execute(_pg(sql), params))
-                except psycopg.OperationalError:
-                    if not conn.broken:
-                        raise
-            with self._readers.connection() as conn:
-                return fetch(conn.execute(_pg(sql), params))
+            except psycopg.OperationalError:
+                if self._writing or not self._conn.broken:
+                    raise
+            return fetch(self._connection().execute(_pg(sql), params))
 
     def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """One statement that writes (``Catalog.write_returning``): on a reader's autocommit
-        connection, its own transaction (in this thread's, if one is open), never retried."""
-        if self._in_transaction():
-            with self._lock, self._guard():
-                return self._connection().execute(_pg(sql), params).fetchall()
-        with self._guard(), self._readers.connection() as conn:
-            return conn.execute(_pg(sql), params).fetchall()
+        """One statement that writes (``Catalog.write_returning``): on this autocommit
+        connection, its own transaction, never retried."""
+        with self._lock, self._guard():
+            return self._connection().execute(_pg(sql), params).fetchall()
 
     def reopen(self) -> PostgresCatalog:
         return PostgresCatalog(self.url)
 
     def close(self) -> None:
-        self._readers.close()
         with self._lock:
             self._conn.close()
 

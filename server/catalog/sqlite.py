@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from server.catalog.access import note_write
-from server.catalog.readers import Readers
 from server.catalog.shared import SCHEMA_VERSION, Dialect
 from server.catalog.sqlite_schema import SCHEMA, migrate
 from server.catalog.stale import holds_fragment
@@ -49,8 +48,6 @@ class SqliteCatalog:
         self._conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        self._writer: int | None = None  # the thread whose transaction is open on the connection
-        self._readers: Readers[sqlite3.Connection] = Readers(self._reader)
         self._bulk = 0  # imports under way through this connection
         self._autocheckpoint = 1000  # pages; 0 once checkpoints run in the background
         self._checkpointer: threading.Thread | None = None
@@ -68,16 +65,6 @@ class SqliteCatalog:
             except BaseException:
                 self._conn.close()
                 raise
-
-    def _reader(self) -> sqlite3.Connection:
-        """A connection for reads outside a transaction (``server.catalog.readers``): it cannot
-        write, and waits out a writer's lock as the main one does."""
-        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA query_only=ON")
-        conn.execute("PRAGMA cache_size=-16384")  # 16 MiB of pages each (the writer keeps 64)
-        return conn
 
     def _open(self) -> None:
         """Bring the schema up to this version, in one write transaction."""
@@ -99,7 +86,6 @@ class SqliteCatalog:
         """A write transaction that takes the database lock up front."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            outer, self._writer = self._writer, threading.get_ident()
             try:
                 yield Tx(self._conn)
             except BaseException:
@@ -108,8 +94,6 @@ class SqliteCatalog:
             else:
                 self._conn.execute("COMMIT")
                 note_write()
-            finally:
-                self._writer = outer
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
@@ -196,24 +180,12 @@ class SqliteCatalog:
             return rows
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        return self._read(sql, params, lambda cursor: cursor.fetchall())
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        return self._read(sql, params, lambda cursor: cursor.fetchone())
-
-    def _read(self, sql: str, params: tuple[Any, ...], fetch: Callable[[sqlite3.Cursor], Any]) -> Any:
-        """In this thread's transaction if one is open (it sees its own writes), else on a
-        reader. The cursor is closed at once: a statement left open would hold its snapshot,
-        and the reader would go on reading the past."""
-        if self._writer == threading.get_ident():
-            with self._lock:
-                return fetch(self._conn.execute(sql, params))
-        with self._readers.connection() as conn:
-            cursor = conn.execute(sql, params)
-            try:
-                return fetch(cursor)
-            finally:
-                cursor.close()
+        with self._lock:
+            return self._conn.execute(sql, params).fetchone()
 
     def reopen(self) -> SqliteCatalog:
         return SqliteCatalog(self.path)
@@ -222,7 +194,6 @@ class SqliteCatalog:
         self._stopping.set()
         if self._checkpointer is not None:
             self._checkpointer.join()
-        self._readers.close()
         with self._lock:
             self._conn.close()
 
