@@ -166,6 +166,15 @@ def test_esfis_export_and_import_restore_on_the_command_line(source, tmp_path):
         ).returncode
         == 0
     )
+    both = subprocess.run(
+        [ESFIS_BIN, "import", "--restore", "--create-spaces", str(out)],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )  # said, not ignored
+    assert both.returncode == 2 and "--create-spaces does not apply to --restore" in both.stderr, both.stderr
     done = subprocess.run(
         [ESFIS_BIN, "import", "--restore", str(out)], cwd=ROOT, text=True, capture_output=True, env=env, timeout=300
     )

@@ -304,13 +304,6 @@ def test_errors_kept_are_capped_but_all_are_counted(fake_service):
     assert report.failed == 1500 and len(report.errors) == 1000
 
 
-def test_an_import_is_an_operators_act_that_ai_policies_do_not_limit(fake_service):
-    fake_service.operator.create_space("globex")
-    fake_service.operator.deny("cursor", "globex")
-    line = json.dumps({"text": "globex note", "space": "globex"})
-    assert import_stream(fake_service._parts, [line], ai="cursor").imported == 1
-
-
 # -- embedding ------------------------------------------------------------------------------
 
 

@@ -51,6 +51,31 @@ def test_an_import_creates_the_spaces_it_names_only_when_asked_and_lists_each(fa
     assert again.imported == 0 and again.skipped == 15 and again.created_spaces == ()  # re-runs make nothing
 
 
+def test_an_import_as_an_ai_a_rule_denies_writes_nothing_there_and_creates_no_space_for_it(fake_service):
+    """Rows are written as the import's AI: a deny of that AI refuses its rows in that space, as
+    it refuses its remember, and the rest go in; a new space whose rows are all refused is not
+    created."""
+    operator = fake_service.operator
+    operator.create_space("acme")
+    operator.create_space("globex")
+    operator.deny("cursor", "acme")  # and so every space below it, one the import would create too
+    rows = [
+        {"text": "acme deploys on tuesday", "space": "acme"},
+        {"text": "globex deploys on friday", "space": "globex"},
+        {"text": "acme's platform deploys on monday", "space": "acme/platform"},
+    ]
+    report = operator.import_jsonl(_lines(rows), ai="cursor", create_spaces=True)
+    assert (report.imported, report.failed, report.created_spaces) == (1, 2, ())
+    assert {line: reason for line, reason in report.errors} == {
+        1: "cursor may not use space 'acme' (deny cursor acme)",
+        3: "cursor may not use space 'acme/platform' (deny cursor acme)",
+    }
+    assert sorted(s.name for s in operator.spaces()) == ["acme", "globex"]
+    assert fake_service.recall(fake_service.caller("cli", space="acme"), "deploys").memories == []
+    allowed = operator.import_jsonl(_lines(rows[:1]), ai="claude-code")  # another AI: as before
+    assert allowed.imported == 1
+
+
 @pytest.mark.parametrize("name", ADVERSARIAL)
 def test_create_spaces_never_creates_a_space_under_a_name_space_add_refuses(fake_service, name):
     rows = [{"text": "a fact", "space": name}, {"text": "another fact", "space": "fine"}]

@@ -65,3 +65,14 @@ def test_superseded_memories_do_not_starve_the_limit(service, acme):
     got = texts(service, acme, "which cloud provider do we use?", limit=3)
     assert len(got) == 3 and all("was candidate number" not in t for t in got)
     assert current.text in texts(service, acme, "which cloud provider do we use?", limit=10)
+
+
+def test_replacing_a_memory_whose_successor_was_forgotten_says_what_to_do(service, acme):
+    """A → B, then B forgotten: A stays history (its validity ended at the replace), and a
+    second replace of A says so, naming no successor and pointing to a new remember."""
+    old = service.remember(acme, "the deploy window is tuesday")
+    new = service.replace(acme, old.id, "the deploy window is thursday")
+    service.forget(acme, new.id)
+    with pytest.raises(AlreadySuperseded, match="cannot see .*remember the new text instead") as refused:
+        service.replace(acme, old.id, "the deploy window is friday")
+    assert new.id not in refused.value.message

@@ -130,6 +130,16 @@ class Preparer:
                 reason = f"no space named {missing!r}; give --create-spaces to create it, or esfis space add"
                 failures.extend((row.line, reason) for row in groups.pop(missing))
             unknown = ()
+        # The rows are written as ``ai``'s: a rule that denies it a space refuses them there, as
+        # it refuses its remember (a space of refused rows alone is not created either).
+        policies = self.registry.policies()
+        for space in list(groups):
+            decision = policies.decide(self.ai, space)
+            if not decision.allowed:
+                where = "personal memories" if space is None else f"space {space!r}"
+                reason = f"{self.ai} may not use {where} ({decision.reason})"
+                failures.extend((row.line, reason) for row in groups.pop(space))
+        unknown = tuple(s for s in unknown if s in groups)
         self.failures.add(failures)
         rows = sum(map(len, groups.values()))
         fresh = {}

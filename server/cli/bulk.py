@@ -72,6 +72,12 @@ def _summarise(report: _Report, kept: str) -> None:
 def import_(args: Namespace) -> None:
     """A progress bar on a terminal, errors by line, then the summary."""
     if args.restore:
+        if args.create_spaces:  # said, not ignored: every row would fail on its missing space
+            raise InvalidInput(
+                "--create-spaces does not apply to --restore: a restore never creates spaces; "
+                "create them first (esfis space add --from FILE)",
+                field="create_spaces",
+            )
         _import_restore(args)
         return
     ai = acting_ai(args, default="import")

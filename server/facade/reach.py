@@ -60,4 +60,8 @@ def superseded(parts: Parts, caller: Caller, old: Memory) -> AlreadySuperseded:
             return AlreadySuperseded(f"memory {old.id} is already superseded by {successor}")
         except MemoryNotFound:
             pass
-    return AlreadySuperseded(f"memory {old.id} is already superseded")
+    # Forgotten or out of reach: which, the caller may not learn. Say what to do instead.
+    return AlreadySuperseded(
+        f"memory {old.id} is already superseded, by a memory this caller cannot see (forgotten, or out of "
+        "reach): remember the new text instead"
+    )

@@ -73,9 +73,11 @@ def takes(tool: Callable[..., Any]) -> tuple[str, ...]:
 def undeclared(ctx: Context, tool: str, declared: tuple[str, ...]) -> InvalidInput | None:
     """The refusal of a call that sends an argument ``tool`` does not declare, if this one does.
 
-    The SDK drops such an argument silently. For ``remember`` that cannot be: ``source``, its
-    old name for an origin mark, marked content from outside as untrusted, and a memory written
-    without it would pass the barrier's rule on untrusted content unmarked."""
+    The SDK drops such an argument silently; every tool refuses it instead. For ``remember`` a
+    dropped argument would be a hole: ``source``, its old name for an origin mark, marked
+    content from outside as untrusted, and a memory written without it would pass the barrier's
+    rule on untrusted content unmarked. For the others it is a call that does not do what its
+    caller believes: a ``recall`` sent a ``space`` searches where the caller stands, not there."""
     sent = (ctx.request_context.params or {}).get("arguments") or {}
     extra = sorted(set(sent) - set(declared))
     removed = [name for name in extra if name in REMOVED]
@@ -206,6 +208,13 @@ def build_server(
         answer = answered(request, await person.ask(ctx, run_id, request))
         return await call(ctx, lambda service, caller: act(service, caller, answer, False))
 
+    declared: dict[str, tuple[str, ...]] = {}  # each tool's arguments, filled once they are defined
+
+    def refuse_undeclared(ctx: Context, tool: str) -> None:
+        refusal = undeclared(ctx, tool, declared[tool])
+        if refusal is not None:
+            raise _tool_error(refusal)
+
     @server.tool(description=about["remember"], annotations=ToolAnnotations(title="Remember", read_only_hint=False))
     async def remember(
         text: Annotated[str, Field(description=inputs.TEXT)],
@@ -213,9 +222,7 @@ def build_server(
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
     ) -> WrittenOut:
-        refusal = undeclared(ctx, "remember", remember_takes)  # above all ``source``: see ``undeclared``
-        if refusal is not None:
-            raise _tool_error(refusal)
+        refuse_undeclared(ctx, "remember")  # above all ``source``: see ``undeclared``
         memory = await gated(
             ctx,
             lambda service, who, ask, hold: service.remember(
@@ -223,8 +230,6 @@ def build_server(
             ),
         )
         return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(MemoryOut.of(memory))
-
-    remember_takes = takes(remember)
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
@@ -235,6 +240,7 @@ def build_server(
             int, Field(description=inputs.LIMIT, json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
         ] = DEFAULT_LIMIT,
     ) -> RecallOut:
+        refuse_undeclared(ctx, "recall")
         result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
         return RecallOut.of(result.memories)  # the delivery id stays in the trail: agents never see it
 
@@ -245,6 +251,7 @@ def build_server(
         ctx: Context,
         space: Annotated[str | None, Field(description="rarely needed: " + inputs.NEW_SPACE)] = None,
     ) -> ReplacedOrHeldOut:
+        refuse_undeclared(ctx, "replace")
         memory = await gated(
             ctx, lambda service, who, ask, hold: service.replace(who, id, text, space=space, ask=ask, hold=hold)
         )
@@ -257,6 +264,7 @@ def build_server(
         id: Annotated[str, Field(description="the id of the memory to delete")],
         ctx: Context,
     ) -> ForgottenOrHeldOut:
+        refuse_undeclared(ctx, "forget")
         held = await gated(ctx, lambda service, who, ask, hold: service.forget(who, id, ask=ask, hold=hold))
         if held is None:
             return ForgottenOrHeldOut(id=id, forgotten=True)
@@ -272,6 +280,7 @@ def build_server(
         id: Annotated[str, Field(description="the approval's id (apr_…) a held call answered")],
         ctx: Context,
     ) -> ApprovalOut:
+        refuse_undeclared(ctx, "check_approval")
         held = await call(ctx, lambda service, who: service.check_approval(who, id))
         return ApprovalOut.of(held)
 
@@ -280,6 +289,7 @@ def build_server(
         ids: Annotated[list[str], Field(description=inputs.MEMORY_IDS)],
         ctx: Context,
     ) -> ReferenceOut:
+        refuse_undeclared(ctx, "share")
         reference = await call(ctx, lambda service, who: service.share(who, ids))
         return ReferenceOut.of(reference)
 
@@ -290,9 +300,20 @@ def build_server(
         ref: Annotated[str, Field(description="a context reference, ctx_…")],
         ctx: Context,
     ) -> ContextOut:
+        refuse_undeclared(ctx, "open_context")
         reference, memories = await call(ctx, lambda service, who: service.open_context(who, ref))
         return ContextOut.of(reference, memories)
 
+    tools: dict[str, Callable[..., Any]] = {
+        "remember": remember,
+        "recall": recall,
+        "replace": replace,
+        "forget": forget,
+        "check_approval": check_approval,
+        "share": share,
+        "open_context": open_context,
+    }
+    declared.update({name: takes(tool) for name, tool in tools.items()})
     return server
 
 

@@ -134,3 +134,27 @@ async def test_remember_refuses_an_argument_it_does_not_take_and_writes_nothing(
     assert result.is_error and said in result.content[0].text, result.content[0].text
     assert result.content[0].text.endswith("(invalid_input)")
     assert fake_service.recall(fake_service.caller("cli", space="acme"), "releases freeze friday").memories == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "said"),
+    [
+        ("recall", {"query": "freeze", "space": "globex"}, "recall takes no argument 'space' (nothing was done)"),
+        ("forget", {"extra": 1}, "forget takes no argument 'extra' (nothing was done): it takes id"),
+        ("replace", {"text": "new", "colour": "red"}, "replace takes no argument 'colour'"),
+    ],
+    ids=["recall-space", "forget-extra", "replace-extra"],
+)
+async def test_every_tool_refuses_an_argument_it_does_not_take(fake_service, home, acme, tool, arguments, said):
+    """Not only ``remember``: a ``recall`` sent a ``space`` would search where the caller stands
+    and answer as if it had searched there; a ``forget`` with an argument it drops would run
+    anyway. Each refuses, and nothing is done."""
+    server, _ = server_for(fake_service, home, acme)
+    kept = fake_service.remember(fake_service.caller("cli", space="acme"), "the freeze starts on friday")
+    if tool in ("forget", "replace"):
+        arguments = {"id": kept.id, **arguments}
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error and said in result.content[0].text, result.content[0].text
+    current = fake_service.get(fake_service.caller("cli", space="acme"), kept.id)
+    assert current.text == "the freeze starts on friday" and current.superseded_by is None
