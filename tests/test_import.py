@@ -166,6 +166,8 @@ def test_a_forgotten_memory_is_not_present_and_can_be_imported_again(fake_servic
 
 BAD_ROWS = [
     pytest.param('{"text": ', "invalid JSON", id="invalid-json"),
+    pytest.param('{"text": "cut" "short"', "invalid JSON: Expecting ',' delimiter (column 16)", id="json-column"),
+    pytest.param('{"text": "cut"\n', "invalid JSON: Expecting ',' delimiter (at the end of the line)", id="json-cut"),
     pytest.param("[1, 2]", "JSON object", id="not-an-object"),
     pytest.param({"space": "acme"}, "text is missing", id="missing-text"),
     pytest.param({"text": "   "}, "empty or blank", id="blank-text"),

@@ -180,3 +180,15 @@ def test_a_create_racing_another_for_one_folder_is_a_conflict(fake_service, fold
     with pytest.raises(SpaceExists):
         fake_service.operator.add_space(folders["acme"], "claim3")
     assert [(s.name, len(s.folders)) for s in fake_service.operator.spaces()] == [("claim1", 1)]
+
+
+def test_cli_get_of_a_replaced_memory_prints_its_text_and_says_it_is_history(capsys, home, folders, real_embedder):
+    """stdout keeps the text alone (what scripts read); stderr says it is no longer current."""
+    run_cli(capsys, folders["acme"], "space", "add", str(folders["acme"]))
+    old = run_cli(capsys, folders["acme"], "remember", "the deploy window is tuesday")[1].strip()
+    new = run_cli(capsys, folders["acme"], "replace", old, "the deploy window is thursday")[1].strip()
+    code, out, err = run_cli(capsys, folders["acme"], "get", old)
+    assert code == 0 and out.strip() == "the deploy window is tuesday"
+    assert "no longer current since" in err and f"superseded by {new}" in err, err
+    _, _, err = run_cli(capsys, folders["acme"], "get", new)
+    assert "no longer current" not in err

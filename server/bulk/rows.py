@@ -195,9 +195,11 @@ def parse_line(line: int, raw: bytes | str | LineTooLong, *, now: datetime, dime
         fields = orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:
-            fields = json.loads(raw)
+            # Without its line ending: a line cut short would be "line 2, column 1" after it.
+            fields = json.loads(raw.rstrip(b"\r\n" if isinstance(raw, bytes) else "\r\n"))
         except json.JSONDecodeError as exc:
-            return RowError(line, f"invalid JSON: {exc.msg} (column {exc.colno})")
+            where = "at the end of the line" if exc.pos >= len(exc.doc) else f"column {exc.colno}"
+            return RowError(line, f"invalid JSON: {exc.msg} ({where})")
         except RecursionError:
             return RowError(line, "invalid JSON: nested too deeply")
     return check_row(line, fields, now=now, dimension=dimension)

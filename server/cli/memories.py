@@ -7,11 +7,13 @@ folder); a write the data barrier holds asks a person at the terminal, and only 
 from __future__ import annotations
 
 import argparse
+import sys
 from argparse import Namespace
 
 from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
 from server.cli.registry import arg, command
+from server.clock import iso
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 
@@ -69,7 +71,15 @@ def recall(args: Namespace) -> None:
 def get(args: Namespace) -> None:
     with open_service() as service:
         memory = service.get(caller(service, args), args.id)
-    print(dumps(shapes().MemoryOut.of(memory).dump()) if args.json else render.memory_text(memory.text))
+        now = service.clock()
+    if args.json:
+        print(dumps(shapes().MemoryOut.of(memory).dump()))
+        return
+    print(render.memory_text(memory.text))
+    # The text alone on stdout, as scripts read it; that it is history, on stderr.
+    if memory.valid_until is not None and memory.valid_until <= now:
+        by = f": superseded by {memory.superseded_by}" if memory.superseded_by else ""
+        print(f"(no longer current since {iso(memory.valid_until)}{by})", file=sys.stderr)
 
 
 @command(

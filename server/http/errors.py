@@ -51,16 +51,29 @@ def from_esfis(exc: EsfisError) -> JSONResponse:
     return error_response(exc.status, exc.code, exc.message, headers)
 
 
+def _reason(error: dict[str, Any]) -> str:
+    kind, loc = error.get("type"), tuple(error.get("loc", ()))
+    if kind == "json_invalid":
+        detail = (error.get("ctx") or {}).get("error")
+        return "the body is not JSON" + (f" ({detail})" if detail else "")
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type"):
+        return "the body must be a JSON object, sent with Content-Type: application/json"
+    return str(error.get("msg", "invalid"))
+
+
 def _field(loc: Iterable[Any]) -> str:
     parts = [str(p) for p in loc]
+    if len(parts) == 2 and parts[0] == "body" and parts[1].isdigit():  # a JSON error's position
+        return "body"
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:] or parts
     return ".".join(parts) or "body"
 
 
 def validation_message(errors: list[dict[str, Any]]) -> str:
-    """Each failing field named, with pydantic's reason; never the rejected input itself."""
-    shown = [f"field {_field(e.get('loc', ()))!r}: {e.get('msg', 'invalid')}" for e in errors[:5]]
+    """Each failing field named, with pydantic's reason; never the rejected input itself. A body
+    that is not JSON, or not an object, is said so, not as a field named ``0``."""
+    shown = [f"field {_field(e.get('loc', ()))!r}: {_reason(e)}" for e in errors[:5]]
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "invalid " + "; ".join(shown) + more
 

@@ -187,3 +187,15 @@ def test_operator_validation_errors_share_the_shape(operator):
     missing = operator.get("/v1/deliveries/999999")
     assert missing.status_code == 404
     error_of(missing)
+
+
+def test_a_body_that_is_not_json_or_not_an_object_is_said_so(agent):
+    """Not "invalid field '0': JSON decode error", nor a dictionary pydantic could not find."""
+    not_json = agent.post("/v1/recall", content=b"nope", headers={"Content-Type": "application/json"})
+    assert not_json.status_code == 422
+    assert error_of(not_json)["message"].startswith("invalid field 'body': the body is not JSON ("), not_json.text
+    form = agent.post("/v1/recall", content=b'{"query": "x"}', headers={"Content-Type": "text/plain"})
+    assert form.status_code == 422
+    assert error_of(form)["message"] == (
+        "invalid field 'body': the body must be a JSON object, sent with Content-Type: application/json"
+    ), form.text
