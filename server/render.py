@@ -199,7 +199,10 @@ def why_text(w: Why) -> str:
     for reason, count in d.cut.items():
         if reason != "limit":
             out.append(f"  {reason}: {count} memories {explain.get(reason, '')}".rstrip())
-    out.append("other spaces that would have answered (scored now, for the operator; never seen by the agent):")
+    out.append(
+        "other spaces that would have answered (scored now, for the operator; never seen by the agent; "
+        "'policy': in the caller's reach, a rule kept it out; 'space': out of its reach):"
+    )
     out += [f"  {o.score:.3f}  {o.memory_id}  [{_where(o.space)}, {o.reason}]  {_clip(o.text)}" for o in w.others] or [
         "  (none)"
     ]

@@ -13,6 +13,7 @@ from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, flag, group, one_of
 from server.errors import InvalidInput
 from server.models import EVERYWHERE
+from server.spaces import validate_space_name
 
 
 def _set_policy(effect: Literal["allow", "deny"], values: list[str]) -> None:
@@ -86,7 +87,16 @@ def _names_in(path: str) -> list[str]:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"cannot read the space names from {path}: {exc}", field="from") from None
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    names = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        try:  # checked here too, to say which line: the façade would name only the name
+            names.append(validate_space_name(name))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{path}, line {number}: {exc.message} (no space was created)", field="from") from None
+    return names
 
 
 @command("space list", "list spaces, their folders and memory counts", arg("--json", action="store_true"))
