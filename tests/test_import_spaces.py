@@ -108,7 +108,9 @@ def test_space_add_from_a_file_creates_each_once_and_says_so(home, tmp_path):
     refused = subprocess.run(
         [ESFIS_BIN, "space", "add", "--from", str(bad)], env=env, capture_output=True, text=True, timeout=120
     )
-    assert refused.returncode == 2 and "bad.txt, line 2: invalid space name 'Acme Corp'" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "bad.txt, line 2: invalid space name 'Acme Corp'" in refused.stderr, (
+        refused.stderr
+    )
     listed = subprocess.run(
         [ESFIS_BIN, "space", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
     )
