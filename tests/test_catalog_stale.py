@@ -34,15 +34,13 @@ def test_a_copy_in_a_gap_is_found_whole_or_cut_and_a_live_cell_is_not(tmp_path):
     copied = [d for d in digests if data.count(d[:16].encode()) > 2]  # row + index cell + a copy
     assert copied
     value = copied[0]
-    assert holds_fragment(path, [value.encode()])
-    assert holds_fragment(path, [value[4:14].encode()])  # ten digits of it: still found
+    assert holds_fragment(data, [value.encode()])
+    assert holds_fragment(data, [value[4:14].encode()])  # ten digits of it: still found
     # Digests held only by their live cells (the same operations lay out the same file).
     live = [d for d in digests if data.count(d[:16].encode()) == 2]
-    assert live and not any(holds_fragment(path, [d.encode()]) for d in live[:200])
-    assert not holds_fragment(path, [b"abc"])  # shorter than any window: never looked for
+    assert live and not any(holds_fragment(data, [d.encode()]) for d in live[:200])
+    assert not holds_fragment(data, [b"abc"])  # shorter than any window: never looked for
 
 
-def test_a_file_shorter_than_its_header_holds_nothing(tmp_path):
-    path = tmp_path / "empty.db"
-    path.write_bytes(b"")
-    assert not holds_fragment(path, [b"0123456789abcdef"])
+def test_a_database_shorter_than_its_header_holds_nothing():
+    assert not holds_fragment(b"", [b"0123456789abcdef"])

@@ -14,50 +14,48 @@ the gaps' non-zero bytes kept) and says whether any of them holds ``WINDOW`` con
 bytes of a cleared value. Live cells are not read: a cleared value is in none of them, and a
 value some live row shares (a query text in the delivery log) would call for a rebuild that
 could not remove it.
+
+The pages come from SQLite (``Connection.serialize``), never from opening the file: closing
+any descriptor of a database file drops every POSIX lock this process holds on it, its SQLite
+connections' included, and another process may then take the database for unused and reset
+its WAL index under them (the stale reads and "disk I/O error" that a first version, which
+read the file, caused in the test suite).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 WINDOW = 8  # bytes of a cleared value that, found in a gap, call for a rebuild
 SHORTEST = 4  # a value shorter than this is found by chance anywhere: not looked for
-CHUNK_PAGES = 4096  # pages read as one array (16 MiB of 4 KiB pages)
+CHUNK_PAGES = 4096  # pages whose headers are read as one array (16 MiB of 4 KiB pages)
 BTREE_PAGES = (2, 5, 10, 13)  # interior index, interior table, leaf index, leaf table
 HEADER = 100  # page 1 starts with the database's header
 
 
-def holds_fragment(path: Path, values: Sequence[bytes]) -> bool:
-    """Whether any page's unallocated gap in the database at ``path`` holds ``WINDOW``
-    consecutive bytes of one of ``values`` (a value shorter than that: the whole of it)."""
+def holds_fragment(database: bytes, values: Sequence[bytes]) -> bool:
+    """Whether any page's unallocated gap in ``database`` (a database's pages, as
+    ``sqlite3.Connection.serialize`` gives them) holds ``WINDOW`` consecutive bytes of one of
+    ``values`` (a value shorter than that: the whole of it)."""
     long = [v for v in values if len(v) >= WINDOW]
     short = [v for v in values if SHORTEST <= len(v) < WINDOW]
-    if not long and not short:
+    if not long and not short or len(database) < HEADER:
         return False
     needles = np.unique(np.concatenate([_windows(v) for v in long])) if long else None
-    with open(path, "rb") as file:
-        head = file.read(HEADER)
-        if len(head) < HEADER:
-            return False
-        page_size = int.from_bytes(head[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        file.seek(0)
-        first = 0
-        # Read, not mapped: another process's rebuild may shrink the file meanwhile, which a
-        # mapping would answer with SIGBUS and a read with a short chunk.
-        while chunk := file.read(CHUNK_PAGES * page_size):
-            whole = len(chunk) // page_size * page_size
-            pages = np.frombuffer(chunk, dtype=np.uint8, count=whole).reshape(-1, page_size)
-            parts = [chunk[a:b].strip(b"\0") for a, b in _gaps(pages, first)]
-            stale = (b"\0" * WINDOW).join(p for p in parts if p)
-            if any(v in stale for v in short):
-                return True
-            if needles is not None and len(stale) >= WINDOW and np.isin(_windows(stale), needles).any():
-                return True
-            first += len(pages)
+    page_size = int.from_bytes(database[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    view = memoryview(database)
+    for first in range(0, len(database) // page_size, CHUNK_PAGES):
+        chunk = view[first * page_size : (first + CHUNK_PAGES) * page_size]
+        pages = np.frombuffer(chunk, dtype=np.uint8, count=len(chunk) // page_size * page_size)
+        parts = [bytes(chunk[a:b]).strip(b"\0") for a, b in _gaps(pages.reshape(-1, page_size), first)]
+        stale = (b"\0" * WINDOW).join(p for p in parts if p)
+        if any(v in stale for v in short):
+            return True
+        if needles is not None and len(stale) >= WINDOW and np.isin(_windows(stale), needles).any():
+            return True
     return False
 
 
