@@ -13,7 +13,6 @@ from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, flag, group, one_of
 from server.errors import InvalidInput
 from server.models import EVERYWHERE
-from server.spaces import validate_space_name
 
 
 def _set_policy(effect: Literal["allow", "deny"], values: list[str]) -> None:
@@ -87,6 +86,8 @@ def _names_in(path: str) -> list[str]:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"cannot read the space names from {path}: {exc}", field="from") from None
+    from server.facade import validate_space_name  # as every command's façade: when it runs
+
     names = []
     for number, line in enumerate(text.splitlines(), start=1):
         name = line.strip()

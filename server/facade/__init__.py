@@ -11,6 +11,7 @@ from server.models import (  # the places that are not a space
     PERSONAL,
     Token,  # what the operator's token verbs answer, for the interfaces' annotations
 )
+from server.spaces import validate_space_name  # the naming rule, for an interface that reads names in bulk
 
 __all__ = [
     "EVERYWHERE",
@@ -25,4 +26,5 @@ __all__ = [
     "open_service",
     "reindex_store",
     "restore_home",
+    "validate_space_name",
 ]
