@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -129,12 +130,14 @@ def _items(catalog, relation: str, reader: str, column: str) -> list[bytes]:
     return found
 
 
-def test_forget_leaves_no_copy_that_a_rebalanced_page_kept(home, clock):
+@pytest.mark.parametrize("at_once", [False, True], ids=["one-by-one", "at-once"])
+def test_forget_leaves_no_copy_that_a_rebalanced_page_kept(home, clock, at_once):
     """SQLite's secure_delete zeroes a deleted cell, but a page that a rebalance rebuilt keeps
     old cells in its unallocated gap: copies of cells that moved to a sibling. Among thousands
     of memories imported in random digest order, some digest index cells have such a copy
     before anything is forgotten; forgetting those memories leaves none of it in any file
-    (the catalog is rebuilt when a gap holds a fragment of what the forget cleared)."""
+    (the catalog is rebuilt when a gap holds a fragment of what the forget cleared), also when
+    the forgets run at once and share their scrubs (``scrub_rounds``)."""
     fake_service = open_service(Settings(home=home, model=None), embedder=HashingEmbedder(), clock=clock)
     try:
         fake_service.operator.create_space("acme")
@@ -152,11 +155,19 @@ def test_forget_leaves_no_copy_that_a_rebalanced_page_kept(home, clock):
         copied = [(r["id"], r["digest"]) for r in rows if data.count(r["digest"][:16].encode()) > 2]
         assert copied, "no stale copy to forget: the import no longer rebalances the digest index"
         acme = fake_service.caller("cli", space="acme")
-        for memory_id, _ in copied[:5]:
-            fake_service.forget(acme, memory_id)
+        forgets = [memory_id for memory_id, _ in copied[:5]]
+        if at_once:  # with others beside them, so that the scrubs overlap
+            others = [r["id"] for r in rows if r["id"] not in dict(copied)][-6:]
+            forgets += others
+            with ThreadPoolExecutor(len(forgets)) as pool:
+                list(pool.map(lambda memory_id: fake_service.forget(acme, memory_id), forgets))
+        else:
+            for memory_id in forgets:
+                fake_service.forget(acme, memory_id)
+        assert catalog._scrubs.rounds <= len(forgets)
         left = {d[:16]: [p.name for p in files_containing(home, d[:16])] for _, d in copied[:5]}
         assert {prefix: files for prefix, files in left.items() if files} == {}
-        kept = rows[0]["digest"] if rows[0]["id"] not in dict(copied[:5]) else rows[1]["digest"]
+        kept = next(r["digest"] for r in rows if r["id"] not in forgets)
         assert files_containing(home, kept)  # the test sees a digest that is still there
     finally:
         fake_service.close()

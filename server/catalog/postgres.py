@@ -40,6 +40,7 @@ import psycopg
 
 from server.catalog.access import note_write
 from server.catalog.postgres_schema import migrate, version
+from server.catalog.scrub_rounds import ScrubRounds
 from server.catalog.shared import SCHEMA_VERSION, Dialect, redacted
 from server.errors import InvalidInput, StoreUnavailable
 
@@ -64,6 +65,7 @@ class PostgresCatalog:
         self.url = url
         self._lock = threading.RLock()
         self._writing = 0  # transactions open on this connection (this thread's, under the lock)
+        self._scrubs = ScrubRounds(lambda cleared: self.checkpoint())  # one VACUUM at a time
         self._conn = self._connect()
         try:
             if version(self) != SCHEMA_VERSION:  # read without the lock: the usual open writes nothing
@@ -149,8 +151,9 @@ class PostgresCatalog:
 
     def scrub(self, cleared: Sequence[bytes] | None) -> bool:
         """``checkpoint``'s VACUUM: PostgreSQL keeps no copy of a pruned version in a live item
-        (what it keeps in free space: the module's docstring), whatever was cleared."""
-        return self.checkpoint()
+        (what it keeps in free space: the module's docstring), whatever was cleared; in rounds
+        (``scrub_rounds``): forgets at once share a VACUUM."""
+        return self._scrubs(cleared)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._read(sql, params, lambda cursor: cursor.fetchall())

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from server.catalog.access import note_write
+from server.catalog.scrub_rounds import ScrubRounds
 from server.catalog.shared import SCHEMA_VERSION, Dialect
 from server.catalog.sqlite_schema import SCHEMA, migrate
 from server.home import make_private
@@ -51,6 +52,7 @@ class SqliteCatalog:
         self._autocheckpoint = 1000  # pages; 0 once checkpoints run in the background
         self._checkpointer: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._scrubs = ScrubRounds(self._scrub)  # one at a time; callers meanwhile share the next
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -153,7 +155,10 @@ class SqliteCatalog:
         copy of them in the file: checkpoint, and if a page's gap still holds a fragment of one
         (``server.catalog.stale``), rebuild the database and checkpoint again. False when
         another connection kept a checkpoint or the rebuild from finishing (the busy timeout):
-        a copy may then remain, for the caller's next try."""
+        a copy may then remain, for the caller's next try. In rounds (``scrub_rounds``)."""
+        return self._scrubs(cleared)
+
+    def _scrub(self, cleared: Sequence[bytes] | None) -> bool:
         if not self.checkpoint():
             return False
         from server.catalog.stale import holds_fragment  # numpy: off the paths that never forget
