@@ -49,6 +49,9 @@ class PartitionFiles:
         self.session = session
         self.stats = stats
         self._tables: set[str] = set()  # partitions known to be tables (a remote existence check is a listing)
+        # Partitions written now and found small: nobody else changes a partition's form while
+        # its write lock is held, so a write asks the disk once (``write_ended`` forgets it).
+        self._small_in_write: set[str] = set()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -85,6 +88,8 @@ class PartitionFiles:
         that a kill cut short (``small_file.py``)."""
         if key in self._tables:
             return True
+        if key in self._small_in_write:
+            return False
         small = self.layout.small_path(key)
         if small is None:
             found = self.layout.exists(key)
@@ -92,14 +97,20 @@ class PartitionFiles:
                 self._tables.add(key)  # on S3, one listing per partition, not one per write
             return found
         if not self.has_table(key):
+            self._small_in_write.add(key)
             return False
         if small.exists() or small_file.temp_of(small).exists():
             if open_dataset(self.layout.uri(key), session=self.session()) is None:
                 self.location.remove_table(table_name(key))  # killed before its commit: the file holds all
+                self._small_in_write.add(key)
                 return False
             small_file.remove(small)  # killed after its commit: the table holds every row
         self._tables.add(key)
         return True
+
+    def write_ended(self, key: str) -> None:
+        """The partition's write lock is about to be let go: its form may change from now."""
+        self._small_in_write.discard(key)
 
     def created(self, key: str) -> None:
         """The partition's table was just made (a restore's ``create_from``)."""
@@ -143,9 +154,10 @@ class PartitionFiles:
         return Appended(table=folded, tail_only=folded is None)
 
     def settle_fold(self, key: str) -> None:
-        """Before anything else in a write: a fold a kill cut short (``tail.py``)."""
+        """Before anything else in a write: a fold a kill cut short (``tail.py``). Only a table
+        has a tail: a small partition's write (an import's thin spaces) reads no file here."""
         tail = self.layout.tail_path(key)
-        if tail is not None:
+        if tail is not None and self.is_table(key):
             tail_file.settle(tail, lambda: self.dataset(key))
 
     def write_table(self, key: str, table: pa.Table, *, mode: str, fold: str | None = None) -> Any:

@@ -136,8 +136,11 @@ class VectorStore:
         ``tail_only`` when all it did was append to the tail (``tail.refresh``)."""
         with self.locks.exclusive(key), self.images.deferring(key):
             with self.locks.turn(key) as write:
-                self.files.settle_fold(key)
-                yield write
+                try:
+                    self.files.settle_fold(key)
+                    yield write
+                finally:
+                    self.files.write_ended(key)
             self.live.after_write(key, write)
             if self.images.build_deferred(key):  # this machine's image, built once the turn is free
                 self.live.drop(key)
