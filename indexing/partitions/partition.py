@@ -24,6 +24,7 @@ from indexing.partitions.image import Image
 from indexing.partitions.validity import ValidityCounts, validity_counts
 from indexing.relevance.fusion import SPREAD_SAMPLE, fuse_lexical
 from indexing.relevance.lexical import LexicalIndex
+from indexing.relevance.top import largest
 from indexing.rows import OPEN_END, Hit, PartitionResult, RowBatch
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -268,7 +269,7 @@ class LivePartition:
             cosines = fused.cosines if fused.cosines is not None else scores
             scored += fused.extra_scored
         if len(rows) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
+            top = largest(scores, k)
             rows, scores, cosines = rows[top], scores[top], cosines[top]
         best = np.argsort(-scores, kind="stable")
         return PartitionResult(
