@@ -21,6 +21,12 @@ from server.spaces.policies import Rule
 from server.spaces.registry import folder_label
 
 _time = iso
+_PLURALS = {"memory": "memories"}
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, singular for one: "1 space", "2 spaces", "1 memory", "3 memories"."""
+    return f"{n} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -148,7 +154,7 @@ def spaces_table(spaces: list[Space]) -> str:
     lines = []
     for s in spaces:
         folders = ", ".join(folder_label(f) for f in s.folders) or "(no folder)"
-        lines.append(f"{s.name}  {s.memories} memories  {folders}")
+        lines.append(f"{s.name}  {counted(s.memories, 'memory')}  {folders}")
     return "\n".join(lines)
 
 
@@ -198,7 +204,7 @@ def why_text(w: Why) -> str:
     }
     for reason, count in d.cut.items():
         if reason != "limit":
-            out.append(f"  {reason}: {count} memories {explain.get(reason, '')}".rstrip())
+            out.append(f"  {reason}: {counted(count, 'memory')} {explain.get(reason, '')}".rstrip())
     out.append(
         "other spaces that would have answered (scored now, for the operator; never seen by the agent; "
         "'policy': in the caller's reach, a rule kept it out; 'space': out of its reach):"

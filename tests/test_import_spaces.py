@@ -47,8 +47,11 @@ def test_an_import_creates_the_spaces_it_names_only_when_asked_and_lists_each(fa
     assert made.imported == 15 and made.failed == 0
     assert sorted(made.created_spaces) == [f"tenant-{t}" for t in range(5)]
     assert sorted(s.name for s in fake_service.operator.spaces()) == [f"tenant-{t}" for t in range(5)]
+    assert ", created 5 spaces in" in made.summary()
     again = fake_service.operator.import_jsonl(_lines(rows), create_spaces=True)
     assert again.imported == 0 and again.skipped == 15 and again.created_spaces == ()  # re-runs make nothing
+    one = fake_service.operator.import_jsonl(_lines([{"text": "a lone fact", "space": "tenant-9"}]), create_spaces=True)
+    assert ", created 1 space in" in one.summary()  # one space, said as one
 
 
 def test_an_import_as_an_ai_a_rule_denies_writes_nothing_there_and_creates_no_space_for_it(fake_service):

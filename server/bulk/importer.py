@@ -83,6 +83,7 @@ from server.errors import InvalidInput
 from server.inputs import DEFAULT_BATCH, MAX_BATCH
 from server.memories import MemoryBook
 from server.metrics import count_import
+from server.render import counted
 from server.spaces import partition_key
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
@@ -105,7 +106,7 @@ class ImportReport:
         return self.imported + self.skipped + self.failed
 
     def summary(self) -> str:
-        created = f", created {len(self.created_spaces)} spaces" if self.created_spaces else ""
+        created = f", created {counted(len(self.created_spaces), 'space')}" if self.created_spaces else ""
         return (
             f"imported {self.imported}, skipped {self.skipped}, failed {self.failed}{created} "
             f"in {self.seconds:.1f} s ({self.rate:.0f} rows/s)"

@@ -22,6 +22,7 @@ from server.clock import iso
 from server.errors import BadImportLine, InvalidInput
 from server.home import private_file
 from server.inputs import MAX_BATCH
+from server.render import counted
 
 # ``sweep --older-than``'s bound, in minutes (about 190 years): any row that old predates every
 # store, and the clock's arithmetic stays in range. The least age is the core's (it says so).
@@ -145,7 +146,7 @@ def reindex(args: Namespace) -> None:
         print(f"the store is already embedded with {report.model_after}: nothing to do")
         return
     print(
-        f"reindexed {report.rows} memories in {report.partitions} partitions with {report.model_after} "
+        f"reindexed {counted(report.rows, 'memory')} in {counted(report.partitions, 'partition')} with {report.model_after} "
         f"(was {report.model_before}) in {report.seconds:.1f} s"
     )
 
@@ -168,7 +169,7 @@ def sweep(args: Namespace) -> None:
         raise InvalidInput(f"--older-than must be a number of minutes, at most {MOST_MINUTES}", field="older_than")
     with open_service() as service:
         purged, partitions = service.operator.sweep_orphans(timedelta(minutes=args.older_than))
-    print(f"purged {purged} orphan rows from {partitions} partitions")
+    print(f"purged {counted(purged, 'orphan row')} from {counted(partitions, 'partition')}")
 
 
 # -- backup, restore, export ----------------------------------------------------------------------
@@ -191,7 +192,7 @@ def backup(args: Namespace) -> None:
     with progress(" memories") as bar:
         report = backup_home(args.dir, settings(), key_file=args.key_file, progress=bar.update)
     print(
-        f"backed up {report.memories} memories in {report.partitions} partitions to {report.path} "
+        f"backed up {counted(report.memories, 'memory')} in {counted(report.partitions, 'partition')} to {report.path} "
         f"(as of {iso(report.taken_at)}) in {report.seconds:.1f} s ({report.rate:.0f} memories/s); "
         f"keyed with key {report.key.id} from {report.key.origin}: a restore needs it"
     )
@@ -234,7 +235,7 @@ def restore(args: Namespace) -> None:
             progress=bar.update,
         )
     print(
-        f"restored {report.memories} memories in {report.partitions} partitions into {report.home} "
+        f"restored {counted(report.memories, 'memory')} in {counted(report.partitions, 'partition')} into {report.home} "
         f"(backup of {iso(report.taken_at)}; {report.forgets_applied} later forgets applied) "
         f"in {report.seconds:.1f} s"
     )
@@ -267,6 +268,6 @@ def export(args: Namespace) -> None:
             out, settings(), spaces=args.export_space or None, vectors=args.vectors, progress=bar.update
         )
     print(
-        f"exported {report.memories} memories from {report.partitions} partitions in {report.seconds:.1f} s",
+        f"exported {counted(report.memories, 'memory')} from {counted(report.partitions, 'partition')} in {report.seconds:.1f} s",
         file=sys.stderr,
     )

@@ -13,6 +13,7 @@ from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, flag, group, one_of
 from server.errors import InvalidInput
 from server.models import EVERYWHERE
+from server.render import counted
 
 
 def _set_policy(effect: Literal["allow", "deny"], values: list[str]) -> None:
@@ -72,7 +73,7 @@ def space_add(args: Namespace) -> None:
             created, existing = service.operator.create_spaces(names)
         for name in created:  # every space created is said: none is made silently
             print(name)
-        print(f"created {len(created)} spaces; {len(existing)} existed already", file=sys.stderr)
+        print(f"created {counted(len(created), 'space')}; {len(existing)} existed already", file=sys.stderr)
         return
     with open_service() as service:
         space = service.operator.add_space(args.folder, args.name)
@@ -120,7 +121,7 @@ def space_list(args: Namespace) -> None:
 def space_remove(args: Namespace) -> None:
     with open_service() as service:
         removed = service.operator.remove_space(args.name, purge=args.purge)
-    print(f"removed space {args.name}" + (f" and forgot {removed} memories" if removed else ""))
+    print(f"removed space {args.name}" + (f" and forgot {counted(removed, 'memory')}" if removed else ""))
 
 
 group("policy", "list and clear policy rules")

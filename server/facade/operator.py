@@ -24,6 +24,7 @@ from server.clock import parse_time
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
 from server.memories.deliveries import explain
 from server.models import EVERYWHERE, PERSONAL, Delivery, Held, HeldView, Place, Space, Token, TrustedSource, Why
+from server.render import counted
 from server.spaces import validate_space_name
 from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
@@ -65,7 +66,7 @@ class Operator:
         space = self._parts.registry.get(self._parts.registry.require(name))
         if space.memories and not purge:
             raise SpaceNotEmpty(
-                f"space {name!r} holds {space.memories} memories; remove it with purge (the CLI's --purge, HTTP's ?purge=true) to forget them with it"
+                f"space {name!r} holds {counted(space.memories, 'memory')}; remove it with purge (the CLI's --purge, HTTP's ?purge=true) to forget them with it"
             )
         # Spaces below it stay: each is a space of its own, reached from its own folders.
         removed = self._parts.memories.drop_space(name, self._parts.clock())

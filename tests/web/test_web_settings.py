@@ -207,7 +207,7 @@ def test_removing_a_space_with_memories_asks_before_purging(page, web):
         assert agent.post("/v1/memories", json={"text": "a scratch note", "space": "scratch"}).status_code == 201
     page.reload()
     page.click("text=Remove scratch")
-    cli_words = "space 'scratch' holds 1 memories"
+    cli_words = "space 'scratch' holds 1 memory;"
     assert cli_words in page.inner_text("[role=alert]")  # the core's refusal, in words
     page.fill("#confirm", "scratc")
     page.click("text=Forget 1 and remove")
