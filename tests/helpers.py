@@ -3,8 +3,10 @@ server the tests started."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,41 @@ def run_cli(capsys: pytest.CaptureFixture[str], cwd: Path, *argv: str) -> tuple[
     return code, out, err
 
 
+# Files are read by a child process, never by the test's own: closing a file of a SQLite database
+# drops every POSIX lock the closing process holds on it, SQLite's own included, so another
+# process could then take the database for unused and reset its WAL index under a connection
+# the test still holds (server/catalog/stale.py says how that showed).
+_FIND = """
+import json, pathlib, sys
+needles = [bytes.fromhex(n) for n in json.loads(sys.argv[2])]
+found = [[] for _ in needles]
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*")):
+    if path.is_file():
+        data = path.read_bytes()
+        for i, raw in enumerate(needles):
+            if raw in data:
+                found[i].append(str(path))
+print(json.dumps(found))
+"""
+
+
+def files_holding(root: Path, needles: list[str]) -> dict[str, list[Path]]:
+    """Of ``needles``, those some file under ``root`` holds (UTF-8), with the files; every file
+    read once, apart (above)."""
+    hexed = json.dumps([n.encode().hex() for n in needles])
+    done = subprocess.run([sys.executable, "-c", _FIND, str(root), hexed], capture_output=True, text=True, check=True)
+    return {n: [Path(p) for p in paths] for n, paths in zip(needles, json.loads(done.stdout), strict=True) if paths}
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
-    """Every file under ``root`` whose bytes contain ``needle`` (UTF-8)."""
-    raw = needle.encode()
-    return [p for p in root.rglob("*") if p.is_file() and raw in p.read_bytes()]
+    """Every file under ``root`` whose bytes contain ``needle`` (UTF-8), read apart (above)."""
+    return files_holding(root, [needle]).get(needle, [])
+
+
+def file_bytes(path: Path) -> bytes:
+    """A file's bytes, read apart (``files_containing`` says why)."""
+    read = [sys.executable, "-c", "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())", str(path)]
+    return subprocess.run(read, capture_output=True, check=True).stdout
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:

@@ -11,6 +11,7 @@ import pytest
 from server.barrier.approvals import Held
 from server.errors import ApprovalDecided, ApprovalNotFound, ApprovalPending, DataBarrier, RunEnded
 from server.models import Memory
+from tests.helpers import file_bytes
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
 SUMMARY = "staging db password: vault secret/acme-stg"
@@ -51,7 +52,7 @@ def catalog_holds(svc, text: str) -> bool:
     if not files:
         row = svc._parts.catalog.one("SELECT count(*) AS n FROM approvals WHERE text LIKE ?", (f"%{text}%",))
         return int(row["n"]) > 0
-    return any(text.encode() in path.read_bytes() for path in files)
+    return any(text.encode() in file_bytes(path) for path in files)
 
 
 def test_a_write_nobody_can_approve_at_the_call_is_held_and_nothing_is_written(svc):

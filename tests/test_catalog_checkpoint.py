@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from server.catalog.sqlite import SqliteCatalog as Catalog
+from tests.helpers import file_bytes
 
 
 def _in_database_file(path: Path, space: str) -> bool:
@@ -36,8 +38,8 @@ def _backfilled(path: Path) -> bool:
     checkpoint copied back, stored only after the copy is written. With both equal, a checkpoint
     has nothing left to write, so the database file stays as it is while it is read."""
     try:
-        header = Path(f"{path}-shm").read_bytes()[:100]
-    except FileNotFoundError:
+        header = file_bytes(Path(f"{path}-shm"))[:100]
+    except subprocess.CalledProcessError:  # no such file yet
         return False
     if len(header) < 100:
         return False

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import cli_env
+from tests.helpers import files_holding
 from tests.test_faults import ROOT, assert_whole, reopen
 
 PROCESSES = 4
@@ -101,19 +102,6 @@ def _start(worker: int, home: Path) -> subprocess.Popen[str]:
     return process
 
 
-def _files_holding(home: Path, texts: list[str]) -> dict[str, list[str]]:
-    """Of ``texts``, those some file under ``home`` holds, with the files (each file read once)."""
-    needles = {t: t.encode() for t in texts}
-    found: dict[str, list[str]] = {}
-    for path in home.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            for text, raw in needles.items():
-                if raw in data:
-                    found.setdefault(text, []).append(path.name)
-    return found
-
-
 def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_service, home):
     fake_service.operator.create_space("acme")
     fake_service.operator.create_space("globex")
@@ -167,6 +155,6 @@ def test_four_processes_mixing_every_verb_lose_nothing_and_leave_nothing(fake_se
         assert {k["n"] for k in keys} <= {1}
         assert_whole(svc, home)
         texts = [t for log in logs for _, t in log["forgotten"]]
-        assert _files_holding(home, texts) == {}
+        assert files_holding(home, texts) == {}
     finally:
         svc.close()

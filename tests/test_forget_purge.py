@@ -12,7 +12,7 @@ import pytest
 from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
 from server.settings import Settings
-from tests.helpers import files_containing
+from tests.helpers import file_bytes, files_containing
 
 SECRET = "the staging root password is hunter2-zebra-97"
 
@@ -149,7 +149,7 @@ def test_forget_leaves_no_copy_that_a_rebalanced_page_kept(home, clock, at_once)
         fake_service.operator.import_jsonl(io.BytesIO(lines.encode()), batch_size=100)
         catalog = fake_service._parts.catalog
         assert catalog.checkpoint()
-        data = (home / "esfis.db").read_bytes()
+        data = file_bytes(home / "esfis.db")
         rows = catalog.all("SELECT id, digest FROM memories WHERE forgotten_at IS NULL")
         # The row holds the whole digest and the index its first 16 digits: a third is a copy.
         copied = [(r["id"], r["digest"]) for r in rows if data.count(r["digest"][:16].encode()) > 2]

@@ -12,7 +12,7 @@ from server.errors import InvalidSpaceName, SpaceExists, SpaceNotEmpty, SpaceNot
 from server.spaces import NAME_RULE, contains, validate_space_name
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook
-from tests.helpers import run_cli
+from tests.helpers import files_containing, run_cli
 
 VALID = ["acme", "acme/platform", "a", "0", "acme-corp", "acme.io", "a_b", "/".join(["s"] * 8), "a" * 63]
 INVALID = [
@@ -111,7 +111,7 @@ def test_remove_refuses_while_memories_then_purges(fake_service, folders, home):
         fake_service.operator.remove_space("acme")
     assert fake_service.operator.remove_space("acme", purge=True) == 1
     assert fake_service.operator.spaces() == []
-    assert not [p for p in home.rglob("*") if p.is_file() and b"blue-falcon-42" in p.read_bytes()]
+    assert files_containing(home, "blue-falcon-42") == []
     row = fake_service._parts.catalog.one("SELECT forgotten_at FROM memories WHERE id = ?", (memory.id,))
     assert row["forgotten_at"] is not None
 

@@ -11,6 +11,8 @@ import httpx
 import pytest
 from http_support import error_of, remember, texts
 
+from tests.helpers import files_containing
+
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 
 
@@ -106,9 +108,7 @@ def test_token_create_prints_only_the_token_and_stores_only_its_hash(server):
     secret = done.stdout.strip()
     assert secret not in server.cli("token", "list").stdout
     assert secret not in server.cli("token", "list", "--json").stdout
-    for path in server.home.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    assert files_containing(server.home, secret) == []
 
 
 def test_scoped_token_cannot_read_or_write_globex(server, agent, scoped):

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from web_support import DESKTOP, at, browser_sign_in, save_shot
 
+from tests.helpers import files_containing
 from tests.http.conftest import start_server, stop_server
 
 SECRET = "the staging database password is in vault path secret/acme-stg"
@@ -109,7 +110,7 @@ def test_a_withdrawn_text_is_gone_from_disk_and_from_the_page(page, world):
     assert agent.delete(f"/v1/memories/{approval}", params={"space": "acme/platform"}).status_code == 204
     page.goto(world.url + at(world, "approvals"))
     assert card(page, approval).count() == 0
-    assert not [p for p in Path(world.home).rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
+    assert files_containing(Path(world.home), marker) == []
     agent.close()
 
 
