@@ -25,6 +25,7 @@ others need.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -58,6 +59,7 @@ IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
 RUNS_PATH = "/v1/runs"  # POST opens a run token: a limit of its own
+MEMORIES_PATH = "/v1/memories/"  # DELETE forgets: a limit of its own, as MCP's forget tool
 OAUTH_PATHS = ("/register", "/authorize", "/token", "/revoke")  # open to anyone: per address
 TOKEN_KEY = "esfis.token"
 SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
@@ -169,7 +171,10 @@ class Gate:
         # one shape before any route runs, then replay it.
         try:
             body = await _read_body(receive, limit)
-        except PayloadTooLarge as exc:
+            token: Token | None = scope.get(TOKEN_KEY)
+            if token is not None and asks_to_forget(scope["method"], path, body):
+                await self._in_threads(lambda: self._hit("forgets", token.id))
+        except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
@@ -224,6 +229,27 @@ def _address(scope: Scope) -> str:
     uvicorn sets it)."""
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
+
+
+def asks_to_forget(method: str, path: str, body: bytes) -> bool:
+    """Whether a request asks for a forget: ``DELETE /v1/memories/{id}``, or an MCP call of the
+    ``forget`` tool (alone or in a batch). The body is parsed only when it names the tool."""
+    if method == "DELETE":
+        return path.startswith(MEMORIES_PATH)
+    if path != MCP_PATH or b'"forget"' not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False  # the MCP layer answers what is wrong with it
+    calls = message if isinstance(message, list) else [message]
+    return any(
+        isinstance(call, dict)
+        and call.get("method") == "tools/call"
+        and isinstance(call.get("params"), dict)
+        and call["params"].get("name") == "forget"
+        for call in calls
+    )
 
 
 def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:

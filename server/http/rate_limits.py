@@ -7,13 +7,17 @@ through the façade), answered 429 with ``Retry-After``.
 | per token | requests of one token to ``/v1`` and ``/mcp`` | 1200/minute | ``ESFIS_RATE_TOKEN`` |
 | per address | requests from one address to ``/v1`` and ``/mcp``, tokens or none | 2400/minute | ``ESFIS_RATE_ADDRESS`` |
 | runs | run tokens one token opens (``POST /v1/runs``) | 600/minute | ``ESFIS_RATE_RUNS`` |
+| forgets | forgets one token asks for (``DELETE /v1/memories/…``, MCP's ``forget``) | 120/minute | ``ESFIS_RATE_FORGETS`` |
 | OAuth | requests from one address to ``/register``, ``/authorize``, ``/token``, ``/revoke`` | 60/minute | ``ESFIS_RATE_OAUTH`` |
 | sign-in | failed operator sign-ins from one address (the settings pages, the OAuth consent) | 10/15minutes | ``ESFIS_RATE_SIGN_IN`` |
 
 Each setting takes the ``limits`` notation (``100/minute``, ``10/15minutes``, ``5/second``) or
 ``off``. The defaults are far above what an agent does (a recall or a write every 50 ms for a
 minute); sign-in counts only failures, and once they are spent even the right token waits for
-the window, so guessing gets no faster by mixing in a good guess. An address is the connection's
+the window, so guessing gets no faster by mixing in a good guess. A forget has a limit of its
+own because it costs what the catalog weighs, not what it removes (``Catalog.scrub`` reads
+every page: tens of ms at 100,000 memories), so a token's forgets one after the other could
+keep a core busy within the per-token limit. An address is the connection's
 peer, or what a proxy forwards when uvicorn trusts it (``--forwarded-allow-ips``; by default
 127.0.0.1 only). A counter's key names the limit and a token id or an address, never a secret.
 """
@@ -39,6 +43,7 @@ DEFAULTS = {
     "token": "1200/minute",
     "address": "2400/minute",
     "runs": "600/minute",
+    "forgets": "120/minute",
     "oauth": "60/minute",
     "sign_in": "10/15minutes",
 }
@@ -46,6 +51,7 @@ SAID = {
     "token": "this token made too many requests",
     "address": "too many requests from this address",
     "runs": "this token opened too many run tokens",
+    "forgets": "this token asked for too many forgets",
     "oauth": "too many authorization requests from this address",
     "sign_in": "too many failed sign-ins from this address",
 }
@@ -90,6 +96,7 @@ class RateLimits:
     token: RateLimitItem | None
     address: RateLimitItem | None
     runs: RateLimitItem | None
+    forgets: RateLimitItem | None
     oauth: RateLimitItem | None
     sign_in: RateLimitItem | None
 

@@ -110,3 +110,68 @@ def test_failed_sign_ins_slow_every_sign_in_from_that_address(strangers):
         assert [attempt("esfis_" + "x" * 43).status_code for _ in range(3)] == [401] * 3
         right = attempt(strangers.tokens["operator"])
         assert right.status_code == 429 and "too many failed sign-ins" in right.text
+
+
+@pytest.fixture(scope="module")
+def forgetful(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("forgets")
+    (root / "work" / "acme").mkdir(parents=True)
+    server = start_server(root / "esfis-home", root / "work", ESFIS_RATE_FORGETS="2/minute")
+    try:
+        server.cli("space", "add", str(root / "work" / "acme"))
+        yield server
+    finally:
+        stop_server(server)
+
+
+def _mcp_call(client: httpx.Client, tool: str, arguments: dict) -> httpx.Response:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return client.post("/mcp", json=call, headers={"Accept": "application/json, text/event-stream"})
+
+
+def test_forgets_have_a_limit_of_their_own_over_http_and_mcp(forgetful):
+    """A forget reads the whole catalog (``Catalog.scrub``): a token's forgets are counted apart,
+    through either door, and a refused one forgets nothing."""
+    agent = forgetful.client(forgetful.agent_token(space="acme"))
+    ids = [agent.post("/v1/memories", json={"text": f"fact {i}", "space": "acme"}).json()["id"] for i in range(4)]
+    assert [agent.delete(f"/v1/memories/{i}", params={"space": "acme"}).status_code for i in ids[:2]] == [204, 204]
+    refused = agent.delete(f"/v1/memories/{ids[2]}", params={"space": "acme"})
+    _too_many(refused)
+    assert "too many forgets" in refused.json()["error"]["message"]
+    assert agent.get(f"/v1/memories/{ids[2]}", params={"space": "acme"}).status_code == 200  # still there
+    _too_many(_mcp_call(agent, "forget", {"id": ids[3]}))  # MCP's forget counts with HTTP's
+    assert _mcp_call(agent, "recall", {"query": "fact"}).status_code == 200  # other calls do not
+    assert agent.post("/v1/recall", json={"query": "fact"}).status_code == 200
+    other = forgetful.client(forgetful.agent_token(space="acme"))
+    assert other.delete(f"/v1/memories/{ids[3]}", params={"space": "acme"}).status_code == 204  # its own count
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "forgets"),
+    [
+        ("DELETE", "/v1/memories/mem_x", b"", True),
+        ("GET", "/v1/memories/mem_x", b"", False),
+        ("POST", "/mcp", b'{"method": "tools/call", "params": {"name": "forget", "arguments": {"id": "x"}}}', True),
+        (
+            "POST",
+            "/mcp",
+            b'[{"method": "tools/call", "params": {"name": "recall"}}, '
+            b'{"method": "tools/call", "params": {"name": "forget"}}]',
+            True,
+        ),  # a batch holding one
+        (
+            "POST",
+            "/mcp",
+            b'{"method": "tools/call", "params": {"name": "remember", '
+            b'"arguments": {"text": "\\"forget\\" the old plan"}}}',
+            False,
+        ),  # the word in a text
+        ("POST", "/mcp", b'{"method": "tools/call", "params": "forget"}', False),
+        ("POST", "/mcp", b'{"forget": not json', False),
+        ("POST", "/v1/recall", b'{"query": "\\"forget\\""}', False),
+    ],
+)
+def test_what_counts_as_a_forget(method, path, body, forgets):
+    from server.http.auth import asks_to_forget
+
+    assert asks_to_forget(method, path, body) is forgets
