@@ -50,6 +50,19 @@ def test_hits_from_two_connections_at_once_each_get_a_count_of_their_own(catalog
     assert RateBook(catalogs[0]).get("token:shared") == 4 * HITS
 
 
+def test_several_counters_in_one_statement_count_as_one_by_one_would(catalogs):
+    clock = MovableClock()
+    book = RateBook(catalogs[0], clock=clock)
+    assert book.incr("address:9", 60) == 1  # counted alone before: the shared count goes on
+    assert book.incr_many([("address:9", 60), ("token:9", 30)]) == [2, 1]
+    assert book.incr_many([("token:9", 30), ("address:9", 60)]) == [2, 3]  # each count to its key
+    clock.advance(seconds=31)  # the token's window is over, the address's is not
+    assert book.incr_many([("address:9", 60), ("token:9", 30)]) == [4, 1]
+    assert (book.get("address:9"), book.get("token:9")) == (4, 1)
+    second = RateBook(catalogs[1], clock=clock)  # another worker counts with them
+    assert second.incr_many([("address:9", 60)]) == [5]
+
+
 def test_a_window_past_its_end_starts_again(catalogs):
     clock = MovableClock()
     book = RateBook(catalogs[0], clock=clock)

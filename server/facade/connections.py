@@ -76,6 +76,9 @@ class RateCounters:
     def incr(self, key: str, expiry_s: int, amount: int = 1) -> int:
         return self._book.incr(key, expiry_s, amount)
 
+    def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
+        return self._book.incr_many(keys)
+
     def get(self, key: str) -> int:
         return self._book.get(key)
 

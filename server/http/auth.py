@@ -197,18 +197,23 @@ class Gate:
         return error_response(exc.status, exc.code, exc.message, {"WWW-Authenticate": challenge})
 
     async def _authenticate(self, headers: list[tuple[bytes, bytes]], address: str, opening_run: bool) -> Token:
-        """The request's token, within the rate limits: its address's (counted first, so a flood
-        of bad tokens is counted too), its token's, and for ``POST /v1/runs`` the runs'. One trip
-        to the gate's own threads."""
+        """The request's token, within the rate limits: its address's (a bad token's too, so a
+        flood of bad tokens is counted), its token's, and for ``POST /v1/runs`` the runs', in one
+        catalog statement for a good token. One trip to the gate's own threads."""
         values = [v for k, v in headers if k == b"authorization"]
         value = values[0].decode("latin-1") if len(values) == 1 else None  # two headers: as bad as none
 
         def checked() -> Token:
-            self._hit("address", address)
-            token = self.service().authenticate(value)
-            self._hit("token", token.id)
-            if opening_run:
-                self._hit("runs", token.id)
+            try:
+                token = self.service().authenticate(value)
+            except Unauthorized:
+                self._hit("address", address)  # a bad token counts against its address all the same
+                raise
+            # The address's and the token's counts in one catalog write (two on every request before).
+            hits = [("address", address), ("token", token.id)] + ([("runs", token.id)] if opening_run else [])
+            limiter = self.limiter()
+            if limiter is not None:
+                limiter.hit_all(hits)
             return token
 
         return await self._in_threads(checked)

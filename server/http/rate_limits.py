@@ -73,6 +73,9 @@ class CatalogStorage(Storage):
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         return self.service().rates.incr(key, expiry, amount)
 
+    def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
+        return self.service().rates.incr_many(keys)
+
     def get(self, key: str) -> int:
         return self.service().rates.get(key)
 
@@ -124,13 +127,27 @@ class Limiter:
 
     def __init__(self, service: Callable[[], Esfis], limits: RateLimits) -> None:
         self.limits = limits
-        self.strategy = FixedWindowRateLimiter(CatalogStorage(service))
+        self.storage = CatalogStorage(service)
+        self.strategy = FixedWindowRateLimiter(self.storage)
 
     def hit(self, name: str, who: str) -> None:
         """Counts one call of ``who`` under the limit ``name``; ``TooManyRequests`` past it."""
         item: RateLimitItem | None = getattr(self.limits, name)
         if item is not None and not self.strategy.hit(item, name, who):
             raise self._refusal(name, item, who)
+
+    def hit_all(self, hits: list[tuple[str, str]]) -> None:
+        """``hit`` of each (limit, who), counted in one catalog statement (a request's address
+        and token); ``TooManyRequests`` for the first of them past its limit. Counted as the
+        library's fixed window counts (``FixedWindowRateLimiter.hit``: the count after the
+        hit, at most the limit's amount), under the same keys."""
+        active = [(name, who, item) for name, who in hits if (item := getattr(self.limits, name)) is not None]
+        if not active:
+            return
+        counts = self.storage.incr_many([(item.key_for(name, who), item.get_expiry()) for name, who, item in active])
+        for (name, who, item), count in zip(active, counts, strict=True):
+            if count > item.amount:
+                raise self._refusal(name, item, who)
 
     def test(self, name: str, who: str) -> None:
         """``TooManyRequests`` when ``who`` has no room left under ``name``; counts nothing."""

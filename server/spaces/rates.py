@@ -36,6 +36,24 @@ class RateBook:
         )
         return int(rows[0]["count"]) if rows else amount
 
+    def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
+        """``incr`` of each (key, expiry) by one, in one statement: a request's counters (its
+        address's and its token's) cost one write, not one each. The keys must differ."""
+        now = to_micros(self.clock())
+        keys = [(key[:MAX_KEY], expiry_s) for key, expiry_s in keys]
+        values = ", ".join(["(?, 1, ?)"] * len(keys))
+        params = tuple(v for key, expiry_s in keys for v in (key, now + expiry_s * 1_000_000))
+        rows = self.catalog.write_returning(
+            f"INSERT INTO rate_counters (key, count, expires_at) VALUES {values} ON CONFLICT (key) DO UPDATE SET "
+            "count = CASE WHEN rate_counters.expires_at <= ? THEN excluded.count "
+            "ELSE rate_counters.count + excluded.count END, "
+            "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
+            "ELSE rate_counters.expires_at END RETURNING key, count",
+            (*params, now, now),
+        )
+        counts = {row["key"]: int(row["count"]) for row in rows}
+        return [counts.get(key, 1) for key, _ in keys]
+
     def get(self, key: str) -> int:
         row = self.catalog.one("SELECT count, expires_at FROM rate_counters WHERE key = ?", (key[:MAX_KEY],))
         if row is None or row["expires_at"] <= to_micros(self.clock()):
