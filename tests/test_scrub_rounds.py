@@ -54,12 +54,19 @@ def _wait_for(condition, what: str) -> None:
         time.sleep(0.005)
 
 
-def test_callers_during_a_round_share_the_next_and_wait_for_it():
-    scrub = BlockingScrub([True, True])
+def _first_round_running(answers: list[bool | Exception]) -> tuple[BlockingScrub, ScrubRounds, dict, threading.Thread]:
+    """A scrub, its rounds, the callers' answers, and a first caller (of ``b"a"``) whose round
+    runs now, held until the test releases it."""
+    scrub = BlockingScrub(answers)
     rounds = ScrubRounds(scrub)
-    answers: dict = {}
-    first = _call_in_thread(rounds, [b"a"], answers)
+    answered: dict = {}
+    first = _call_in_thread(rounds, [b"a"], answered)
     _wait_for(lambda: scrub.rounds, "the first round did not start")
+    return scrub, rounds, answered, first
+
+
+def test_callers_during_a_round_share_the_next_and_wait_for_it():
+    scrub, rounds, answers, first = _first_round_running([True, True])
     later = [_call_in_thread(rounds, [value], answers) for value in (b"b", b"c", b"d")]
     _wait_for(lambda: len(rounds._gathering.cleared or []) == 3, "the callers did not join the next round")
     assert answers == {}  # nobody returns before a round that covered its values ended
@@ -77,11 +84,7 @@ def test_callers_during_a_round_share_the_next_and_wait_for_it():
 
 
 def test_a_caller_who_knows_not_what_was_cleared_makes_its_round_whole():
-    scrub = BlockingScrub([True, True])
-    rounds = ScrubRounds(scrub)
-    answers: dict = {}
-    first = _call_in_thread(rounds, [b"a"], answers)
-    _wait_for(lambda: scrub.rounds, "the first round did not start")
+    scrub, rounds, answers, first = _first_round_running([True, True])
     later = [_call_in_thread(rounds, [b"b"], answers), _call_in_thread(rounds, None, answers)]
     _wait_for(lambda: rounds._gathering.cleared is None, "the unknown caller did not join")
     scrub.release[0].set()
@@ -92,11 +95,7 @@ def test_a_caller_who_knows_not_what_was_cleared_makes_its_round_whole():
 
 
 def test_a_failed_round_answers_false_to_its_callers_and_the_next_round_runs():
-    scrub = BlockingScrub([True, OSError("catalog busy"), True])
-    rounds = ScrubRounds(scrub)
-    answers: dict = {}
-    first = _call_in_thread(rounds, [b"a"], answers)
-    _wait_for(lambda: scrub.rounds, "the first round did not start")
+    scrub, rounds, answers, first = _first_round_running([True, OSError("catalog busy"), True])
     later = [_call_in_thread(rounds, [value], answers) for value in (b"b", b"c")]
     _wait_for(lambda: len(rounds._gathering.cleared or []) == 2, "the callers did not join")
     scrub.release[0].set()
