@@ -76,3 +76,25 @@ class ModelIdentity:
 def identity_of(embedder) -> ModelIdentity:
     """The identity of an ``Embedder`` (``indexing.embedding.embedder``)."""
     return ModelIdentity(embedder.name, embedder.dimension, embedder.prompts)
+
+
+class Identified:
+    """The three things a store records of an embedder (``ModelIdentity``), read-only: what
+    every embedder of ``indexing.embedding`` shares. Each sets ``_name``, ``_dimension`` and
+    ``_prompts``."""
+
+    _name: str
+    _dimension: int
+    _prompts: Prompts
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def prompts(self) -> Prompts:
+        return self._prompts

@@ -34,14 +34,14 @@ from indexing.embedding.onnx_graph import Graph, GraphSpec, batches
 from indexing.embedding.query_graph import SHORT_QUERY_TOKENS, QuantizationRefused, ensure_int8
 from indexing.embedding.torch_embedder import SentenceTransformerEmbedder
 from indexing.errors import EmbedderUnavailable
-from indexing.identity import Prompts
+from indexing.identity import Identified
 
 _log = logging.getLogger(__name__)
 TOKEN_BUDGET = 64 * 256 * 256  # rows × longest² of a batch: MiniLM's full batch (64 texts of 256 tokens)
 QUERY_PRECISIONS = ("int8", "fp32")
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(Identified):
     def __init__(
         self,
         path: Path | str | None = None,
@@ -72,18 +72,6 @@ class OnnxEmbedder:
         self._fallback: SentenceTransformerEmbedder | None = None  # once the export was refused
         self.refused: str | None = None  # why the export was refused, when it was
         self.int8_refused: str | None = None  # why the int8 query graph was refused, when it was
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def prompts(self) -> Prompts:
-        return self._prompts
 
     @property
     def runtime(self) -> str:

@@ -14,30 +14,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexing.identity import NO_PROMPTS, Prompts
+from indexing.identity import NO_PROMPTS, Identified, Prompts
 
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-class HashingEmbedder:
+class HashingEmbedder(Identified):
     """Bag-of-words vectors from a stable hash; unit length; never loads a model."""
 
     def __init__(self, dimension: int = 64, name: str = "hashing-test", prompts: Prompts = NO_PROMPTS) -> None:
         self._dimension = dimension
         self._name = name
         self._prompts = prompts  # recorded by the store; the hash reads the prompt as words too
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def prompts(self) -> Prompts:
-        return self._prompts
 
     def load(self) -> None:
         """Nothing to load."""

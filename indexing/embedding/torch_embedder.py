@@ -23,12 +23,12 @@ from indexing.embedding.model_files import (
     read_prompts,
 )
 from indexing.errors import EmbedderUnavailable
-from indexing.identity import Prompts
+from indexing.identity import Identified
 
 GPU_BATCH = 1024  # texts a forward pass on a GPU: MiniLM's rate flattens from ~1k (REPORT.md)
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(Identified):
     """A local sentence-transformers model, loaded lazily and thread-safely, on the CPU or a GPU.
 
     ``dimension`` is read from the model's config without importing torch, so a store can be
@@ -50,18 +50,6 @@ class SentenceTransformerEmbedder:
         self._prompts = read_prompts(self.path)
         self._model: Any = None  # a SentenceTransformer once loaded
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def prompts(self) -> Prompts:
-        return self._prompts
 
     runtime = "torch"
 
