@@ -15,7 +15,6 @@ from fastapi.responses import Response
 
 from server.errors import EsfisError, SpaceNotEmpty
 from server.facade import EVERYWHERE
-from server.render import counted
 from server.web.pages import (
     Posted,
     WebError,
@@ -158,7 +157,9 @@ def remove(request: Request, done: Posted = Depends(posted)) -> Response:
         return _space_page(request, name, status=exc.status, error=exc.message, confirm_purge=True)
     except EsfisError as exc:
         return _space_page(request, name, status=exc.status, error=exc.message)
-    said = f"space {name} removed" + (f" and its {counted(purged, 'memory')} forgotten for good" if purged else "")
+    said = f"space {name} removed" + (
+        f" and its {purged} {'memory' if purged == 1 else 'memories'} forgotten for good" if purged else ""
+    )
     return redirect(request, url(request, "spaces"), said)
 
 
