@@ -19,7 +19,7 @@ BLOCKS_FROM = 4096  # below this many scores, argpartition over all of them cost
 
 
 def largest(scores: np.ndarray, k: int) -> np.ndarray:
-    """The indices of the ``k`` largest of ``scores`` (1-D, no NaN), in no order; every index
+    """The indices of the ``k`` largest of ``scores`` (1-D; NaN taken last), in no order; every index
     when there are no more than ``k``."""
     n = len(scores)
     if k >= n:
@@ -28,6 +28,8 @@ def largest(scores: np.ndarray, k: int) -> np.ndarray:
         return np.argpartition(-scores, k - 1)[:k]
     whole = n - n % BLOCK
     maxima = scores[:whole].reshape(-1, BLOCK).max(axis=1)
+    if np.isnan(maxima).any():  # a block holding NaN has a NaN maximum: left to argpartition
+        return np.argpartition(-scores, k - 1)[:k]
     threshold = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
     blocks = np.flatnonzero(maxima >= threshold)
     candidates = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()

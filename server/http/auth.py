@@ -238,10 +238,11 @@ def _address(scope: Scope) -> str:
 
 def asks_to_forget(method: str, path: str, body: bytes) -> bool:
     """Whether a request asks for a forget: ``DELETE /v1/memories/{id}``, or an MCP call of the
-    ``forget`` tool (alone or in a batch). The body is parsed only when it names the tool."""
+    ``forget`` tool (alone or in a batch). The body is parsed only when it may name the tool: it
+    holds ``forget``, or an escape (``forg\\u0065t`` names it as well)."""
     if method == "DELETE":
         return path.startswith(MEMORIES_PATH)
-    if path != MCP_PATH or b'"forget"' not in body:
+    if path != MCP_PATH or (b"forget" not in body and b"\\u" not in body):
         return False
     try:
         message = json.loads(body)

@@ -132,12 +132,10 @@ class Limiter:
 
     def hit(self, name: str, who: str) -> None:
         """Counts one call of ``who`` under the limit ``name``; ``TooManyRequests`` past it."""
-        item: RateLimitItem | None = getattr(self.limits, name)
-        if item is not None and not self.strategy.hit(item, name, who):
-            raise self._refusal(name, item, who)
+        self.hit_all([(name, who)])
 
     def hit_all(self, hits: list[tuple[str, str]]) -> None:
-        """``hit`` of each (limit, who), counted in one catalog statement (a request's address
+        """One call of each (limit, who), counted in one catalog statement (a request's address
         and token); ``TooManyRequests`` for the first of them past its limit. Counted as the
         library's fixed window counts (``FixedWindowRateLimiter.hit``: the count after the
         hit, at most the limit's amount), under the same keys."""

@@ -166,6 +166,7 @@ def test_forgets_have_a_limit_of_their_own_over_http_and_mcp(forgetful):
             b'"arguments": {"text": "\\"forget\\" the old plan"}}}',
             False,
         ),  # the word in a text
+        ("POST", "/mcp", b'{"method": "tools/call", "params": {"name": "forg\\u0065t"}}', True),  # escaped
         ("POST", "/mcp", b'{"method": "tools/call", "params": "forget"}', False),
         ("POST", "/mcp", b'{"forget": not json', False),
         ("POST", "/v1/recall", b'{"query": "\\"forget\\""}', False),

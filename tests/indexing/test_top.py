@@ -50,3 +50,17 @@ def test_many_equal_block_maxima_still_give_exactly_k():
     scores = np.ones(50_000, dtype=np.float32)
     found = largest(scores, 10)
     assert len(found) == 10 and len(set(found.tolist())) == 10
+
+
+def test_nan_scores_are_taken_last_as_a_full_selection_takes_them():
+    rng = np.random.default_rng(5)
+    scores = rng.standard_normal(10_000).astype(np.float32)
+    scores[::3] = np.nan  # a block's maximum is then NaN: no block would pass the threshold
+    found = largest(scores, 10)
+    assert set(found.tolist()) == set(np.argpartition(-scores, 9)[:10].tolist())
+    assert not np.isnan(scores[found]).any()
+    few = rng.standard_normal(10_000).astype(np.float32)
+    few[[100, 5000]] = np.nan
+    few[101] = 10.0  # the best score, in a block whose maximum is NaN
+    assert 101 in largest(few, 10).tolist()
+    assert set(largest(few, 10).tolist()) == set(np.argpartition(-few, 9)[:10].tolist())
