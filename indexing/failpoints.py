@@ -18,7 +18,7 @@ costs one dict lookup. The names:
     forget:after-checkpoint the catalog is checkpointed, the intent not yet removed
     image:before-publish   a partition's image is built in its temporary folder, not yet published
                            (in the build's own process; ``armed`` hands the armed names to it)
-    import:after-spaces    an import's batch created the spaces it names, none of its rows written yet
+    import:after-spaces    an import's batch created the spaces it names in its transaction, its rows not yet
     import:after-spill     an import spilled rows of thin spaces to its unlinked files, none of them written
     backup:after-catalog   the catalog is copied into the backup, no partition yet
     backup:mid-partition   a partition's first batch is read, the rest not yet

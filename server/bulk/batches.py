@@ -27,6 +27,7 @@ from indexing.errors import IndexingError
 from indexing.rows import OPEN_END
 from server.bulk.journal import Journal, batch_lock
 from server.bulk.rows import Row, RowError
+from server.catalog import Tx
 from server.clock import to_micros
 from server.errors import StoreUnavailable
 from server.inputs import ERRORS_KEPT
@@ -260,16 +261,24 @@ class Writer:
             written = self.book.presence.written_since(prepared.mark, keys)  # one query, however many spaces
             batches = [b.select(not_written(b, written)) for b in prepared.batches]
             batches = [b for b in batches if len(b)]
-            if prepared.create and self.registry is not None:
-                # Before the batch's rows, in a transaction of its own: a space created by a batch
-                # killed before its rows is an empty space the resumed import finds and fills.
-                created, _ = self.registry.add_many(prepared.create)
-                self.created.extend(created)
+            created: list[str] = []
+            registry = self.registry if prepared.create else None
+
+            def create_spaces(tx: Tx) -> None:
+                # In the batch's own transaction, before its rows (and beside its vectors' run,
+                # off the writer's path): a batch killed before its commit leaves neither its
+                # spaces nor its rows, and the resumed import creates and fills them.
+                assert registry is not None
+                created.extend(registry.add_many_in(tx, prepared.create)[0])
                 failpoints.hit("import:after-spaces")
+
             self.journal.pending({partition_key(b.space): b.ids for b in batches})
             # One catalog transaction for the batch, however many spaces it spans: a partition
             # costs its own write (side by side on the vectors' threads), never a commit of its own.
-            self.book.write_many(batches, vectors_in=self.vectors_in)
+            self.book.write_many(
+                batches, vectors_in=self.vectors_in, also=create_spaces if registry is not None else None
+            )
+            self.created.extend(created)  # once committed: a failed batch created nothing
             for batch in batches:
                 self.imported += len(batch)
                 key = partition_key(batch.space)

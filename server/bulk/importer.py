@@ -3,8 +3,8 @@
 A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "vector"?}``
 (``server.bulk.rows`` checks each). No space means personal; a space that does not exist is
 that row's error, unless the import was asked to create spaces (``create_spaces``: then each
-batch creates the spaces it names, checked as ``space add`` checks them, before its rows, and
-the report lists every one). ``valid_from`` defaults to now and
+batch creates the spaces it names, checked as ``space add`` checks them, in its rows' catalog
+transaction, and the report lists every one). ``valid_from`` defaults to now and
 ``valid_until`` must come after it (a past interval is allowed: migrations carry history).
 
 What is promised:

@@ -117,14 +117,20 @@ class MemoryBook:
             failpoints.hit("write:after-journal")
             self._write_batch(key, batch, supersedes=supersedes, vectors_in=vectors_in, also=also)
 
-    def write_many(self, batches: list[MemoryBatch], *, vectors_in: Executor) -> None:
+    def write_many(
+        self, batches: list[MemoryBatch], *, vectors_in: Executor, also: Callable[[Tx], None] | None = None
+    ) -> None:
         """New memories of several spaces at once (an import's batch, however thin its spread):
         each partition's vectors written on ``vectors_in``'s threads side by side (each under
         its own partition's lock), and one catalog transaction for all of them, committed only
         once every partition's vectors are on disk. A failure commits none, and purges what was
-        written. The caller's journal names every id first (the importer's)."""
+        written. The caller's journal names every id first (the importer's). ``also`` runs
+        first in the transaction (an import's new spaces), with rows or without."""
         batches = [b for b in batches if len(b)]
         if not batches:
+            if also is not None:
+                with self.catalog.transaction() as tx:
+                    also(tx)
             return
         keys = [partition_key(b.space) for b in batches]
         # A space of many rows gets a thread of its own (a LanceDB append, mostly outside the
@@ -135,6 +141,8 @@ class MemoryBook:
         adding = [vectors_in.submit(self._add_run, run) for run in runs]
         try:
             with self.catalog.transaction() as tx:
+                if also is not None:
+                    also(tx)
                 self._insert_many(tx, list(zip(keys, batches)))
                 for done in adding:
                     done.result()

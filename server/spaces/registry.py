@@ -15,7 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from server.catalog import Catalog
+import orjson
+
+from server.catalog import Catalog, Tx
 from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, to_micros
 from server.errors import InvalidInput, SpaceExists, SpaceNotFound
@@ -113,28 +115,38 @@ class Registry:
         created ones, and those that existed, each in the order given. Every name is checked
         first, as ``space add`` checks one; one refused name creates nothing (``InvalidSpaceName``
         says which)."""
-        wanted = list(dict.fromkeys(names))
-        for name in wanted:
-            validate_space_name(name, field="name")
-        at = to_micros(self.clock())
+        wanted = checked_names(names)
         with self.catalog.transaction() as tx:
-            present: set[str] = set()
-            for start in range(0, len(wanted), CHUNK):
-                chunk = wanted[start : start + CHUNK]
-                rows = tx.all(f"SELECT name FROM spaces WHERE name IN ({', '.join('?' * len(chunk))})", tuple(chunk))
-                present.update(r["name"] for r in rows)
-            created = [n for n in wanted if n not in present]
-            tx.executemany(
-                "INSERT INTO spaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", [(n, at) for n in created]
+            return self._create_many(tx, wanted)
+
+    def add_many_in(self, tx: Tx, names: Iterable[str]) -> tuple[list[str], list[str]]:
+        """``add_many`` inside the caller's transaction (an import's batch creates its spaces
+        with its rows: a batch killed before its commit leaves neither)."""
+        return self._create_many(tx, checked_names(names))
+
+    def _create_many(self, tx: Tx, wanted: list[str]) -> tuple[list[str], list[str]]:
+        at = to_micros(self.clock())
+        present: set[str] = set()
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            rows = tx.all(f"SELECT name FROM spaces WHERE name IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+            present.update(r["name"] for r in rows)
+        created = [n for n in wanted if n not in present]
+        if created:  # one statement, not a step per row (each would give up the GIL: beside an import's writes)
+            item = tx.sql.item
+            tx.execute(
+                f"INSERT INTO spaces (name, created_at) SELECT {item(0)}, {item(1, 'BIGINT')} FROM {tx.sql.rows} "
+                "WHERE true ON CONFLICT DO NOTHING",
+                (orjson.dumps([(n, at) for n in created]).decode(),),
             )
-            # A new space inherits no token (as _insert_space): one left active for its name is revoked.
-            for start in range(0, len(created), CHUNK):
-                chunk = created[start : start + CHUNK]
-                tx.execute(
-                    f"UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IN "
-                    f"({', '.join('?' * len(chunk))})",
-                    (at, *chunk),
-                )
+        # A new space inherits no token (as _insert_space): one left active for its name is revoked.
+        for start in range(0, len(created), CHUNK):
+            chunk = created[start : start + CHUNK]
+            tx.execute(
+                f"UPDATE tokens SET revoked_at = ? WHERE revoked_at IS NULL AND space IN "
+                f"({', '.join('?' * len(chunk))})",
+                (at, *chunk),
+            )
         return created, [n for n in wanted if n in present]
 
     def get(self, name: str) -> Space:
@@ -242,6 +254,14 @@ def _claim_folder(tx, path: Path, name: str) -> None:
 
 
 CHUNK = 900  # names per IN (...): under SQLite's bound of 999 parameters
+
+
+def checked_names(names: Iterable[str]) -> list[str]:
+    """``names`` without repeats, each checked as ``space add`` checks one."""
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        validate_space_name(name, field="name")
+    return wanted
 
 
 def _insert_space(tx, name: str, at: datetime) -> bool:
