@@ -51,6 +51,7 @@ def _spread(rows: list[dict], checks: Checks) -> list[str]:
             r.get("kernel_ms_per_partition"),
             r.get("new_file_us"),
             r.get("peak_rss_mb"),
+            r.get("rss_growth_sampled_mb"),
             r.get("first_recall_ms"),
             r["outcome"],
         ]
@@ -62,7 +63,9 @@ def _spread(rows: list[dict], checks: Checks) -> list[str]:
         "(create_spaces) and each its own partition. CPU and kernel time are the importing process's, per "
         "partition; *new file µs* is the kernel time to create one empty file beside the import's home, "
         "measured just before it (a thin partition creates two: its lock file and its small file; on an ext4 "
-        "without a journal it grows with the inodes deleted there in the last minutes).",
+        "without a journal it grows with the inodes deleted there in the last minutes). *Peak RSS* is the "
+        "benchmark process's whole peak (an earlier, larger import sets it); *RSS growth* is the largest "
+        "resident size sampled during the import less the size before it (– in runs before it was sampled).",
         "",
     ] + table(
         body,
@@ -75,6 +78,7 @@ def _spread(rows: list[dict], checks: Checks) -> list[str]:
             "kernel ms/partition",
             "new file µs",
             "peak RSS MiB",
+            "RSS growth MiB",
             "first recall ms",
             "test",
         ],
