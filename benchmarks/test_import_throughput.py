@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.conftest import FULL
+from benchmarks.conftest import FULL, rss_mb
 from indexing.identity import NO_PROMPTS
 from server.bulk.importer import import_stream
 from server.facade import open_service
@@ -157,15 +157,9 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def rss_mb() -> float:
-    """The process's resident size now (the peak above is the whole session's: an earlier,
-    larger import would hide any growth of this one)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
-
-
 class RssSampler(threading.Thread):
-    """The largest resident size seen while it runs, sampled every ``every`` seconds."""
+    """The largest resident size seen while it runs, sampled every ``every`` seconds (the peak
+    above is the whole session's: an earlier, larger import would hide any growth of this one)."""
 
     def __init__(self, every: float = 0.2) -> None:
         super().__init__(daemon=True)
@@ -193,12 +187,14 @@ def test_import_however_thin_the_spread(benchmark, tmp_path: Path, rows: int, sp
     try:
         rss_before, sampler = rss_mb(), RssSampler()
         sampler.start()
-        cpu, kernel, started = cpu_seconds(), kernel_seconds(), time.perf_counter()
-        report = benchmark.pedantic(
-            lambda: import_stream(service._parts, data, create_spaces=True), rounds=1, iterations=1
-        )
-        seconds = time.perf_counter() - started
-        rss_during = sampler.stop()
+        try:
+            cpu, kernel, started = cpu_seconds(), kernel_seconds(), time.perf_counter()
+            report = benchmark.pedantic(
+                lambda: import_stream(service._parts, data, create_spaces=True), rounds=1, iterations=1
+            )
+            seconds = time.perf_counter() - started
+        finally:
+            rss_during = sampler.stop()
         cpu, kernel = cpu_seconds() - cpu, kernel_seconds() - kernel
         caller = service.caller("bench", space=f"tenant-{spaces // 2:06d}")
         began = time.perf_counter()
