@@ -98,6 +98,34 @@ def test_targets_judge_absolute_and_relative_bounds():
     assert Target("x", "==", 0).met(0) and not Target("x", "==", 0).met(1)
 
 
+def test_the_ratio_targets_are_judged_on_the_paired_pass_when_the_run_has_one():
+    from benchmarks.report.common import Checks
+    from benchmarks.report.scope import section_scope
+
+    def cell(arm: str, p50: float, **extra) -> dict:
+        return {"store_size": 100, "scope": "1p", "arm": arm, "bench_p50_ms": p50, "outcome": "passed", **extra}
+
+    # Apart, the index search misses its bound (2.0 against 1.5 × 1.0); timed in turns beside
+    # the floor it meets it (1.2 against 1.5 × 1.0), and the prefilter's ratio the other way.
+    paired = {"floor": 1.0, "scope-first-index": 1.2, "scope-first": 3.0, "prefilter": 10.0}
+    rows = [
+        cell("scope-first-index", 2.0),
+        cell("scope-first", 1.0),
+        cell("prefilter", 10.0),
+        cell("floor", 1.0, paired_p50_ms=paired),
+    ]
+    checks = Checks("full")
+    text = "\n".join(section_scope(rows, checks))
+    assert checks.missed == {"scope.vs_prefilter": 1}
+    assert "2.00; paired 1.20" in text and "*paired* pass" in text
+    # A run without the paired pass is judged on each arm's own pass, as before it.
+    del rows[-1]["paired_p50_ms"]
+    checks = Checks("full")
+    text = "\n".join(section_scope(rows, checks))
+    assert checks.missed == {"scope.index_vs_floor": 1}
+    assert "paired" not in text
+
+
 def test_recall_is_tie_aware_counts_a_row_once_and_never_outside_the_scope():
     vectors = np.eye(4, dtype=np.float32)[[0, 0, 1, 2]]  # rows 0 and 1 are the same vector
     query = np.array([1, 0.5, 0.1, 0], dtype=np.float32)
