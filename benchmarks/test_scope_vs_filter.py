@@ -11,10 +11,10 @@ prefilter, recall@10 of 1.0 from an exact scan and ≥ 0.95 from an IVF image.
 
 The two ratio targets divide one arm's p50 by another's. Each arm's own pass runs minutes apart
 from the other's (the arms between them build and query whole tables), and this machine's speed
-moves more than a bound of 1.5× allows in that time (the floor of identical work measured 0.37
-to 0.83 ms within one run). So the cell's last case (the floor) also runs a *paired* pass: the
-arms those targets compare take turns over the same queries, 25 queries a turn, so every p50
-of the pass comes from the same seconds; the report divides those (``paired_p50_ms``).
+can move more than a bound of 1.5× allows in that time (docs/benchmarks.md). So the cell's last
+case (the floor) also runs a *paired* pass: the arms those targets compare take turns over the
+same queries, ``PAIRED_BLOCK`` queries a turn, so every p50 of the pass comes from the same
+seconds; the report divides those (``paired_p50_ms``).
 """
 
 from __future__ import annotations
@@ -160,9 +160,8 @@ def paired_p50_ms(w: dict, label: str, queries: np.ndarray) -> dict[str, float]:
     same other), after two warm-up queries each: the p50 of each arm, all taken within the same
     seconds. In turns of many queries, not query by query: between two queries of one arm the
     others would evict its vectors from the processor's cache (and a LanceDB query leaves its
-    threads busy for some milliseconds after it), so each arm would be timed cold, unlike its own
-    pass; with turns of 10, the index search after a prefilter turn measured 2× its own pass, with
-    25 its own p50 (quick grid, ad hoc)."""
+    threads busy a while after it), so each arm would be timed cold, unlike its own pass (the
+    turns' length was chosen ad hoc: docs/benchmarks.md)."""
     arms = [a for a in PAIRED_ARMS if a in ARMS and (a != "prefilter" or w["single"] is not None)]
     runs = [runner(w, arm, label) for arm in arms]
     for run in runs:

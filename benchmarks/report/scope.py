@@ -18,10 +18,10 @@ def scoped_out(r: dict) -> str:
 
 
 def ratio_check(checks: Checks, key: str, name: str, r: dict, other: dict, paired: dict) -> str:
-    """A ratio target judged on the cell's paired pass (both arms timed query by query in turn,
-    ``test_scope_vs_filter.paired_p50_ms``) when the raw file has one; on the arms' own passes,
-    minutes apart, when it has not (runs before the paired pass). The cell shows the arm's own p50
-    first."""
+    """A ratio target judged on the cell's paired pass (both arms timed over the same queries in
+    turns, ``test_scope_vs_filter.paired_p50_ms``) when the raw file has one; on the arms' own
+    passes, minutes apart, when it has not (runs before the paired pass). The cell shows the
+    arm's own p50 first."""
     if r["arm"] in paired and other["arm"] in paired:
         shown = f"{fmt(r['bench_p50_ms'])}; paired {fmt(paired[r['arm']])}"
         return checks.check(key, name, paired[r["arm"]], paired[other["arm"]], shown=shown)
