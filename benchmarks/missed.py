@@ -8,8 +8,8 @@ another run (ab86dab's is the full run before it, on this machine's kind), and "
 says so where nothing was measured beyond the miss.
 
 This run's machine was slower than ab86dab's: the int8 query embedding, whose code did not change,
-took 3.66 ms p50 here against 2.93. Figures compared across runs say more about the machine than
-about the code; within one run, ratios hold. The run's only change on a measured path is the scope
+ran about a quarter slower (its figures are quoted below). Figures compared across runs say more
+about the machine than about the code; within one run, ratios hold. The run's only change on a measured path is the scope
 grid's paired pass (the two ratio targets below); no code that serves or imports changed since
 ab86dab.
 """
