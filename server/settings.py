@@ -16,6 +16,15 @@ APPROVAL_HOURS = 24.0  # the default: a call held for the operator expires after
 APPROVAL_WAIT_S = 300.0  # the default: how long an MCP host's prompt may take before it counts as declined
 OAUTH_TOKEN_S = 3600  # the default: an OAuth connection's access token lives this long
 
+# What the torch runtime's libraries read from the environment when they are imported: the model
+# is a local folder, never the hub; no progress bars; no tokenizer threads to fork a server into.
+TORCH_DEFAULTS = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -81,6 +90,14 @@ class Settings:
         """This machine's folder of the vector store: the whole store by default; with
         ``vectors`` on S3, its locks and images only (``indexing.partitions.location``)."""
         return self.home / "vectors"
+
+
+def torch_defaults() -> None:
+    """Set ``TORCH_DEFAULTS`` where the environment chose nothing else: the edge's part of loading
+    the model, handed to ``load_embedder`` as ``before_torch`` (``indexing/`` reads and writes no
+    environment), which calls it just before torch is imported, if it ever is."""
+    for name, value in TORCH_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 def _days(value: str | None) -> int:

@@ -15,10 +15,15 @@ from indexing.embedding.embedder import load_embedder
 from indexing.embedding.testing import HashingEmbedder
 from indexing.partitions import small_file, tail
 from server.facade import Esfis, open_service
+from server.settings import torch_defaults
 from tests import catalogs
 from tests.catalogs import catalog_for, settings_for
 
 ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
+
+# The environment the server gives torch before loading it (``before_torch``), here for the whole
+# session: the tests that build a torch embedder themselves load it offline and quiet too.
+torch_defaults()
 
 
 class MovableClock:

@@ -182,6 +182,23 @@ def test_interfaces_go_through_the_door_only():
     assert not bad
 
 
+def test_indexing_reads_no_environment():
+    """Settings are read at the edge (``server.settings``, the CLI) and handed in: nothing under
+    indexing/ reads or writes the process's environment, so a library caller's settings are the
+    ones used (the torch runtime's defaults come through ``before_torch``)."""
+    touching = sorted(
+        name
+        for name, path in MODULES.items()
+        if layer(name) == "indexing"
+        and any(
+            (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv", "putenv", "unsetenv"))
+            or (isinstance(n, ast.ImportFrom) and n.module == "os" and any(a.name == "environ" for a in n.names))
+            for n in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert not touching
+
+
 def test_interfaces_never_reach_the_facades_parts():
     """The façade holds its books privately: an interface calls its verbs, never ``_parts``."""
     reaching = sorted(

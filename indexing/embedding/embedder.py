@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -71,6 +71,7 @@ def load_embedder(
     device: str | None = None,
     cache: Path | None = None,
     query_precision: str | None = None,
+    before_torch: Callable[[], None] | None = None,
 ) -> Embedder:
     """The embedder named by ``model`` (a local folder), else the packaged default.
 
@@ -80,6 +81,8 @@ def load_embedder(
     default): "cuda" runs the model on a GPU, through torch whatever the backend. ``cache``
     holds the ONNX export (default ``~/.cache/esfis``). ``query_precision`` ("int8", the
     default, or "fp32"): the graph ONNX queries run on (``indexing.embedding.query_graph``).
+    ``before_torch``: called once before torch and sentence-transformers are imported, if they
+    ever are (the server's sets the environment they read: ``server.settings.torch_defaults``).
     The caller reads the settings (``server.settings``); this reads no environment. One instance per model per process: the weights load once and stay warm.
     """
     return _load_embedder(
@@ -88,6 +91,7 @@ def load_embedder(
         device=device or "cpu",
         cache=cache or default_cache(),
         query_precision=query_precision or "int8",
+        before_torch=before_torch,
     )
 
 
@@ -96,7 +100,15 @@ def default_cache() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path, query_precision: str) -> Embedder:
+def _load_embedder(
+    model: str | None,
+    *,
+    backend: str,
+    device: str,
+    cache: Path,
+    query_precision: str,
+    before_torch: Callable[[], None] | None,
+) -> Embedder:
     path = Path(model) if model else default_model_path()
     if not (path / "config.json").is_file():
         raise EmbedderUnavailable(
@@ -105,7 +117,7 @@ def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path,
     if backend not in ("onnx", "torch"):
         raise EmbedderUnavailable(f"ESFIS_EMBEDDER must be onnx or torch, not {backend!r}")
     if check_device(device) != "cpu":
-        return SentenceTransformerEmbedder(path, device=device)
+        return SentenceTransformerEmbedder(path, device=device, before_torch=before_torch)
     if backend == "onnx":
         from indexing.embedding.onnx_export import refusal
 
@@ -113,6 +125,6 @@ def _load_embedder(model: str | None, *, backend: str, device: str, cache: Path,
         if reason is None:
             from indexing.embedding.onnx_embedder import OnnxEmbedder
 
-            return OnnxEmbedder(path, cache=cache, query_precision=query_precision)
+            return OnnxEmbedder(path, cache=cache, query_precision=query_precision, before_torch=before_torch)
         _log.warning("esfis: the model %s runs on torch, not ONNX: %s", path.name, reason)
-    return SentenceTransformerEmbedder(path)
+    return SentenceTransformerEmbedder(path, before_torch=before_torch)

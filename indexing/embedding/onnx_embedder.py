@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,11 +50,13 @@ class OnnxEmbedder(Identified):
         batch_size: int = 64,
         graph: tuple[GraphSpec, Path] | None = None,
         query_precision: str = "int8",
+        before_torch: Callable[[], None] | None = None,
     ) -> None:
         """``graph``: an export to run instead of this model's own (a quantized copy, for the
         benchmarks); its vectors are not checked, and queries run on it too.
         ``query_precision``: "int8" (queries of ``SHORT_QUERY_TOKENS`` or more on the checked
-        int8 graph) or "fp32"."""
+        int8 graph) or "fp32". ``before_torch``: handed to the torch fallback, should the export
+        be refused (``SentenceTransformerEmbedder``)."""
         if query_precision not in QUERY_PRECISIONS:
             raise EmbedderUnavailable(f"ESFIS_QUERY_PRECISION must be int8 or fp32, not {query_precision!r}")
         self.path = Path(path) if path is not None else default_model_path()
@@ -65,6 +67,7 @@ class OnnxEmbedder(Identified):
         self._prompts = read_prompts(self.path)
         self._graph = graph
         self.query_precision = query_precision
+        self._before_torch = before_torch
         self._lock = threading.Lock()
         self._query: Graph | None = None  # fp32, one text at a time (short queries, one text to store)
         self._int8: Graph | None = None  # the checked int8 graph, for queries
@@ -111,7 +114,7 @@ class OnnxEmbedder(Identified):
             except ExportRefused as exc:
                 _log.warning("esfis: the model %s runs on torch, not ONNX: %s", self._name, exc.reason)
                 self.refused = exc.reason
-                fallback = SentenceTransformerEmbedder(self.path)
+                fallback = SentenceTransformerEmbedder(self.path, before_torch=self._before_torch)
                 fallback.load()
                 self._fallback = fallback
             except EmbedderUnavailable:

@@ -3,13 +3,17 @@
 ``sentence_transformers`` costs ~10 s to import, so it is imported only when a vector is first
 needed (``load``), never at start-up. Queries and documents get the model's own prompts
 (``indexing.identity``), passed as text so that the prompts the store recorded are the ones used.
+
+The model is a local folder, loaded with ``local_files_only``: never the hub, whatever the
+environment says. What the libraries read from the environment at import (offline, progress
+bars, tokenizer threads) is the caller's to set, in ``before_torch``: the server's is
+``server.settings.torch_defaults``; this module reads and writes no environment.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,16 @@ class SentenceTransformerEmbedder(Identified):
     batches of ``GPU_BATCH``: a bulk import is where a GPU pays.
     """
 
-    def __init__(self, path: Path | str | None = None, *, batch_size: int | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        path: Path | str | None = None,
+        *,
+        batch_size: int | None = None,
+        device: str = "cpu",
+        before_torch: Callable[[], None] | None = None,
+    ) -> None:
+        """``before_torch``: called once, just before the model stack is imported (the caller's
+        process-level set-up: the environment the libraries read at import)."""
         self.path = Path(path) if path is not None else default_model_path()
         if not (self.path / "config.json").is_file():
             raise EmbedderUnavailable(
@@ -50,6 +63,7 @@ class SentenceTransformerEmbedder(Identified):
         self._prompts = read_prompts(self.path)
         self._model: Any = None  # a SentenceTransformer once loaded
         self._lock = threading.Lock()
+        self._before_torch = before_torch
 
     runtime = "torch"
 
@@ -60,10 +74,8 @@ class SentenceTransformerEmbedder(Identified):
         with self._lock:
             if self._model is not None:
                 return
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            if self._before_torch is not None:
+                self._before_torch()
             try:
                 import torch
                 from sentence_transformers import SentenceTransformer
@@ -73,7 +85,7 @@ class SentenceTransformerEmbedder(Identified):
                         f"ESFIS_DEVICE={self.device}, but torch sees no CUDA device here "
                         f"(torch {torch.__version__}); unset ESFIS_DEVICE to embed on the CPU"
                     )
-                model = SentenceTransformer(str(self.path), device=self.device)
+                model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
                 width = getattr(model, "get_embedding_dimension", model.get_sentence_embedding_dimension)()
                 if width is not None and width != self._dimension:
                     raise EmbedderUnavailable(

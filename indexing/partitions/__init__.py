@@ -6,8 +6,8 @@ tables lie (``location.py``, a folder or an S3 prefix), what lies under the root
 writes), a partition in memory and its search (``partition.py``, with ``validity.py``: the cut
 counts at a time), a large partition's persisted, mapped image (``image.py``: read;
 ``image_build.py``: built), this machine's mapped images (``image_cache.py``), compaction
-(``compaction.py``), Lance's session and numpy's BLAS (``engine.py``), and what a store touched,
-per partition (``stats.py``).
+(``compaction.py``), a purge's rows out of every file (``purging.py``), Lance's session and
+numpy's BLAS (``engine.py``), and what a store touched, per partition (``stats.py``).
 
 It may import ``relevance`` (a partition ranks its rows with it) and the vocabulary at the top
 of ``indexing`` (``errors``, ``failpoints``, ``identity``, ``rows``); never ``embedding``: the

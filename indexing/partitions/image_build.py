@@ -211,20 +211,19 @@ def build_in_child(folder: Path, lance_dir: str, dimension: int, *, reuse: bool,
     import sys
 
     root = str(Path(__file__).resolve().parents[2])  # the folder holding indexing/
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    env["ESFIS_IMAGE_FAILPOINTS"] = ",".join(failpoints.armed())
     done = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "indexing.partitions.image_build",
+            "-c",
+            _CHILD,
+            root,
             str(folder),
             str(lance_dir),
             str(dimension),
             "reuse" if reuse else "fresh",
+            ",".join(failpoints.armed()),  # the child is killed at the same steps as its parent
         ],
         pass_fds=(lock_fd,),
-        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -236,16 +235,21 @@ def build_in_child(folder: Path, lance_dir: str, dimension: int, *, reuse: bool,
         raise ImageBuildFailed(f"building the image in {folder} failed ({how}): {done.stderr.strip()[-2000:]}")
 
 
+# The child's program: the folder holding indexing/ first on its path, so it runs its parent's
+# code wherever it was started from, then ``_main`` over the rest of its arguments. Everything it
+# needs comes as arguments; its environment is its parent's, untouched.
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from indexing.partitions.image_build import _main; _main(sys.argv[1:])"
+)
+
+
 def _main(argv: list[str]) -> None:
+    """The child: folder, table, dimension, ``reuse`` or ``fresh``, and the parent's armed
+    failpoints (comma-separated, as ``failpoints.armed`` gives them)."""
     import lance
 
-    folder, lance_dir, dimension, mode = Path(argv[0]), argv[1], int(argv[2]), argv[3]
-    failpoints.arm(n for n in os.environ.get("ESFIS_IMAGE_FAILPOINTS", "").split(",") if n)
+    folder, lance_dir, dimension, mode, armed = Path(argv[0]), argv[1], int(argv[2]), argv[3], argv[4]
+    failpoints.arm(n for n in armed.split(",") if n)
     previous = open_image(folder) if mode == "reuse" else None
     build(folder, lance.dataset(lance_dir), dimension=dimension, previous=previous)
-
-
-if __name__ == "__main__":
-    import sys
-
-    _main(sys.argv[1:])

@@ -12,6 +12,7 @@ own::
     locks.py        who may touch a partition when: threads, processes, machines
     image_cache.py  this machine's mapped images of large partitions
     compaction.py   the routine compaction, and a purge's rewrite
+    purging.py      a purge: rows out of every file that held them
     partition.py    a partition in memory, kept current by the writes (LivePartition)
     engine.py       Lance's session and numpy's BLAS, set up once per process
 
@@ -36,10 +37,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing import failpoints
 from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
-from indexing.partitions import compaction, small_file
+from indexing.partitions import compaction, purging, small_file
 from indexing.partitions import tail as tail_file
 from indexing.partitions.coordination import Coordination, LocalCoordination
 from indexing.partitions.engine import lance_session, search_on_one_thread
@@ -311,65 +311,18 @@ class VectorStore:
             self._compact_if_due(key, table)
 
     def purge(self, key: str, ids: list[str]) -> None:
-        """Delete rows and rewrite the partition so no file under the store holds them.
-
-        A delete only marks rows; the text stays in its data file and in old versions. Every
-        fragment with a deletion is rewritten, then every old version is removed. The predicate
-        names ids only, because LanceDB writes it verbatim into its transaction files.
-        """
+        """Delete rows and rewrite the partition so no file under the store holds them
+        (``purging.py``)."""
         check_row_ids(ids)
         if not ids:
             return
         with self._writing(key):
-            if not self.files.is_table(key):
-                self._purge_small(key, ids)
-                return
-            ids = self._purge_tail(key, ids)
-            table = self.files.open_table(key) if ids else None
-            if table is None:
-                return
-            quoted = ", ".join(f"'{i}'" for i in ids)
-            table.delete(f"id IN ({quoted})")
-            failpoints.hit("purge:after-delete")
-            compaction.rewrite(lambda: self.images.latest(key))  # opens it in the store's session
-            # The image holds texts too: rebuilt before the forget returns, every time (a
-            # retried forget finds the rows already deleted and still rebuilds it).
-            self.images.refresh(key, force=True)
-            failpoints.hit("purge:after-image")
-            part = self.live.held(key)
-            if part is not None:
-                part.remove(ids)
-                if part.base is not None:
-                    self.live.drop(key)  # map the rebuilt image on the next search
+            purging.purge(key, ids, files=self.files, images=self.images, live=self.live)
 
     def _end_in_memory(self, key: str, id_: str, valid_until: int) -> None:
         part = self.live.held(key)
         if part is not None:
             part.end(id_, valid_until)
-
-    def _purge_small(self, key: str, ids: list[str]) -> None:
-        """A small partition's purge: the file rewritten without the rows (the rename frees the
-        old one), and a killed write's temporary file removed."""
-        small = self.files.small_path(key)
-        held = small_file.read(small)
-        if held is not None:  # a kill before the rename leaves the rows in the old file
-            small_file.write(small, small_file.without(held, ids), failpoint="purge:after-delete")
-        small_file.remove_temp(small)
-        part = self.live.held(key)
-        if part is not None:
-            part.remove(ids)
-
-    def _purge_tail(self, key: str, ids: list[str]) -> list[str]:
-        """A table's purge, first in its tail (``tail.purge``); the ids left for the table."""
-        tail = self.layout.tail_path(key)
-        if tail is None:
-            return ids
-        here = tail_file.purge(tail, ids)
-        part = self.live.held(key)
-        if here and part is not None:
-            part.remove(here)
-        purged = set(here)
-        return [id_ for id_ in ids if id_ not in purged]
 
     def drop(self, key: str) -> None:
         """Remove a whole partition from disk."""

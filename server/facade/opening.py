@@ -25,7 +25,7 @@ from server.errors import InvalidInput, StoreUnavailable
 from server.facade.parts import Parts
 from server.facade.service import Esfis, close_all
 from server.home import make_private
-from server.settings import Settings
+from server.settings import Settings, torch_defaults
 
 if TYPE_CHECKING:
     from server.bulk.backup import BackupReport
@@ -64,6 +64,7 @@ def reindex_store(
             device=settings.device,
             cache=settings.cache,
             query_precision=settings.query_precision,
+            before_torch=torch_defaults,
         )
         return reindex(settings.home, embedder, batch=batch or BATCH, progress=progress)
     except IndexingError as exc:  # the model, or a store the reindex cannot open
@@ -245,6 +246,7 @@ def open_service(
             device=settings.device,
             cache=settings.cache,
             query_precision=settings.query_precision,
+            before_torch=torch_defaults,
         )
         if batching and settings.batch_window_ms > 0:
             embedder = BatchingEmbedder(embedder, window=settings.batch_window_ms / 1000)

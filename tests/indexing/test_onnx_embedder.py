@@ -162,6 +162,17 @@ def test_a_gpu_device_runs_the_model_on_torch_and_says_so_when_there_is_none(mon
         assert np.min(np.sum(embedder.embed_documents(TEXTS) * cpu, axis=1)) > 1 - 1e-3
 
 
+def test_the_torch_runtime_calls_its_callers_set_up_once_before_it_loads(tiny_model):
+    """indexing/ sets no environment: the server's defaults (``server.settings.torch_defaults``)
+    come through ``before_torch``, run once, before the model stack is imported."""
+    calls: list[str] = []
+    embedder = load_embedder(str(tiny_model), backend="torch", before_torch=lambda: calls.append("set up"))
+    assert isinstance(embedder, SentenceTransformerEmbedder) and calls == []
+    embedder.load()
+    embedder.load()
+    assert calls == ["set up"] and embedder.embed_query("a note").shape == (embedder.dimension,)
+
+
 @pytest.mark.parametrize("device", ["gpu", "cuda0", "CUDA", "cuda:x", "cpu:1"])
 def test_a_device_that_is_not_cpu_or_cuda_is_refused_by_name(monkeypatch, device):
     with pytest.raises(EmbedderUnavailable, match="ESFIS_DEVICE must be cpu, cuda or cuda:N"):
