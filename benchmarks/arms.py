@@ -214,7 +214,8 @@ def plan_scored(plan: str) -> dict[str, tuple[float, float]]:
 class SingleTable:
     """One LanceDB table with every memory: the post-filter and prefilter arms."""
 
-    def __init__(self, store: Store, root: Path | None = None) -> None:
+    def __init__(self, store: Store, root: Path | None = None, *, ann: bool = True) -> None:
+        """``ann=False``: no IVF_PQ index at any size (the post-filter arm scans flat)."""
         import lancedb
         from lancedb.index import Bitmap
 
@@ -248,7 +249,7 @@ class SingleTable:
                 )
             )
         self.table.create_index("expired", config=Bitmap())  # a boolean: what a bitmap is for
-        self.indexed = n >= ANN_ROWS
+        self.indexed = ann and n >= ANN_ROWS
         if self.indexed:
             self.table.create_index(
                 metric="cosine", index_type="IVF_PQ", num_partitions=int(np.sqrt(n)), num_sub_vectors=48

@@ -17,6 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from server.settings import torch_defaults
+
+# The product sets these before it loads torch (``load_embedder(before_torch=…)``); the
+# benchmarks that build a torch embedder themselves get the same.
+torch_defaults()
+
 MODE = os.environ.get("ESFIS_BENCH_MODE", "quick")
 FULL = MODE == "full"
 REPO = Path(__file__).resolve().parent.parent

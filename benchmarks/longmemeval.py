@@ -140,6 +140,19 @@ def text_vectors(workload: Workload, embedder=None) -> np.ndarray:
     return embed_cached(workload.texts, prefix, embedder)
 
 
+def evidence_vectors(workload: Workload, questions: list[int], embedder) -> tuple[np.ndarray, np.ndarray]:
+    """(every distinct text's vector, each question's vector): in full mode all of them, from the
+    cache; in quick mode only the texts of ``questions``' haystacks, embedded now (the rest zero)."""
+    if FULL:
+        return np.asarray(text_vectors(workload), dtype=np.float32), question_vectors(workload)
+    needed = np.unique(workload.memory_text[np.isin(workload.memory_space, questions)])
+    vectors = np.zeros((len(workload.texts), embedder.dimension), dtype=np.float32)
+    vectors[needed] = embedder.embed_documents([workload.texts[i] for i in needed])
+    q_vecs = np.zeros((len(workload.questions), embedder.dimension), dtype=np.float32)
+    q_vecs[questions] = np.stack([embedder.embed_query(workload.questions[i].text) for i in questions])
+    return vectors, q_vecs
+
+
 def embed_cached(texts: list[str], prefix: str, embedder=None) -> np.ndarray:
     """Vectors of ``texts`` cached under ``prefix`` in ``cache_dir()``, in chunks so an
     interrupted run resumes."""

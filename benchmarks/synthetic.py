@@ -61,7 +61,14 @@ def _memories(rng: np.random.Generator, topics: np.ndarray, n: int) -> np.ndarra
     return _unit(picks + accent + noise)
 
 
-def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7, space_count: int = SPACES) -> Store:
+def build_store(
+    total: int,
+    *,
+    scopes: dict[str, tuple[int, int]],
+    seed: int = 7,
+    space_count: int = SPACES,
+    expired_share: float = EXPIRED_SHARE,
+) -> Store:
     """A store of about ``total`` memories over ``space_count`` (1,000) Zipf-sized spaces plus planted scopes.
 
     ``scopes`` maps a caller label to (rows, partitions): a probe space of that many rows, split
@@ -86,7 +93,7 @@ def build_store(total: int, *, scopes: dict[str, tuple[int, int]], seed: int = 7
             blocks.append(_memories(rng, topics, share))
             space_of.append(np.full(share, callers[label][-1], dtype=np.int32))
     vectors = np.concatenate(blocks)
-    expired = rng.random(len(vectors)) < EXPIRED_SHARE
+    expired = rng.random(len(vectors)) < expired_share
     return Store(vectors, np.concatenate(space_of), expired, spaces, callers)
 
 

@@ -8,6 +8,7 @@ index search against the floor of the same grid cell), given to ``Target.met`` a
 from __future__ import annotations
 
 from benchmarks.target import Target
+from benchmarks.targets_peers import PEER_TARGETS
 
 RECALL_DEFINITION = (
     "tie-aware recall@10: the share of the ten answers wanted (fewer when the scope holds fewer "
@@ -392,3 +393,4 @@ TARGETS: dict[str, Target] = {
         why="isolation holds with the catalog on PostgreSQL and the partitions on S3.",
     ),
 }
+TARGETS |= PEER_TARGETS

@@ -28,11 +28,10 @@ from benchmarks.conftest import FULL
 from benchmarks.evidence import DEFAULT_NAME, EvidenceStore, evaluate, markdown, overall, served_default, top
 from benchmarks.longmemeval import (
     LEVELS,
+    evidence_vectors,
     load_workload,
     neighbour_texts,
     neighbour_vectors,
-    question_vectors,
-    text_vectors,
 )
 from benchmarks.model_arms import chosen_arms
 from benchmarks.model_arms import markdown as models_markdown
@@ -52,16 +51,8 @@ def world(granularity: str) -> dict:
         return _worlds[granularity]
     embedder = load_embedder(None)
     workload = load_workload(granularity=granularity)
-    if FULL:
-        questions = list(range(len(workload.questions)))
-        vectors = np.asarray(text_vectors(workload), dtype=np.float32)
-        q_vecs = question_vectors(workload)
-    else:
-        questions = list(range(QUICK_QUESTIONS))
-        needed = np.unique(workload.memory_text[workload.memory_space < QUICK_QUESTIONS])
-        vectors = np.zeros((len(workload.texts), embedder.dimension), dtype=np.float32)
-        vectors[needed] = embedder.embed_documents([workload.texts[i] for i in needed])
-        q_vecs = np.stack([embedder.embed_query(workload.questions[i].text) for i in questions])
+    questions = list(range(len(workload.questions) if FULL else QUICK_QUESTIONS))
+    vectors, q_vecs = evidence_vectors(workload, questions, embedder)
     keys = None
     if granularity == "turn" and FULL:
         # Tried and not kept (docs/recall.md): the full set's widened keys cost a long embedding run,

@@ -26,6 +26,7 @@ from benchmarks.report.embedding import (
 from benchmarks.report.gpu import gpu_section
 from benchmarks.report.header import header, summary
 from benchmarks.report.http_load import section_load
+from benchmarks.report.peers import section_peers, section_peers_quality
 from benchmarks.report.plots import plots
 from benchmarks.report.real_text import section_evidence, section_ivf_text, section_lexical, section_lme
 from benchmarks.report.recall_path import (
@@ -41,6 +42,8 @@ from benchmarks.report.startup import section_cli, section_mcp
 
 # Every benchmark file and the report section that shows it, in the report's order.
 MODULES: dict[str, str] = {
+    "test_peers.py": "esfis against what users would pick instead: Chroma, pgvector, Milvus Lite, sqlite-vec, LanceDB",
+    "test_peers_quality.py": "Evidence recall side by side: esfis, Chroma and sqlite-vec on LongMemEval_S",
     "test_scope_vs_filter.py": "Scope-first against filters, synthetic stores",
     "test_longmemeval.py": "LongMemEval_S, real text, one space per question",
     "test_evidence_recall.py": "Evidence recall on LongMemEval_S: cosine against hybrid (BM25) recall",
@@ -66,6 +69,8 @@ MODULES: dict[str, str] = {
 
 # Each benchmark file's section; test_http_recall.py's also takes the embedding's p50 (``modules``).
 SECTIONS: dict[str, Callable[..., list[str]]] = {
+    "test_peers.py": section_peers,
+    "test_peers_quality.py": section_peers_quality,
     "test_evidence_recall.py": section_evidence,
     "test_lexical_latency.py": section_lexical,
     "test_scope_vs_filter.py": section_scope,

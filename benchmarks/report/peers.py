@@ -1,0 +1,135 @@
+"""The sections on esfis against what users would pick instead: every system's figures on the
+same synthetic world (``test_peers.py``), and evidence recall on LongMemEval_S side by side
+(``test_peers_quality.py``)."""
+
+from __future__ import annotations
+
+from benchmarks.report.common import Checks, fmt, table
+
+ESFIS_ARMS = ("esfis-search", "esfis-recall", "esfis-http")
+
+
+def _classes(rows: list[dict]) -> list[str]:
+    for r in rows:
+        if r.get("classes"):
+            return list(r["classes"])
+    return []
+
+
+def _mib(value: int | None) -> float | None:
+    return None if value is None else value / 2**20
+
+
+def section_peers(rows: list[dict], checks: Checks) -> list[str]:
+    classes = _classes(rows)
+    if not classes:
+        return ["No arm of this run has figures.", ""]
+    first = next(r for r in rows if r.get("classes"))
+    out = [
+        f"One world for every system: {fmt(first.get('store_size'))} clustered 384-d memories over "
+        f"{fmt(first.get('spaces'))} spaces ({fmt(first.get('spaces', 12) - 12)} Zipf-sized, a probe space, a 1,000-row space and ten of 5 to 50 "
+        "rows), no row expired; the same query vectors for every system, the exact cosine top 10 inside the "
+        "caller's space as the truth. Peers run in this process and are given the query vector; `esfis-search` is "
+        "esfis's index alone, `esfis-recall` its whole recall in process (judged against its own exact answer, "
+        "feedback included), `esfis-http` a real `esfis serve` asked each query's *text* (embedded by the server). "
+        "Recall is tie-aware recall@10; *short* counts answers with fewer rows than the space could give; *other "
+        "space* counts rows from a space the caller did not ask. Every figure as measured, misses included.",
+        "",
+    ]
+    head = ["system", "arm"]
+    for name in classes:
+        head += [f"{name} p50 / p95 ms", f"{name} recall@10"]
+    head += ["short answers", "rows of another space", "load s", "disk MiB", "test"]
+    body = []
+    for r in rows:
+        if r.get("unavailable"):
+            why = r["unavailable"] if r["unavailable"].startswith("not ") else f"not measured: {r['unavailable']}"
+            body.append([r.get("system"), r.get("arm"), why, *["–"] * (2 * len(classes) + 3), r["outcome"]])
+            continue
+        figures = r.get("classes", {})
+        cells: list[object] = [r.get("system"), r.get("arm")]
+        for name in classes:
+            f = figures.get(name, {})
+            cells += [f"{fmt(f.get('p50_ms'))} / {fmt(f.get('p95_ms'))}", f.get("recall_at_10")]
+        short = sum(f.get("short_answers", 0) for f in figures.values())
+        other = sum(f.get("other_space_rows", 0) for f in figures.values())
+        if r.get("arm") in ESFIS_ARMS:
+            short = checks.check("peers.esfis_short", r["arm"], short)
+            other = checks.check("peers.esfis_other_spaces", r["arm"], other)
+            if r.get("arm") == "esfis-search":
+                worst = min(f.get("recall_at_10", 0.0) for f in figures.values())
+                checks.check("peers.esfis_recall", "esfis-search, every class", worst)
+        cells += [short, other, r.get("load_seconds"), _mib(r.get("disk_bytes")), r["outcome"]]
+        body.append(cells)
+    out += table(body, head)
+    out += _against_fastest(rows, classes, checks)
+    out += ["What each arm was given:", ""]
+    out += [f"- `{r.get('arm')}`: {r.get('config') or r.get('unavailable', 'not recorded')}" for r in rows]
+    return out + [""]
+
+
+def _against_fastest(rows: list[dict], classes: list[str], checks: Checks) -> list[str]:
+    """esfis over HTTP beside the fastest peer's in-process search plus the query embedding."""
+    http = next((r for r in rows if r.get("arm") == "esfis-http" and r.get("classes")), None)
+    peers = [r for r in rows if r.get("classes") and r.get("arm") not in ESFIS_ARMS]
+    if http is None or not peers or http.get("embedding_p50_ms") is None:
+        return ["esfis over HTTP against the fastest peer: not in this run.", ""]
+    embedding = http["embedding_p50_ms"]
+    body = []
+    for name in classes:
+        fastest = min(peers, key=lambda r: r["classes"][name]["p50_ms"])
+        search = fastest["classes"][name]["p50_ms"]
+        measured = http["classes"][name]["p50_ms"]
+        body.append(
+            [
+                name,
+                f"{fastest['arm']} {fmt(search)} (recall@10 {fmt(fastest['classes'][name]['recall_at_10'])})",
+                embedding,
+                checks.check("peers.http_vs_fastest", name, measured, search + embedding),
+            ]
+        )
+    lead = (
+        f"esfis over HTTP, embedding included, against the fastest peer's in-process search plus the query "
+        f"embedding alone ({http.get('embedding_runtime') or 'the default query graph'}, timed in the same test):"
+    )
+    return [lead, ""] + table(body, ["class", "fastest peer, p50 ms", "embedding p50 ms", "esfis HTTP p50 ms (target)"])
+
+
+def section_peers_quality(rows: list[dict], checks: Checks) -> list[str]:
+    first = rows[0] if rows else {}
+    out = [
+        f"LongMemEval_S, one space per question ({fmt(first.get('spaces'))} spaces, {fmt(first.get('memories'))} "
+        "user turns), every system holding the same all-MiniLM-L6-v2 vectors and asked each question's vector "
+        "inside its space; esfis answers what its recall serves (cosine fused with BM25, then feedback), the "
+        "others their plain vector search. Over the questions with evidence: any@5 (some evidence in the top "
+        "5), all@10 (all of it in the top 10), NDCG@10.",
+        "",
+    ]
+    body = [
+        [
+            r.get("system"),
+            r.get("questions"),
+            r.get("any@5"),
+            r.get("all@10"),
+            r.get("ndcg@10"),
+            r.get("other_space_rows"),
+            r.get("load_seconds"),
+            r["bench_p50_ms"],
+            r["outcome"],
+        ]
+        for r in rows
+    ]
+    return out + table(
+        body,
+        [
+            "system",
+            "questions",
+            "any@5",
+            "all@10",
+            "NDCG@10",
+            "rows of another space",
+            "load s",
+            "query p50 ms",
+            "test",
+        ],
+    )
