@@ -58,6 +58,7 @@ TOKEN_CALLS = 32  # requests in flight per token and worker, beyond which it ans
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
+METRICS_PATH = "/metrics"  # the operator's scrape (server.http.metrics): counted per address
 RUNS_PATH = "/v1/runs"  # POST opens a run token: a limit of its own
 MEMORIES_PATH = "/v1/memories/"  # DELETE forgets: a limit of its own, as MCP's forget tool
 OAUTH_PATHS = ("/register", "/authorize", "/token", "/revoke")  # open to anyone: per address
@@ -114,6 +115,14 @@ class Gate:
                 body = {"error": "temporarily_unavailable", "error_description": exc.message}
                 headers_out = {"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"}
                 await JSONResponse(body, status_code=429, headers=headers_out)(scope, receive, send)
+                return
+        elif path == METRICS_PATH:
+            # A token is looked up here too (the operator's), so a stranger's scrapes count
+            # against its address as its /v1 requests do.
+            try:
+                await self._in_threads(lambda: self._hit("address", _address(scope)))
+            except TooManyRequests as exc:
+                await from_esfis(exc)(scope, receive, send)
                 return
         elif path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
             # One reading of the access generation for the whole request (server.catalog.access).
@@ -248,6 +257,8 @@ def asks_to_forget(method: str, path: str, body: bytes) -> bool:
         message = json.loads(body)
     except ValueError:
         return False  # the MCP layer answers what is wrong with it
+    except RecursionError:  # nested past the interpreter's stack: refused here, never a 500
+        raise BadRequest("the JSON body is nested too deeply") from None
     calls = message if isinstance(message, list) else [message]
     return any(
         isinstance(call, dict)

@@ -5,7 +5,7 @@ through the façade), answered 429 with ``Retry-After``.
 | limit | counts | default | setting |
 | --- | --- | --- | --- |
 | per token | requests of one token to ``/v1`` and ``/mcp`` | 1200/minute | ``ESFIS_RATE_TOKEN`` |
-| per address | requests from one address to ``/v1`` and ``/mcp``, tokens or none | 2400/minute | ``ESFIS_RATE_ADDRESS`` |
+| per address | requests from one address to ``/v1``, ``/mcp`` and ``/metrics``, tokens or none | 2400/minute | ``ESFIS_RATE_ADDRESS`` |
 | runs | run tokens one token opens (``POST /v1/runs``) | 600/minute | ``ESFIS_RATE_RUNS`` |
 | forgets | forgets one token asks for (``DELETE /v1/memories/…``, MCP's ``forget``) | 120/minute | ``ESFIS_RATE_FORGETS`` |
 | OAuth | requests from one address to ``/register``, ``/authorize``, ``/token``, ``/revoke`` | 60/minute | ``ESFIS_RATE_OAUTH`` |
@@ -17,7 +17,9 @@ minute); sign-in counts only failures, and once they are spent even the right to
 the window, so guessing gets no faster by mixing in a good guess. A forget has a limit of its
 own because it costs what the catalog weighs, not what it removes (``Catalog.scrub`` reads
 every page: tens of ms at 100,000 memories), so a token's forgets one after the other could
-keep a core busy within the per-token limit. An address is the connection's
+keep a core busy within the per-token limit. What takes no token and reads no catalog (``/healthz``, the
+discovery documents, ``/docs``, a page's static files) is not counted: a count is a catalog
+write, dearer than the answer it would guard. An address is the connection's
 peer, or what a proxy forwards when uvicorn trusts it (``--forwarded-allow-ips``; by default
 127.0.0.1 only). A counter's key names the limit and a token id or an address, never a secret.
 """

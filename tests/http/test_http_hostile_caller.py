@@ -272,3 +272,24 @@ def test_the_access_log_names_routes_never_references_ids_or_queries(platform, a
     assert "GET /v1/context/{ref} 200" in log and "GET /v1/memories/{memory_id} 200" in log
     for secret in (ref, memory, "space=acme", "cwd=", str(platform.work), platform.tokens["claude-code"]):
         assert secret not in log, secret
+
+
+@pytest.mark.parametrize("tool", ["forget", "recall"])
+def test_a_body_nested_thousands_deep_answers_4xx_on_every_path(platform, tool):
+    """A tool argument of 3,000 nested arrays: the gate's own read of an MCP body that may name
+    ``forget`` once raised RecursionError (a 500); the MCP layer's, ``/v1``'s and the import's
+    must answer 4xx as well."""
+    deep = "[" * 3000 + "]" * 3000
+    call = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+        f'"params": {{"name": "{tool}", "arguments": {{"query": {deep}, "id": {deep}}}}}}}'
+    )
+    with fresh_agent(platform) as agent:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        answers = {
+            "/mcp": agent.post("/mcp", content=call, headers=headers),
+            "/v1/recall": agent.post("/v1/recall", content=f'{{"query": {deep}}}', headers=headers),
+            "/v1/memories": agent.post("/v1/memories", content=f'{{"text": {deep}}}', headers=headers),
+        }
+    for path, answer in answers.items():
+        assert 400 <= answer.status_code < 500, (path, answer.status_code, answer.text[:200])

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
+import time
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +22,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from server.http.oauth.address import site_for
+from server.http.oauth.address import OAuthSite, site_for
+from server.http.oauth.documents import public, read_document
 from tests.http.conftest import Server, start_server, stop_server
 from tests.http.oauth_support import (
     CALLBACK,
@@ -317,13 +320,24 @@ def test_an_operator_token_sent_to_mcp_gets_an_oauth_error(served):
 
 class _Documents(BaseHTTPRequestHandler):
     bodies: dict[str, bytes] = {}
+    drips: dict[str, bytes] = {}  # sent a byte every half second, as a stranger's slow server would
 
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        body = self.bodies.get(self.path)
+        drip = self.drips.get(self.path)
+        body = self.bodies.get(self.path) if drip is None else drip
         self.send_response(200 if body is not None else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(body or b"")
+        if drip is None:
+            self.wfile.write(body or b"")
+            return
+        for byte in drip:
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the reader gave up: what the test wants
+                return
+            time.sleep(0.5)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -383,6 +397,66 @@ def test_a_malformed_client_metadata_document_is_refused(served, documents):
     ).encode()
     lying = authorize(served.url, f"{base}/liar/client.json", pkce()[1])
     assert lying.status_code == 400 and "its own URL" in lying.json()["error_description"]
+
+
+def test_a_client_metadata_document_sent_a_byte_at_a_time_is_cut_off_at_the_deadline(served, documents):
+    """Each read of the drip arrives well within httpx's per-read timeout: only a deadline on the
+    whole fetch ends it (without one, this document took about 55 s and was accepted)."""
+    base, _ = documents
+    client_id = f"{base}/drip/client.json"
+    _Documents.drips["/drip/client.json"] = json.dumps({"client_id": client_id, "redirect_uris": [CALLBACK]}).encode()
+    answer = authorize(served.url, client_id, pkce()[1])
+    assert answer.status_code == 400, answer.text
+    assert "within 5 s" in answer.json()["error_description"]
+
+
+@pytest.mark.parametrize(
+    "address, is_public",
+    [
+        ("8.8.8.8", True),
+        ("2606:4700:4700::1111", True),
+        ("::ffff:8.8.8.8", True),  # IPv4-mapped: judged as the IPv4 address it is
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254, the cloud metadata address
+        ("64:ff9b:1::7f00:1", False),  # local-use NAT64 of 127.0.0.1
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("2002:a00:1::", False),  # 6to4 of 10.0.0.1
+        ("2002:c0a8:101::1", False),  # 6to4 of 192.168.1.1
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False),  # Teredo, client 10.0.0.1
+        ("::a00:1", False),  # IPv4-compatible 10.0.0.1
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("::1", False),
+        ("fe80::1", False),
+        ("ff02::1", False),
+    ],
+)
+def test_the_public_address_check_judges_the_ipv4_address_inside_an_ipv6_one(address, is_public):
+    assert public(address) is is_public
+
+
+@pytest.mark.anyio
+async def test_a_document_is_read_from_the_address_that_was_checked_not_from_a_second_look_up(documents, monkeypatch):
+    """DNS rebinding: the name resolves to a checked address, then to another. The fetch must go
+    to the first (here the document server on 127.0.0.1); a second look-up would send it to
+    127.0.0.2, where nothing listens."""
+    base, bodies = documents
+    port = int(base.rsplit(":", 1)[1])
+    url = f"http://localhost:{port}/pinned/client.json"
+    bodies["/pinned/client.json"] = json.dumps({"client_id": url, "redirect_uris": [CALLBACK]}).encode()
+    real = socket.getaddrinfo
+    answers = iter(["127.0.0.1"])
+
+    def rebinding(host, *args, **kwargs):
+        if host in ("localhost", b"localhost"):  # httpcore asks with bytes
+            return real(next(answers, "127.0.0.2"), *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    document = await read_document(url, OAuthSite(f"http://127.0.0.1:{port}"))
+    assert document["client_id"] == url and next(answers, None) is None
 
 
 def test_oauth_off_leaves_only_static_tokens(tmp_path):

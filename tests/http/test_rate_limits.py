@@ -176,3 +176,23 @@ def test_what_counts_as_a_forget(method, path, body, forgets):
     from server.http.auth import asks_to_forget
 
     assert asks_to_forget(method, path, body) is forgets
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("scraped")
+    (root / "work").mkdir()
+    server = start_server(root / "esfis-home", root / "work", workers=2, ESFIS_RATE_ADDRESS="5/minute")
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def test_metrics_scrapes_with_bad_tokens_count_against_the_address(scraped):
+    """``/metrics`` looks a token up as ``/v1`` does: a stranger's scrapes are counted per address
+    (across both workers), and past the limit even the operator's token waits there."""
+    bad = [httpx.get(f"{scraped.url}/metrics", headers={"Authorization": f"Bearer esfis_{i:043d}"}) for i in range(5)]
+    assert [r.status_code for r in bad] == [401] * 5
+    _too_many(httpx.get(f"{scraped.url}/metrics", headers={"Authorization": f"Bearer {scraped.token('--operator')}"}))
+    assert httpx.get(f"{scraped.url}/healthz").status_code == 200  # no token, no catalog: not counted

@@ -7,11 +7,15 @@ id is first shown (and again after ``DOCUMENT_S``), and the document must be wha
 - the URL is https, with a path, no user, no fragment (plain http only for a loopback URL on a
   server that is itself on loopback: a test, a host on the same machine);
 - the URL's host resolves to public addresses only (never loopback, private, link-local,
-  multicast or reserved ones, unless the server is on loopback): a stranger cannot make the
-  server read its own network. A host name may resolve again differently when the request is
-  made; esfis reads with no redirects, no cookies, and no credentials;
-- at most ``MAX_BYTES``, in ``TIMEOUT_S``, JSON, with ``client_id`` equal to the URL and at
-  least one redirect URI, each https or loopback http; no client secret (such a client is
+  multicast or reserved ones, unless the server is on loopback), an IPv4 address inside an
+  IPv6 one judged as itself (NAT64, 6to4, Teredo, IPv4-compatible and -mapped): a stranger
+  cannot make the server read its own network. The connection goes to the address that was
+  checked, not to a second look-up's answer (the host name still names the TLS certificate and
+  the ``Host`` header), so a name that resolves again differently cannot rebind it; esfis reads
+  with no redirects, no cookies, and no credentials;
+- at most ``MAX_BYTES``, all of it (connection, headers and body) within ``TIMEOUT_S``: a
+  document sent a byte at a time is cut off there. JSON, with ``client_id`` equal to the URL and
+  at least one redirect URI, each https or loopback http; no client secret (such a client is
   public, and proves itself with PKCE).
 """
 
@@ -66,9 +70,44 @@ async def _addresses(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in found})
 
 
-def _public(address: str) -> bool:
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries to the IPv4 network: mapped (``::ffff:a.b.c.d``),
+    6to4 (``2002::/16``), Teredo (``2001::/32``: its server and client), NAT64 (``64:ff9b::/96``,
+    ``64:ff9b:1::/48``) and the deprecated IPv4-compatible form (``::a.b.c.d``)."""
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour is not None:
+        return [ip.sixtofour]
+    if ip.teredo is not None:
+        return list(ip.teredo)
+    if any(ip in net for net in NAT64) or (ip in IPV4_COMPATIBLE and int(ip) > 1):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
+
+def public(address: str) -> bool:
+    """A unicast address of the public Internet, and so is every IPv4 address it carries."""
     ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = embedded_ipv4(ip)
+        if inner:
+            return all(v4.is_global and not v4.is_multicast for v4 in inner)
     return ip.is_global and not ip.is_multicast
+
+
+def _pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The URL aimed at ``address`` itself, with the ``Host`` header and the TLS name it would
+    have had: the request reaches the address that was checked."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    literal = f"[{address}]" if ":" in address else address
+    netloc = f"{literal}:{parts.port}" if parts.port else literal
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc).geturl(), {"Host": host}, {"sni_hostname": parts.hostname}
 
 
 async def read_document(url: str, site: OAuthSite) -> dict:
@@ -79,21 +118,30 @@ async def read_document(url: str, site: OAuthSite) -> dict:
     parts = urlsplit(url)
     assert parts.hostname is not None
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    for address in await _addresses(parts.hostname, port):
-        if not _public(address) and not (site.loopback and ipaddress.ip_address(address).is_loopback):
+    addresses = await _addresses(parts.hostname, port)
+    for address in addresses:
+        if not public(address) and not (site.loopback and ipaddress.ip_address(address).is_loopback):
             raise DocumentError("the client id URL's host is not a public address: esfis does not read it")
+    target, headers, extensions = _pinned(url, addresses[0])
     try:
-        async with (
-            httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=False, trust_env=False) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
-        ):
-            if response.status_code != 200:
-                raise DocumentError(f"the client id URL answered {response.status_code}, not 200")
-            body = b""
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_BYTES:
-                    raise DocumentError(f"the client metadata document is over {MAX_BYTES} bytes")
+        # One deadline for all of it: httpx's timeout bounds each read, so a document sent a
+        # byte at a time would otherwise hold this request for as long as its sender liked.
+        with anyio.fail_after(TIMEOUT_S):
+            async with (
+                httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=False, trust_env=False) as client,
+                client.stream(
+                    "GET", target, headers={"Accept": "application/json", **headers}, extensions=extensions
+                ) as response,
+            ):
+                if response.status_code != 200:
+                    raise DocumentError(f"the client id URL answered {response.status_code}, not 200")
+                body = b""
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BYTES:
+                        raise DocumentError(f"the client metadata document is over {MAX_BYTES} bytes")
+    except TimeoutError:
+        raise DocumentError(f"the client id URL did not give its whole document within {TIMEOUT_S:g} s") from None
     except httpx.HTTPError as exc:
         raise DocumentError(f"the client id URL could not be read: {type(exc).__name__}") from None
     try:
