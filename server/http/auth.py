@@ -146,24 +146,21 @@ class Gate:
             await from_esfis(exc)(scope, receive, send)
             return
         scope[TOKEN_KEY] = token
-        if not (path == MCP_PATH and scope["method"] == "GET"):  # a session's stream: not a call
-            if self._in_flight.get(token.id, 0) >= self.token_calls:
-                busy = TooManyRequests(
-                    f"this token has {self.token_calls} requests in flight already: wait for one to finish"
-                )
-                await from_esfis(busy)(scope, receive, send)
-                return
-            self._in_flight[token.id] = self._in_flight.get(token.id, 0) + 1
-            try:
-                await self._pass(scope, receive, send, path, headers)
-            finally:
-                left = self._in_flight[token.id] - 1
-                if left:
-                    self._in_flight[token.id] = left
-                else:
-                    del self._in_flight[token.id]
+        if self._in_flight.get(token.id, 0) >= self.token_calls:
+            busy = TooManyRequests(
+                f"this token has {self.token_calls} requests in flight already: wait for one to finish"
+            )
+            await from_esfis(busy)(scope, receive, send)
             return
-        await self._pass(scope, receive, send, path, headers)
+        self._in_flight[token.id] = self._in_flight.get(token.id, 0) + 1
+        try:
+            await self._pass(scope, receive, send, path, headers)
+        finally:
+            left = self._in_flight[token.id] - 1
+            if left:
+                self._in_flight[token.id] = left
+            else:
+                del self._in_flight[token.id]
 
     async def _pass(
         self, scope: Scope, receive: Receive, send: Send, path: str, headers: list[tuple[bytes, bytes]]

@@ -138,6 +138,13 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope.setdefault("route", self.route)  # a plain ASGI route: the router does not name it
+        if scope["method"] == "GET":
+            # No session, so nothing for the server to send unasked: the stream a GET would open
+            # stays empty for as long as its client likes, holding a socket past any revocation.
+            # 405 is the streamable HTTP transport's answer for a server that offers none.
+            message = "esfis offers no server-sent event stream at /mcp: send each message with POST"
+            await error_response(405, "method_not_allowed", message, {"Allow": "POST"})(scope, receive, send)
+            return
         try:
             space = await self._admit(scope)
         except WrongToken as exc:  # an OAuth error too: a host that speaks OAuth knows to sign in

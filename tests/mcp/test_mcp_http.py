@@ -6,7 +6,7 @@ servers."""
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
 from tests.http.conftest import Server, start_server, stop_server
+from tests.http.test_workers import _workers, pinned
 from tests.mcp.conftest import Person
 
 AUTH0 = "Acme authentication uses Auth0"
@@ -292,3 +293,21 @@ async def test_a_new_session_still_carries_what_the_last_read_across_a_restart(t
             assert held["approval"]["status"] == "pending"  # it still carries acme's data: a person must approve
     finally:
         stop_server(server)
+
+
+def test_get_mcp_opens_no_stream_it_answers_405_on_every_worker(served):
+    """``/mcp`` keeps no session, so a GET's event stream would stay empty and open for as long
+    as its client liked (a socket and a descriptor each, past the token's revocation). Every
+    worker answers 405 at once, and a whole MCP session still works without one."""
+    token = served.agent_token()
+    headers = {"Accept": "text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    answers = []
+    for worker in _workers(served):
+        with closing(pinned(served, worker, token)) as client:
+            client.timeout = httpx.Timeout(10.0)  # a stream left open would time out here, not answer
+            answers += [client.get("/mcp", headers=headers) for _ in range(3)]
+    assert [a.status_code for a in answers] == [405] * 6  # three from each of the two workers
+    assert all(a.headers["Allow"] == "POST" for a in answers)
+    assert answers[0].json()["error"]["code"] == "method_not_allowed"
+    stranger = httpx.get(f"{served.url}/mcp", headers={"Accept": "text/event-stream"}, timeout=10)
+    assert stranger.status_code == 401  # the gate still comes first
