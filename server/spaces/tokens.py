@@ -95,12 +95,16 @@ class TokenBook:
 
     def open_run(self, opener: Token, *, space: str | None = None, ttl: str | int | None = None) -> tuple[Token, str]:
         """A run token for ``opener``'s AI: its own run, in the opener's scope or a narrower one
-        (``space``), expiring after ``ttl`` (default 12 h, at most 7 days). Opened with an agent
-        token, the run shares what that token's standing run carries (``server.barrier.runs``)."""
+        (``space``), expiring after ``ttl`` (default 12 h, at most 7 days) or with the opener,
+        whichever comes first, and good for the opener's resource only (an OAuth connection's):
+        no credential outlives, or reaches further than, the one that minted it. Opened with an
+        agent token, the run shares what that token's standing run carries (``server.barrier.runs``)."""
         if opener.kind not in ("agent", "runs"):
             raise Forbidden("only an agent token or a runs-only token opens runs (a run token cannot)")
         now = self.clock()
         expires = now + _ttl(ttl, now)
+        if opener.expires_at is not None:
+            expires = min(expires, opener.expires_at)
         if space is not None:
             validate_space_name(space)
             if opener.space is not None and not contains(opener.space, space):
@@ -118,6 +122,7 @@ class TokenBook:
             parent=opener.id,
             parent_run=parent_run,
             expires_at=expires,
+            resource=opener.resource,
         )
         return token, self._insert(token)
 

@@ -99,11 +99,12 @@ class Connection:
     verifier: str
 
 
-def approved_code(url: str, operator: str, *, ai: str = "claude-ai", space: str | None = "acme"):
-    """A registered client, an authorization, the operator's yes: (client id, code, verifier)."""
+def approved_code(url: str, operator: str, *, ai: str = "claude-ai", space: str | None = "acme", resource: str = ""):
+    """A registered client, an authorization, the operator's yes: (client id, code, verifier).
+    ``resource``: what the authorization asks for ("": ``/mcp``'s, as a host does)."""
     client_id = register(url).json()["client_id"]
     verifier, challenge = pkce()
-    started = authorize(url, client_id, challenge)
+    started = authorize(url, client_id, challenge, resource=resource)
     assert started.status_code == 302, started.text
     back = consent(url, started.headers["location"], operator, ai=ai, space=space)
     answer = query_of(back)
@@ -111,9 +112,11 @@ def approved_code(url: str, operator: str, *, ai: str = "claude-ai", space: str 
     return client_id, answer["code"], verifier
 
 
-def connect(url: str, operator: str, *, ai: str = "claude-ai", space: str | None = "acme") -> Connection:
-    client_id, code, verifier = approved_code(url, operator, ai=ai, space=space)
-    issued = exchange(url, client_id, code, verifier)
+def connect(
+    url: str, operator: str, *, ai: str = "claude-ai", space: str | None = "acme", resource: str = ""
+) -> Connection:
+    client_id, code, verifier = approved_code(url, operator, ai=ai, space=space, resource=resource)
+    issued = exchange(url, client_id, code, verifier, **({"resource": resource} if resource else {}))
     assert issued.status_code == 200, issued.text
     body = issued.json()
     return Connection(client_id, body["access_token"], body["refresh_token"], code, verifier)

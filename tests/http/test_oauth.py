@@ -295,6 +295,29 @@ def test_an_expired_access_token_is_refused(served):
     assert _mcp_status(served, link.access) == 401
 
 
+def test_a_run_token_opened_by_a_connection_ends_with_it_and_keeps_its_resource(served):
+    """A one-hour access token, bound to the server's own address (good for /v1), asks for a
+    seven-day run token: it gets one that expires with the access token, bound to the same
+    resource, and refused once that hour has passed, on /v1 and /mcp alike."""
+    link = connect(served.url, served.tokens["operator"], ai="minting-host", resource=served.url)
+    agent = httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {link.access}"}, timeout=30)
+    opened = agent.post("/v1/runs", json={"ttl": "7d"})
+    assert opened.status_code == 201, opened.text
+    run = opened.json()
+    connection = next(t for t in tokens_of(served) if t["ai"] == "minting-host" and t["client"])
+    assert run["expires_at"] <= connection["expires_at"]  # not seven days: the opener's hour
+    run_client = httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {run['token']}"}, timeout=30)
+    assert run_client.post("/v1/recall", json={"query": "login"}).status_code == 200
+    _age(served, run["token_id"], timedelta(hours=2))  # the hour passes, for the run token as for its opener
+    assert run_client.post("/v1/recall", json={"query": "login"}).status_code == 401
+    assert _mcp_status(served, run["token"]) == 401
+    mcp_bound = connect(served.url, served.tokens["operator"], ai="mcp-host")  # bound to /mcp's resource
+    runs = httpx.post(
+        f"{served.url}/v1/runs", json={}, headers={"Authorization": f"Bearer {mcp_bound.access}"}, timeout=30
+    )
+    assert runs.status_code in (401, 403)  # a /mcp-bound connection opens nothing on /v1
+
+
 def _age(server: Server, token_id: str, by: timedelta) -> None:
     """Moves a token's expiry back, as time passing would (the server reads it at each request)."""
     from server.catalog import open_catalog
