@@ -9,8 +9,11 @@ caller learns the outcome by the approval's id (``GET /v1/approvals/{id}``, MCP
 
 The rules this book keeps:
 
-- **One pending a run.** A run holds at most one write at a time (a unique index on the
-  pending rows), so no agent fills the queue; a second answers ``approval_pending``.
+- **One pending a principal.** A run holds at most one write at a time (a unique index on the
+  pending rows), and so does its *principal*: the token that opened it, with every run token
+  that token opened (an agent token, a runs-only token, an OAuth connection). A second answers
+  ``approval_pending`` with the first's id, so no agent fills the queue by opening runs. Write
+  transactions are serialized on both catalogs, so the check and the insert cannot interleave.
 - **Texts never outlive the decision.** A held text is cleared the moment its approval is
   decided, expires, is withdrawn by its run (``forget apr_…``) or is purged with a space it
   targets or carries; ``Catalog.scrub`` then leaves no copy of it in the catalog's files
@@ -72,6 +75,8 @@ class ApprovalBook:
         now = self.clock()
         self._expire(tx, now, run_id=caller.run_id)
         waiting = tx.one("SELECT id FROM approvals WHERE run_id = ? AND status = 'pending'", (caller.run_id,))
+        if waiting is None and caller.token_id is not None:
+            waiting = self._principals_pending(tx, caller.token_id, now)
         if waiting is not None:
             raise _pending(waiting["id"])
         held = Held(
@@ -131,6 +136,23 @@ class ApprovalBook:
             waiting = tx.one("SELECT id FROM approvals WHERE run_id = ? AND status = 'pending'", (caller.run_id,))
             raise _pending(waiting["id"] if waiting is not None else "another")
         return held
+
+    def _principals_pending(self, tx: Tx, token_id: str, now: datetime):
+        """A live pending call of the principal behind ``token_id``: the token that opened it
+        (itself when it opened nothing), or any run token that one opened. Rows whose run or
+        token is dead, or that expired, do not count (``settle`` marks them later)."""
+        row = tx.one("SELECT COALESCE(parent, id) AS principal FROM tokens WHERE id = ?", (token_id,))
+        if row is None:
+            return None
+        at = to_micros(now)
+        return tx.one(
+            "SELECT a.id FROM approvals a JOIN tokens t ON t.id = a.token_id "
+            "WHERE a.status = 'pending' AND a.expires_at > ? AND (t.id = ? OR t.parent = ?) "
+            f"AND a.token_id NOT IN ({_DEAD_TOKENS}) AND a.run_id NOT IN (SELECT id FROM runs "
+            "WHERE ended_at IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?)) "
+            "ORDER BY a.created_at LIMIT 1",
+            (at, row["principal"], row["principal"], at, at),
+        )
 
     # -- reading --------------------------------------------------------------------------
 

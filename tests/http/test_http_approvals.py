@@ -94,9 +94,9 @@ def test_a_declined_write_is_never_applied_and_the_run_may_ask_again(platform, o
 
 
 def test_a_hundred_held_calls_of_one_token_leave_other_recalls_as_fast(platform, operator):
-    """One harness credential, a hundred run tokens, each holding a call: nobody waits on them."""
-    harness = platform.client(platform.token("--ai", "cursor", "--runs-only"))
-    runs = [harness.post("/v1/runs", json={}).json()["token"] for _ in range(100)]
+    """A hundred agents' tokens, each holding a call, nobody waits on them. (A hundred run tokens
+    of one harness credential hold one call between them: one pending call a principal.)"""
+    runs = [platform.agent_token(ai="cursor") for _ in range(100)]
     threads_before = server_threads(platform)
     with platform.client(platform.token("--ai", "claude-code")) as bystander:
         before = [recall_ms(bystander, f"login question {i}") for i in range(15)]
@@ -129,7 +129,6 @@ def test_a_hundred_held_calls_of_one_token_leave_other_recalls_as_fast(platform,
     assert min(after) <= 2 * min(before) + 5, (before, after)
     for approval in waiting:
         operator.post(f"/v1/approvals/{approval['id']}/decline")
-    harness.close()
 
 
 def test_forty_calls_that_need_a_person_freeze_nothing_and_sigterm_still_stops(tmp_path: Path):

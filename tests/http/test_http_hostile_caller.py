@@ -293,3 +293,44 @@ def test_a_body_nested_thousands_deep_answers_4xx_on_every_path(platform, tool):
         }
     for path, answer in answers.items():
         assert 400 <= answer.status_code < 500, (path, answer.status_code, answer.text[:200])
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("decoys")
+    work = root / "work"
+    (work / "acme" / "platform").mkdir(parents=True)
+    server = start_server(root / "home", work, workers=2)
+    try:
+        server.cli("space", "add", str(work / "acme"))
+        server.cli("space", "add", str(work / "acme" / "platform"))
+        server.cli("remember", SECRET, "--space", "acme/platform")
+        yield server
+    finally:
+        stop_server(server)
+
+
+def test_a_principal_holds_one_call_whatever_runs_it_opens(two_workers):
+    """The review's queue of decoys: an agent token read acme/platform and is held once, then
+    opens runs and sends a personal write with each. One principal (the token, with every run
+    token it opened) holds one pending call: the others answer approval_pending, naming it."""
+    server = two_workers
+    leak = "staging db password: vault secret/acme-stg"
+    with fresh_agent(server) as agent:
+        agent.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
+        first = held(agent.post("/v1/memories", json={"text": leak, "personal": True}))
+        decoys = []
+        for i in range(6):
+            run = open_run(agent)
+            with server.client(run["token"]) as session:  # a fresh connection: either worker
+                session.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
+                body = {"text": f"{leak} ({i})", "personal": True, "space": "acme/platform"}  # where it stands
+                decoys.append(session.post("/v1/memories", json=body))
+    for answer in decoys:
+        assert answer.status_code == 409, answer.text
+        assert error_of(answer)["code"] == "approval_pending" and first in error_of(answer)["message"]
+    pending = json.loads(server.cli("approvals", "--json").stdout)["approvals"]
+    assert [a["id"] for a in pending if a["status"] == "pending"] == [first]
+    with fresh_agent(server) as other:  # another principal is not held up by this one
+        other.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
+        held(other.post("/v1/memories", json={"text": leak, "personal": True}))
