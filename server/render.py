@@ -72,8 +72,8 @@ def tokens_table(tokens: list[Token]) -> str:
         who = "operator" if t.operator else f"ai {t.ai}" + (f" in {t.space}" if t.space else "")
         if t.kind in ("run", "runs"):
             who += " (run token)" if t.kind == "run" else " (opens runs only)"
-        if t.client is not None:
-            who += f" (OAuth: {t.client})"
+        if t.client is not None:  # a stranger chose this name (registration, a metadata document)
+            who += f" (OAuth: {visible.one_line(t.client)})"
         state = "active" if t.active else f"revoked {_time(t.revoked_at)}"
         lines.append(f"{t.id}  {who}  created {_time(t.created_at)}  {state}")
     return "\n".join(lines)

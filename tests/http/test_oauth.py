@@ -318,6 +318,21 @@ def test_a_run_token_opened_by_a_connection_ends_with_it_and_keeps_its_resource(
     assert runs.status_code in (401, 403)  # a /mcp-bound connection opens nothing on /v1
 
 
+def test_a_strangers_client_name_reaches_the_terminal_inert(served):
+    """A name chosen at registration with a carriage return, an ANSI escape and a bidi override:
+    ``esfis token list`` prints it escaped, so no fake line or colour reaches the terminal."""
+    hostile = "Evil\r\x1b[2Ktok_aaaaaaaaaaaa  operator  active \u202egnp.exe"
+    client_id = register(served.url, name=hostile).json()["client_id"]
+    verifier, challenge = pkce()
+    started = authorize(served.url, client_id, challenge)
+    back = consent(served.url, started.headers["location"], served.tokens["operator"], ai="named-host", space="acme")
+    assert exchange(served.url, client_id, query_of(back)["code"], verifier).status_code == 200
+    listed = served.cli("token", "list").stdout
+    line = next(row for row in listed.splitlines() if "named-host" in row)
+    assert "\r" not in listed and "\x1b" not in listed and "\u202e" not in listed
+    assert "\\r\\x1b[2K" in line and "\\u202e" in line  # shown, as escapes
+
+
 def _age(server: Server, token_id: str, by: timedelta) -> None:
     """Moves a token's expiry back, as time passing would (the server reads it at each request)."""
     from server.catalog import open_catalog
