@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import platform
 
-from benchmarks.missed import MISSED_BECAUSE
+from benchmarks.missed import MISSED_BECAUSE, WRITTEN_FOR
 from benchmarks.report.common import Checks, Run, table
 from benchmarks.targets import RECALL_DEFINITION, TARGETS
 
@@ -138,7 +138,14 @@ def missed_targets(checks: Checks) -> list[str]:
     """Each target this run missed, once: what it is for, and what is known of why it is missed."""
     if not checks.missed:
         return []
-    out = ["### The targets missed, and why", ""]
+    out = [
+        "### The targets missed, and why",
+        "",
+        f"*Why it is missed* was written after reading the raw file of the full run of {WRITTEN_FOR} "
+        "(`benchmarks/missed.py`), and the figures it quotes are that run's unless it names another; "
+        "where this run is a later one, its own figures are the tables'.",
+        "",
+    ]
     for key, cells in checks.missed.items():
         target = TARGETS[key]
         out.append(
