@@ -13,9 +13,10 @@ from tests.http.conftest import start_server, stop_server
 SECRET = "the staging database password is in vault path secret/acme-stg"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def harness(server):
-    """A harness's credential for claude-code: it opens runs and does nothing else."""
+    """A harness's credential for claude-code: it opens runs and does nothing else. One a test:
+    its runs are one principal, which holds one pending call at a time (docs/barrier.md)."""
     with server.client(server.token("--ai", "claude-code", "--runs-only")) as client:
         yield client
 
