@@ -12,7 +12,8 @@ The rules this book keeps:
 - **One pending a principal.** A run holds at most one write at a time (a unique index on the
   pending rows), and so does its *principal*: the token that opened it, with every run token
   that token opened (an agent token, a runs-only token, an OAuth connection). A second answers
-  ``approval_pending`` with the first's id, so no agent fills the queue by opening runs. Write
+  ``approval_pending``: with the first's id when its own run holds it, without when another run
+  does (which it could neither check nor withdraw). So no agent fills the queue by opening runs. Write
   transactions are serialized on both catalogs, so the check and the insert cannot interleave.
 - **Texts never outlive the decision.** A held text is cleared the moment its approval is
   decided, expires, is withdrawn by its run (``forget apr_…``) or is purged with a space it
@@ -75,10 +76,15 @@ class ApprovalBook:
         now = self.clock()
         self._expire(tx, now, run_id=caller.run_id)
         waiting = tx.one("SELECT id FROM approvals WHERE run_id = ? AND status = 'pending'", (caller.run_id,))
-        if waiting is None and caller.token_id is not None:
-            waiting = self._principals_pending(tx, caller.token_id, now)
         if waiting is not None:
             raise _pending(waiting["id"])
+        if caller.token_id is not None and self._principals_pending(tx, caller.token_id, now) is not None:
+            # Another run's call: not named (this run can neither check nor withdraw it).
+            raise ApprovalPending(
+                "a call of this token, or of another run its opener opened, already waits for the "
+                "operator's approval: one at a time; ask again once the operator has answered it or "
+                "the run that holds it has withdrawn it"
+            )
         held = Held(
             id="apr_" + secrets.token_hex(12),
             status="pending",

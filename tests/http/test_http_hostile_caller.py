@@ -313,7 +313,8 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory):
 def test_a_principal_holds_one_call_whatever_runs_it_opens(two_workers):
     """The review's queue of decoys: an agent token read acme/platform and is held once, then
     opens runs and sends a personal write with each. One principal (the token, with every run
-    token it opened) holds one pending call: the others answer approval_pending, naming it."""
+    token it opened) holds one pending call: the others answer approval_pending, without the id
+    of a call their run can neither check nor withdraw."""
     server = two_workers
     leak = "staging db password: vault secret/acme-stg"
     with fresh_agent(server) as agent:
@@ -328,7 +329,8 @@ def test_a_principal_holds_one_call_whatever_runs_it_opens(two_workers):
                 decoys.append(session.post("/v1/memories", json=body))
     for answer in decoys:
         assert answer.status_code == 409, answer.text
-        assert error_of(answer)["code"] == "approval_pending" and first in error_of(answer)["message"]
+        assert error_of(answer)["code"] == "approval_pending"
+        assert "apr_" not in error_of(answer)["message"]  # another run's call: not named to this one
     pending = json.loads(server.cli("approvals", "--json").stdout)["approvals"]
     assert [a["id"] for a in pending if a["status"] == "pending"] == [first]
     with fresh_agent(server) as other:  # another principal is not held up by this one
