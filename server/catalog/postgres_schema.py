@@ -179,6 +179,12 @@ END $$;
         "FOR EACH STATEMENT EXECUTE FUNCTION access_moves();\n"
         for table in ACCESS_TABLES
     ),
+    # The memories page: a partition newest first (keyset), a memory's deliveries, a space's recalls.
+    10: """
+CREATE INDEX memories_by_written ON memories (partition, created_at, rowid);
+CREATE INDEX delivery_items_by_memory ON delivery_items (memory_id);
+CREATE INDEX deliveries_by_space ON deliveries (space, at);
+""",
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

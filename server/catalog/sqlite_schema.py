@@ -63,6 +63,9 @@ DROP INDEX IF EXISTS memories_by_digest;
 DROP INDEX IF EXISTS memories_by_key;
 DROP INDEX IF EXISTS memories_superseded;
 CREATE INDEX IF NOT EXISTS memories_by_digest16 ON memories (partition, substr(digest, 1, 16));
+-- Version 10: the memories page reads a partition newest first, a page at a time (keyset on
+-- created_at and the rowid the index ends with: server.memories.listing).
+CREATE INDEX IF NOT EXISTS memories_by_written ON memories (partition, created_at);
 CREATE TABLE IF NOT EXISTS partitions (
     key TEXT PRIMARY KEY,
     live INTEGER NOT NULL DEFAULT 0,       -- memories not forgotten
@@ -101,6 +104,9 @@ CREATE TABLE IF NOT EXISTS delivery_items (
     outcome TEXT NOT NULL           -- delivered | limit
 );
 CREATE INDEX IF NOT EXISTS delivery_items_by_delivery ON delivery_items (delivery_id);
+-- Version 10: a memory's page lists the deliveries that included it; a space's page plots its recalls.
+CREATE INDEX IF NOT EXISTS delivery_items_by_memory ON delivery_items (memory_id);
+CREATE INDEX IF NOT EXISTS deliveries_by_space ON deliveries (space, at);
 CREATE TABLE IF NOT EXISTS tokens (
     id TEXT PRIMARY KEY,
     hash TEXT NOT NULL UNIQUE,
