@@ -24,6 +24,14 @@ _time = iso
 _PLURALS = {"memory": "memories"}
 
 
+def inert(name: str) -> str:
+    """A name a stranger chose (an OAuth client's name or id, a run's name), as every text and
+    page shows it: control, bidirectional and invisible characters written as escapes, a
+    backslash doubled (``visible.one_line``), so it cannot rewind, recolour or reorder what is
+    around it. The web pages' ``inert`` filter is this function."""
+    return visible.one_line(name)
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and the noun, singular for one: "1 space", "2 spaces", "1 memory", "3 memories"."""
     return f"{n} {noun if n == 1 else _PLURALS.get(noun, noun + 's')}"
@@ -73,7 +81,7 @@ def tokens_table(tokens: list[Token]) -> str:
         if t.kind in ("run", "runs"):
             who += " (run token)" if t.kind == "run" else " (opens runs only)"
         if t.client is not None:  # a stranger chose this name (registration, a metadata document)
-            who += f" (OAuth: {visible.one_line(t.client)})"
+            who += f" (OAuth: {inert(t.client)})"
         state = "active" if t.active else f"revoked {_time(t.revoked_at)}"
         lines.append(f"{t.id}  {who}  created {_time(t.created_at)}  {state}")
     return "\n".join(lines)

@@ -29,6 +29,9 @@ class Connections:
     def client(self, client_id: str) -> StoredClient | None:
         return self._book.client(client_id)
 
+    def consented(self, client_id: str) -> bool:
+        return self._book.consented(client_id)
+
     def ask(self, client_id: str, client_name: str, params: dict[str, Any]) -> str:
         return self._book.ask(client_id, client_name, params)
 

@@ -18,8 +18,10 @@ What is kept, and how long:
 - **refresh tokens**, as their sha256, rotated at each use: a used one shown again is a stolen
   one, and it ends the connection.
 
-Strangers reach the endpoints that write here, so their rows are bounded (``MAX_PENDING``,
-``MAX_CLIENTS``) and pruned (``prune``).
+Strangers reach the endpoints that write here, so their rows are bounded (``MAX_PENDING``
+requests, ``MAX_CLIENTS`` clients of each kind: a flood of registrations leaves documents room,
+and the reverse) and pruned (``prune``: a client of either kind that has no connection and no
+request a day after it was first stored).
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ CODE_S = 60  # an approved request's code is good this long, once
 ACCESS_S = 3600  # the default life of a connection's access token (ESFIS_OAUTH_TOKEN_S)
 REFRESH_DAYS = 30  # a refresh token's life
 MAX_PENDING = 1000  # requests waiting for consent, at most
-MAX_CLIENTS = 10_000  # registered clients, at most
-UNUSED_CLIENT_S = 86_400  # a registered client with no connection is pruned after a day
+MAX_CLIENTS = 10_000  # clients of each kind (registered, document), at most
+UNUSED_CLIENT_S = 86_400  # a client with no connection and no request is pruned after a day
 REFRESH_PREFIX = "esfisr_"  # never an access token: TokenBook.authenticate refuses it
 REQUEST_ID_BYTES = 16
 
@@ -118,10 +120,11 @@ class ConnectionBook:
     def save_client(self, client_id: str, kind: str, info: dict[str, Any]) -> None:
         now = to_micros(self.clock())
         with self.catalog.transaction() as tx:
-            if kind == "registered":
-                count = tx.one("SELECT count(*) AS n FROM oauth_clients WHERE kind = 'registered'")
+            known = tx.one("SELECT kind FROM oauth_clients WHERE client_id = ?", (client_id,))
+            if known is None:  # a document read again updates its row: only a new client counts
+                count = tx.one("SELECT count(*) AS n FROM oauth_clients WHERE kind = ?", (kind,))
                 if count is not None and count["n"] >= MAX_CLIENTS:
-                    raise TooManyRequests("this server holds as many registered clients as it takes: try later")
+                    raise TooManyRequests(f"this server holds as many {kind} clients as it takes: try later")
             tx.execute(
                 "INSERT INTO oauth_clients (client_id, kind, info, created_at, fetched_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (client_id) DO UPDATE SET info = excluded.info, fetched_at = excluded.fetched_at",
@@ -133,6 +136,19 @@ class ConnectionBook:
         if row is None:
             return None
         return StoredClient(row["client_id"], row["kind"], json.loads(row["info"]), from_micros(row["fetched_at"]))
+
+    def consented(self, client_id: str) -> bool:
+        """Whether the operator has said yes to this client: a request of it approved, or a
+        connection made for it (revoked since or not). Only such a client's redirect URI is sent
+        an ``/authorize`` error (RFC 9700 §4.11.2): a registration alone vouches for nothing."""
+        if not isinstance(client_id, str) or not client_id or len(client_id) > 2048:
+            return False
+        row = self.catalog.one(
+            "SELECT 1 AS one FROM oauth_requests WHERE client_id = ? AND status IN ('approved', 'exchanged') "
+            "UNION ALL SELECT 1 AS one FROM tokens WHERE client_id = ? LIMIT 1",
+            (client_id, client_id),
+        )
+        return row is not None
 
     # -- consent ----------------------------------------------------------------------------
 
@@ -316,8 +332,9 @@ class ConnectionBook:
     # -- upkeep -----------------------------------------------------------------------------
 
     def prune(self) -> int:
-        """Requests past their time, refresh tokens that can no longer be used, and registered
-        clients that never connected within a day."""
+        """Requests past their time, refresh tokens that can no longer be used, and clients
+        (registered or read from a document) with no connection and no request a day after they
+        were first stored."""
         now = to_micros(self.clock())
         with self.catalog.transaction() as tx:
             gone = tx.execute("DELETE FROM oauth_requests WHERE expires_at <= ? AND status <> 'exchanged'", (now,))
@@ -332,7 +349,7 @@ class ConnectionBook:
                 (now,),
             )
             tx.execute(
-                "DELETE FROM oauth_clients WHERE kind = 'registered' AND created_at <= ? AND client_id NOT IN "
+                "DELETE FROM oauth_clients WHERE created_at <= ? AND client_id NOT IN "
                 "(SELECT client_id FROM tokens WHERE client_id IS NOT NULL) AND client_id NOT IN "
                 "(SELECT client_id FROM oauth_requests)",
                 (now - UNUSED_CLIENT_S * 1_000_000,),

@@ -6,7 +6,8 @@ message with its status, a missing page is a 404 page, and anything unexpected i
 shown as "internal error" — never a stack trace. ``WebRoute`` also checks, before anything else
 and before any cookie is read, that the request names the pages' secret segment
 (``server.web.site``): at any other address the answer is the page that says where to look. Pages are rendered on the server with Jinja2
-(autoescaped: memory texts and queries are shown as text), with no script at all, and sent with
+(autoescaped: memory texts and queries are shown as text; a name a stranger chose goes through
+the ``inert`` filter too), with no script at all, and sent with
 headers that keep them out of caches and frames (``Cache-Control: no-store``, a strict CSP).
 """
 
@@ -33,6 +34,7 @@ from starlette.exceptions import HTTPException
 
 from server.errors import EsfisError
 from server.facade import Esfis, Operator
+from server.render import inert
 from server.web.operators import active_operator_token, private_key
 from server.web.session import FLASH_COOKIE, KEY_NAME, SESSION_COOKIE, Session, Signer
 from server.web.site import PREFIX, SETTINGS, STYLE_URL, segment, site_of, url
@@ -117,7 +119,11 @@ ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENV.filters.update(when=_when, iso=_iso, where=_where, folder=_folder, clip=_clip, q=lambda s: quote(str(s), safe=""))
+# ``inert``: a name a stranger chose (an OAuth client's, a run's), escaped as the CLI escapes it
+# (``server.render.inert``): autoescaping stops markup, not a bidi override that reorders a line.
+ENV.filters.update(
+    when=_when, iso=_iso, where=_where, folder=_folder, clip=_clip, q=lambda s: quote(str(s), safe=""), inert=inert
+)
 
 
 # -- the service, the key, the session -------------------------------------------------------

@@ -13,6 +13,10 @@ operator already signed in (the cookie reaches this page when it is ``__Host-`` 
 https) goes straight on.
 
 The consent page's CSP lets its form go to the client's redirect origin, and nowhere else.
+Every name the client chose (its name, its id, its redirect host) is shown through the pages'
+``inert`` filter: autoescaped, and its control and bidi characters written as escapes.
+``authorize_refusal_page`` is where ``/authorize`` shows an error it will not send to an
+unvetted client's redirect URI.
 """
 
 from __future__ import annotations
@@ -141,6 +145,13 @@ def decide(request: Request, request_id: str, done: Posted = Depends(posted)) ->
     except EsfisError as exc:
         return _consent_page(request, consent, status=exc.status, error=exc.message, form=done.form)
     return _back(approved.redirect_uri, code=code, state=approved.state, **iss)
+
+
+def authorize_refusal_page(error: str, description: str | None) -> Response:
+    """An ``/authorize`` error for a client the operator has not said yes to, shown here rather
+    than sent to a redirect URI a stranger registered (``server.http.oauth.refused_here``)."""
+    message = f"{error}: {description}" if description else error
+    return outside_page("error.html", status=400, title="This connection request cannot go on", message=message[:500])
 
 
 def _back(redirect_uri: str, **params: str | None) -> RedirectResponse:

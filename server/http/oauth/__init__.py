@@ -7,7 +7,10 @@ routes, per the MCP authorization specification (2025-11-25), built on the MCP S
   ``WWW-Authenticate`` (``server.http.auth``);
 - RFC 8414 metadata at ``/.well-known/oauth-authorization-server``;
 - ``/authorize``: authorization code with PKCE, S256 only; the consent is the operator's, on a
-  settings page (``server.web.routes_connect``);
+  settings page (``server.web.routes_connect``). An error is sent back to the client's redirect
+  URI only for a client the operator has said yes to; for any other (a registration is a
+  stranger's to make) it is shown on esfis's own page, so ``/authorize`` is no open redirector
+  (RFC 9700 §4.11.2);
 - ``/token``: the code (good once, for a minute), then refresh tokens rotated at each use;
 - ``/register``: RFC 7591 dynamic registration; a client id that is an https URL is a Client
   ID Metadata Document (``documents``);
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
@@ -109,7 +113,17 @@ def routes(service: Callable[[], Esfis], site: OAuthSite) -> list[Route]:
                 return JSONResponse(
                     {"error": "invalid_client", "error_description": str(exc)}, status_code=400, headers=NO_STORE
                 )
-        return await authorization.handle(request)
+        answer = await authorization.handle(request)
+        location = answer.headers.get("location")
+        if location is None or to_consent(location, site) or not error_redirect(location):
+            return answer
+        # The SDK sends an error to the client's redirect URI (RFC 6749 §4.1.2.1). With open
+        # registration, that URI is whatever a stranger registered: only a client the operator
+        # has said yes to is sent there (RFC 9700 §4.11.2); any other sees the error here.
+        if isinstance(client_id, str) and await provider.consented(client_id):
+            return answer
+        error, description = error_redirect(location) or ("invalid_request", None)
+        return refused_here(request, error, description)
 
     def resource_metadata(resource: str) -> Callable:
         document = ProtectedResourceMetadata.model_validate(
@@ -141,6 +155,31 @@ def routes(service: Callable[[], Esfis], site: OAuthSite) -> list[Route]:
     for route in built:
         route.app = _named(route, route.app)
     return built
+
+
+def to_consent(location: str, site: OAuthSite) -> bool:
+    """Whether ``/authorize`` sends the browser on to the consent's landing page (its own
+    address, no query), not back to a client."""
+    return location.startswith(f"{site.issuer}{CONNECT_PATH}/") and not urlsplit(location).query
+
+
+def error_redirect(location: str) -> tuple[str, str | None] | None:
+    """The error and its description an error redirect carries (the SDK adds them last, after
+    any query the redirect URI had of its own), else None."""
+    query = parse_qs(urlsplit(location).query)
+    if "error" not in query:
+        return None
+    description = query.get("error_description")
+    return query["error"][-1], description[-1] if description else None
+
+
+def refused_here(request: Request, error: str, description: str | None) -> Response:
+    """An ``/authorize`` error shown on esfis's own page (400, the pages' CSP): the web pages
+    put their renderer on ``app.state`` (``server.web.mount_web``); without them, JSON."""
+    page = getattr(request.app.state, "authorize_refusal_page", None)
+    if page is None:
+        return JSONResponse({"error": error, "error_description": description}, status_code=400, headers=NO_STORE)
+    return page(error, description)
 
 
 def _named(route: Route, app: ASGIApp) -> ASGIApp:

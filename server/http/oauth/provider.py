@@ -75,7 +75,14 @@ class EsfisProvider:
     async def read_document(self, url: str) -> None:
         """Reads and keeps a client's metadata document; ``DocumentError`` says what is wrong."""
         info = await read_document(url, self.site)
-        await self._call(self.service().connections.save_client, url, "document", info)
+        try:
+            await self._call(self.service().connections.save_client, url, "document", info)
+        except TooManyRequests as exc:  # as many document clients as the catalog keeps (MAX_CLIENTS)
+            raise DocumentError(exc.message) from None
+
+    async def consented(self, client_id: str) -> bool:
+        """Whether the operator has said yes to this client (``Connections.consented``)."""
+        return bool(await self._call(self.service().connections.consented, client_id))
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         for uri in client_info.redirect_uris or []:

@@ -1,6 +1,8 @@
 """Which redirect URIs a client may register: https, or http on a loopback address for a native
 client (RFC 8252 §7.3), with no fragment and no user; compared exactly when used (the SDK's
-``validate_redirect_uri``), so there is no open redirect."""
+``validate_redirect_uri``). Registration is open, so a registered URI vouches for nothing:
+``/authorize`` sends an error there only for a client the operator has said yes to, and shows
+any other on its own page (``server.http.oauth.refused_here``); no open redirect either way."""
 
 from __future__ import annotations
 

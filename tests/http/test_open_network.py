@@ -1,0 +1,224 @@
+"""What a stranger can leave behind on an open network, against a real ``esfis serve --workers 2``
+with OAuth on (both catalogs): clients read from a metadata document are capped and pruned like
+registered ones; an ``/authorize`` error goes back only to a client the operator has said yes to,
+and is shown on esfis's own page otherwise (RFC 9700 §4.11.2); a client's name is shown inert on
+every page that names it."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from server.catalog import open_catalog
+from server.settings import Settings
+from server.spaces.connections import MAX_CLIENTS, UNUSED_CLIENT_S, ConnectionBook
+from server.spaces.tokens import TokenBook
+from tests.conftest import MovableClock
+from tests.http.conftest import Server, start_server, stop_server
+from tests.http.oauth_support import CALLBACK, authorize, connect, consent, exchange, pkce, query_of, register
+
+HOSTILE_NAME = (
+    "Evil\r\x1b[2K\u202egnp.exe\u200b"  # a carriage return, an ANSI erase, a bidi override, a zero-width space
+)
+RAW = ("\r", "\x1b", "\u202e", "\u200b")
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+class _Documents(BaseHTTPRequestHandler):
+    bodies: dict[str, bytes] = {}
+    fetched: Counter[str] = Counter()
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.fetched[self.path] += 1
+        body = self.bodies.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Client ID Metadata Documents, served by the test on loopback: (base URL, publish)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Documents)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def publish(path: str, name: str = "Document host") -> str:
+        client_id = base + path
+        _Documents.bodies[path] = json.dumps(
+            {"client_id": client_id, "client_name": name, "redirect_uris": [CALLBACK]}
+        ).encode()
+        return client_id
+
+    try:
+        yield publish
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("open-network")
+    (root / "work" / "acme").mkdir(parents=True)
+    # More OAuth requests a minute than the default from one address: the limit is
+    # tests/http/test_rate_limits.py's to prove.
+    server = start_server(root / "home", root / "work", workers=2, ESFIS_RATE_OAUTH="1000/minute")
+    try:
+        server.cli("space", "add", str(root / "work" / "acme"))
+        server.tokens["operator"] = server.token("--operator")
+        yield server
+    finally:
+        stop_server(server)
+
+
+def catalog_of(server: Server):
+    return open_catalog(Settings(home=server.home, model=None, catalog=server.env.get("ESFIS_CATALOG")))
+
+
+def client_ids(server: Server, kind: str) -> set[str]:
+    catalog = catalog_of(server)
+    try:
+        return {r["client_id"] for r in catalog.all("SELECT client_id FROM oauth_clients WHERE kind = ?", (kind,))}
+    finally:
+        catalog.close()
+
+
+# -- clients read from a metadata document: capped and pruned ---------------------------------
+
+
+def test_document_clients_are_capped_and_a_known_one_is_still_read_again(served, documents):
+    """With as many document clients as the catalog keeps, a new one is refused (nothing
+    stored, the reason said), a known one is still read again, and registration (a cap of its
+    own) still works."""
+    known = documents("/capped/known.json")
+    assert authorize(served.url, known, pkce()[1]).status_code == 302
+    decoys = [f"https://decoy-{i}.example/client.json" for i in range(MAX_CLIENTS)]
+    catalog = catalog_of(served)
+    try:
+        with catalog.transaction() as tx:
+            tx.execute(
+                "INSERT INTO oauth_clients (client_id, kind, info, created_at, fetched_at) "
+                f"SELECT value, 'document', '{{}}', 0, 0 FROM {tx.sql.values}",
+                (json.dumps(decoys),),
+            )
+        fresh = documents("/capped/new.json")
+        refused = authorize(served.url, fresh, pkce()[1])
+        assert refused.status_code == 400, refused.text
+        assert "try later" in refused.json()["error_description"]
+        assert fresh not in client_ids(served, "document")
+        with catalog.transaction() as tx:  # the known one's copy is stale: it must be read again
+            tx.execute("UPDATE oauth_clients SET fetched_at = 0 WHERE client_id = ?", (known,))
+        assert authorize(served.url, known, pkce()[1]).status_code == 302
+        assert register(served.url).status_code == 201
+    finally:
+        with catalog.transaction() as tx:
+            tx.execute(
+                f"DELETE FROM oauth_clients WHERE client_id IN (SELECT value FROM {tx.sql.values})",
+                (json.dumps(decoys),),
+            )
+        catalog.close()
+
+
+def test_a_document_client_with_no_connection_is_pruned_after_a_day_and_a_connected_one_kept(served, documents):
+    """The upkeep's prune (``ConnectionBook.prune``, run every minute by the server), two days
+    on: a document client that only asked is gone (its document is read again when it next
+    asks), one the operator connected stays, and so does a registered client that connected."""
+    asked = documents("/pruned/asked.json")
+    assert authorize(served.url, asked, pkce()[1]).status_code == 302
+    kept = documents("/pruned/connected.json")
+    verifier, challenge = pkce()
+    started = authorize(served.url, kept, challenge)
+    back = consent(served.url, started.headers["location"], served.tokens["operator"], ai="kept-host", space="acme")
+    assert exchange(served.url, kept, query_of(back)["code"], verifier).status_code == 200
+    registered = connect(served.url, served.tokens["operator"], ai="registered-host").client_id
+    assert {asked, kept} <= client_ids(served, "document")
+    catalog = catalog_of(served)
+    try:
+        later = MovableClock(datetime.now(UTC) + timedelta(seconds=2 * UNUSED_CLIENT_S))
+        ConnectionBook(catalog, TokenBook(catalog), later).prune()
+    finally:
+        catalog.close()
+    documents_left = client_ids(served, "document")
+    assert asked not in documents_left and kept in documents_left
+    assert registered in client_ids(served, "registered")
+    fetched = _Documents.fetched["/pruned/asked.json"]
+    assert authorize(served.url, asked, pkce()[1]).status_code == 302
+    assert _Documents.fetched["/pruned/asked.json"] == fetched + 1
+
+
+# -- /authorize's errors: never an open redirector --------------------------------------------
+
+
+def _plain_pkce(url: str, client_id: str, redirect: str = CALLBACK) -> httpx.Response:
+    """A malformed authorization (PKCE ``plain``), which the SDK answers with an error redirect."""
+    return authorize(url, client_id, pkce()[0], method="plain", redirect=redirect)
+
+
+def test_an_authorize_error_for_a_client_nobody_consented_to_is_shown_here_not_redirected(served, documents):
+    """A stranger registers ``https://evil.example/phish`` and sends people a malformed
+    ``/authorize`` link on esfis's address: esfis shows the error on its own page (400, the
+    pages' CSP) and never sends the browser there. A metadata-document client likewise."""
+    client_id = register(served.url, redirect="https://evil.example/phish").json()["client_id"]
+    answer = _plain_pkce(served.url, client_id, "https://evil.example/phish")
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert "invalid_request" in answer.text and "evil.example" not in answer.text
+    document = documents("/errors/stranger.json")
+    shown = _plain_pkce(served.url, document)
+    assert shown.status_code == 400 and "location" not in shown.headers
+    wrong_resource = authorize(
+        served.url, client_id, pkce()[1], redirect="https://evil.example/phish", resource="https://other.example/mcp"
+    )
+    assert wrong_resource.status_code == 400 and "invalid_target" in wrong_resource.text
+
+
+def test_an_authorize_error_for_a_consented_client_goes_back_to_its_redirect_uri(served):
+    """Once the operator said yes to a client, its redirect URI is vouched for: an error goes
+    back there (RFC 6749 §4.1.2.1), with ``state`` as given."""
+    client_id = connect(served.url, served.tokens["operator"], ai="consented-host").client_id
+    answer = _plain_pkce(served.url, client_id)
+    assert answer.status_code == 302
+    location = answer.headers["location"]
+    assert location.startswith(CALLBACK) and query_of(location)["error"] == "invalid_request"
+    assert query_of(location)["state"] == "state-1"
+
+
+# -- a stranger's client name, inert on every page ---------------------------------------------
+
+
+def _inert(html: str) -> None:
+    for char in RAW:
+        assert char not in html, f"{char!r} reached the page raw"
+    assert "\\r\\x1b[2K\\u202egnp.exe\\u200b" in html  # shown, as the CLI shows it
+
+
+def test_a_strangers_client_name_is_inert_on_the_landing_the_consent_and_the_tokens_pages(served):
+    client_id = register(served.url, name=HOSTILE_NAME).json()["client_id"]
+    verifier, challenge = pkce()
+    landing = authorize(served.url, client_id, challenge).headers["location"]
+    with httpx.Client(base_url=served.url, follow_redirects=False, timeout=30) as browser:
+        _inert(browser.get(landing).text)
+        signed = browser.post(landing, data={"token": served.tokens["operator"]})
+        consent_page = signed.headers["location"]
+        page = browser.get(consent_page)
+        _inert(page.text)
+        form = {"csrf": CSRF.search(page.text).group(1), "decision": "approve", "ai": "inert-host", "space": "acme"}
+        back = browser.post(consent_page, data=form).headers["location"]
+        assert exchange(served.url, client_id, query_of(back)["code"], verifier).status_code == 200
+        settings = urlsplit(consent_page).path.rsplit("/connections/", 1)[0]
+        tokens = browser.get(f"{settings}/tokens")
+        assert tokens.status_code == 200 and "inert-host" in tokens.text
+        _inert(tokens.text)
