@@ -11,6 +11,8 @@ costs one dict lookup. The names:
     write:after-vectors    the vectors are on disk, the catalog not committed
     write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
+    dedupe:after-fold      esfis dedupe superseded one copy by its earliest memory (each one: ``@N`` for the N-th)
+    forget-where:after-intents  a forget by filter marked its memories forgotten, with intents, no text purged
     purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
                            (a small partition: its file without them written, not yet renamed over it)
     promote:after-table    a small partition's table is created with every row, its file not yet removed

@@ -15,6 +15,7 @@ another process wrote (its ``token`` is behind) or a rewrite changed the image u
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,14 +221,19 @@ class LivePartition:
 
     # -- search -----------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
+    def search(
+        self, query: np.ndarray, k: int, *, now: int, text: str | None = None, allow: Collection[str] | None = None
+    ) -> PartitionResult:
         """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
-        query ``text``, relevance is cosine fused with BM25 over the same valid rows.
+        query ``text``, relevance is cosine fused with BM25 over the same valid rows. With
+        ``allow``, only rows of those ids are candidates (``_search_allowed``).
 
         Rows are numbered the image's first, then the held ones (the lexical index's numbering).
         """
         offset = self._image_rows
         validity = self._validity_at(now)
+        if allow is not None:
+            return self._search_allowed(query, k, now=now, text=text, allow=allow, validity=validity)
         found_rows: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
         valid_parts: list[np.ndarray] = []
@@ -282,6 +288,47 @@ class LivePartition:
             postings,
             partition=self,
             cosines=cosines[best],
+        )
+
+    def _search_allowed(
+        self, query: np.ndarray, k: int, *, now: int, text: str | None, allow: Collection[str], validity: _Validity
+    ) -> PartitionResult:
+        """The ``k`` best of the rows valid at ``now`` whose ids are in ``allow`` (a caller's
+        narrowing, decided outside: ``indexing`` knows ids, not why they were chosen). Every such
+        row is scored exactly: an IVF probe could hold none of them, and the top ``k`` would then
+        come back short while allowed rows remain. ``candidates`` counts the allowed valid rows;
+        ``ended`` and ``pending`` stay the partition's, as without ``allow``."""
+        offset, n = self._image_rows, self.rows
+        wanted = list(allow)
+        held = np.array([self.row_of.get(i, -1) for i in wanted], dtype=np.int64)
+        held = np.unique(held[held >= 0])
+        held = held[validity.held_valid[held]]
+        parts = [held + offset]
+        if self.base is not None and self.base.rows:
+            b = self.base
+            based = np.unique(b.rows_of(wanted))
+            based = based[based >= 0]
+            keep = self.base_live[based] & (b.valid_until[based] > now) & (b.valid_from[based] <= now)
+            parts.insert(0, based[keep])
+        rows = np.concatenate(parts)
+        allowed = len(rows)
+        ended, pending = (a + b for a, b in zip(validity.base_counts[:2], validity.held_counts[:2]))
+        if not len(rows):
+            return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, ended, pending, partition=self)
+        scores = _Vectors(self)[rows] @ query
+        cosines, postings = scores, 0
+        if text is not None:
+            valid = np.zeros(offset + n, dtype=bool)
+            valid[rows] = True
+            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text=text, rows=rows, cos=scores, valid=valid)
+            rows, scores, postings = fused.rows, fused.scores, fused.postings
+            cosines = fused.cosines if fused.cosines is not None else scores
+        if len(rows) > k:
+            top = largest(scores, k)
+            rows, scores, cosines = rows[top], scores[top], cosines[top]
+        best = np.argsort(-scores, kind="stable")
+        return PartitionResult(
+            rows[best], scores[best], allowed, allowed, ended, pending, postings, partition=self, cosines=cosines[best]
         )
 
     def _validity_at(self, now: int) -> _Validity:

@@ -29,7 +29,7 @@ Acme recall never touched Globex.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -151,11 +151,21 @@ class VectorStore:
         """The partition in memory, current with every write (``LivePartitions.current``)."""
         return self.live.current(key)
 
-    def search(self, key: str, query: np.ndarray, k: int, *, now: int, text: str | None = None) -> PartitionResult:
-        """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given."""
+    def search(
+        self,
+        key: str,
+        query: np.ndarray,
+        k: int,
+        *,
+        now: int,
+        text: str | None = None,
+        allow: Collection[str] | None = None,
+    ) -> PartitionResult:
+        """The ``k`` best rows valid at ``now``: by cosine, fused with BM25 when ``text`` is given;
+        with ``allow``, among the rows of those ids only (every one of them scored exactly)."""
         search_on_one_thread()  # on the first search, not at start: most commands never search
         with self.locks.thread(key):  # a write in another thread may be growing the partition
-            result = self.live.current(key).search(query, k, now=now, text=text)
+            result = self.live.current(key).search(query, k, now=now, text=text, allow=allow)
             self.stats.scored[key] += result.scored
             self.stats.postings[key] += result.postings
         return result

@@ -3,6 +3,7 @@
 Each command is declared beside its handler (``registry``), in a module of its concept:
 
     memories   the agents' verbs: remember, recall, get, replace, forget, share, open
+    curation   the operator's memories: list, show, forget by filter
     policies   spaces, policy rules (--allow, --deny), deliveries (--why), tokens
     barrier    runs and trails, grants, trusted sources
     bulk       import, export, backup, restore, reindex, sweep
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from server.cli import barrier, bulk, memories, policies, serving  # noqa: F401  (each declares its commands)
+from server.cli import barrier, bulk, curation, memories, policies, serving  # noqa: F401  (each declares its commands)
 from server.cli.registry import FLAGS, Command, lay
 from server.errors import EsfisError, InvalidInput
 
@@ -36,6 +37,7 @@ ORDER = (
     "get",
     "replace",
     "forget",
+    "memories",
     "share",
     "open",
     "runs",

@@ -2,6 +2,7 @@
 the parts both are made of (``Parts``), and the edge that builds them from settings."""
 
 from server.catalog.access import one_request  # an interface's request: one look at what decides access
+from server.facade.curation import Filter as MemoryFilter  # what the operator's memory verbs select
 from server.facade.opening import backup_home, export_home, open_service, reindex_store, restore_home
 from server.facade.operator import Operator
 from server.facade.parts import Parts
@@ -17,6 +18,7 @@ __all__ = [
     "EVERYWHERE",
     "PERSONAL",
     "Esfis",
+    "MemoryFilter",
     "Operator",
     "Parts",
     "Token",

@@ -17,13 +17,27 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import server.facade.approvals as held_calls
 import server.facade.bulk as bulk
+import server.facade.curation as curation
 from server.barrier import Grant
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
 from server.memories.deliveries import explain
-from server.models import EVERYWHERE, PERSONAL, Delivery, Held, HeldView, Place, Space, Token, TrustedSource, Why
+from server.memories.folding import FoldReport, fold_copies_of
+from server.models import (
+    EVERYWHERE,
+    PERSONAL,
+    Delivery,
+    Held,
+    HeldView,
+    Memory,
+    Place,
+    Space,
+    Token,
+    TrustedSource,
+    Why,
+)
 from server.render import counted
 from server.spaces import validate_space_name
 from server.spaces.access import Access, access_rows
@@ -333,6 +347,54 @@ class Operator:
             raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits", field="run")
         offset = _page_offset(page, per_page)
         return self._parts.deliveries.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
+
+    # -- the memories themselves (server.facade.curation) -------------------------------------
+
+    def memory_page(self, f: curation.Filter, *, cursor: str | None = None, limit: int = 50) -> curation.Page:
+        """Memories newest first under a filter, a keyset page at a time (``next_cursor``)."""
+        return curation.page(self._parts, f, cursor=cursor, limit=limit)
+
+    def memory(self, memory_id: str) -> curation.Detail:
+        """One memory: its text, what it superseded, the deliveries that included it."""
+        return curation.detail(self._parts, memory_id)
+
+    def search_memories(self, query: str, f: curation.Filter, *, limit: int = 10) -> tuple[list[curation.Found], int]:
+        """A recall as the operator in the filter's spaces, logged as the operator's; its delivery id."""
+        return curation.search(self._parts, query, f, limit=limit)
+
+    def correct_memory(self, memory_id: str, text: str) -> Memory:
+        """Replace a memory's text as the operator: the new version supersedes the old."""
+        return curation.correct(self._parts, memory_id, text)
+
+    def forget_memory(self, memory_id: str) -> None:
+        """Forget one memory for good, as the operator."""
+        curation.forget(self._parts, memory_id)
+
+    def preview_forget(self, f: curation.Filter) -> curation.Preview:
+        """What a forget by filter would forget: the count, and the row its confirmation stops at."""
+        return curation.preview(self._parts, f)
+
+    def forget_where(self, f: curation.Filter, *, up_to: int) -> int:
+        """Forget for good what ``preview_forget`` counted (the same filter and its ``up_to``)."""
+        return curation.forget_where(self._parts, f, up_to=up_to)
+
+    def space_days(self, space: str | Personal, *, days: int = 30) -> tuple[list[curation.Day], list[curation.Day]]:
+        """Memories written per day by AI, and recalls per day with the empty ones: counts only."""
+        return curation.days(self._parts, space, days=days)
+
+    def dedupe(self, space: str | Personal, *, dry_run: bool = False) -> FoldReport:
+        """Fold a space's copies (memories of the same fact) into their earliest memory by
+        superseding the others; resumable, counted; never across spaces
+        (``server.memories.folding``). ``dry_run``: count only."""
+        place = space_or_personal(self._parts, space)
+        return fold_copies_of(
+            self._parts.memories,
+            self._parts.store,
+            partition_key(place),
+            place,
+            now=self._parts.clock(),
+            dry_run=dry_run,
+        )
 
     def run_page(self, *, ai: str | None = None, page: int = 1, per_page: int = 25) -> tuple[list[Run], int]:
         """Runs newest first, optionally one AI's; one page, and the number that match in all."""

@@ -17,9 +17,20 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from server import shapes
 from server.clock import iso
-from server.facade import EVERYWHERE, PERSONAL
+from server.errors import InvalidInput
+from server.facade import EVERYWHERE, PERSONAL, MemoryFilter
 from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
-from server.http.schemas import ERRORS, BackupIn, GrantIn, PolicyIn, SpaceIn, Text, TrustIn
+from server.http.schemas import (
+    ERRORS,
+    BackupIn,
+    ForgetWhereIn,
+    GrantIn,
+    MemoryFilterIn,
+    PolicyIn,
+    SpaceIn,
+    Text,
+    TrustIn,
+)
 from server.shapes import (
     BackupOut,
     DeliveriesOut,
@@ -39,6 +50,7 @@ from server.shapes import (
     TrustedOut,
     WhyOut,
 )
+from server.shapes.curation import ForgetWhereOut, MemoryDetailOut, MemoryPageOut
 
 router = APIRouter(prefix="/v1", tags=["operators"], responses=ERRORS)
 
@@ -97,6 +109,51 @@ def clear_policy(
 ) -> Response:
     service_of(request).operator.clear_policy(ai, EVERYWHERE if space is None else space)
     return Response(status_code=204)
+
+
+# -- the memories themselves (server.facade.curation) --------------------------------------
+
+
+def _memory_filter(body: MemoryFilterIn | ForgetWhereIn) -> MemoryFilter:
+    return MemoryFilter(
+        space=PERSONAL if body.space is None else body.space,
+        below=body.below,
+        ai=body.ai,
+        origin=body.origin,
+        since=body.since,
+        before=body.before,
+        state=body.state,
+    )
+
+
+@router.get("/memories", response_model=MemoryPageOut)
+def list_memories(request: Request, _: OperatorToken, query: Annotated[MemoryFilterIn, Query()]) -> dict:
+    """Memories newest first under a filter, a keyset page at a time: pass ``next_cursor`` back
+    as ``cursor`` for the next page."""
+    found = service_of(request).operator.memory_page(_memory_filter(query), cursor=query.cursor, limit=query.limit)
+    return MemoryPageOut.of(found).dump()
+
+
+@router.get("/memories/{memory_id}/provenance", response_model=MemoryDetailOut)
+def memory_provenance(memory_id: str, request: Request, _: OperatorToken) -> dict:
+    """One memory as the operator sees it: its text, what it superseded, the run that wrote it,
+    and the deliveries that included it (ids only)."""
+    return MemoryDetailOut.of(service_of(request).operator.memory(memory_id)).dump()
+
+
+@router.post("/forget", response_model=ForgetWhereOut)
+def forget_where(body: ForgetWhereIn, request: Request, _: OperatorToken) -> dict:
+    """Forget by filter: ``dry_run`` (the default) counts what the filter selects and gives the
+    newest row it may touch; the same filter with that ``up_to`` and ``dry_run: false`` forgets
+    them for good (nothing written after the dry run)."""
+    operator = service_of(request).operator
+    chosen = _memory_filter(body)
+    if body.dry_run:
+        return ForgetWhereOut.of(operator.preview_forget(chosen), dry_run=True).dump()
+    if body.up_to is None:
+        raise InvalidInput("up_to is required to forget: take it from a dry run of the same filter", field="up_to")
+    forgotten = operator.forget_where(chosen, up_to=body.up_to)
+    return ForgetWhereOut(dry_run=False, matched=forgotten, up_to=body.up_to).dump()
 
 
 # -- deliveries -----------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from outside this package), and maps every error to a page in one place (``pages
     routes_auth    sign-in (an operator token on a form), sign-out, the style sheet, 404 pages,
                    and the page that says where the pages are
     routes_spaces  the tree of spaces, folders, adding and removing; who sees what
+    routes_memories  the memories themselves: browse, search, open one, replace, forget, forget
+                   by filter; plots.py draws a space's days (inline SVG)
     routes_log     deliveries and their why, runs and their trails, grants, trusted sources
     routes_approvals  calls held for a person: each as it would be written; approve, decline
     routes_tokens  tokens: list, create (secret shown once), revoke
@@ -30,14 +32,22 @@ from server.web.site import Site, settings_url
 def mount_web(app: FastAPI, *, public_url: str | None = None) -> None:
     """Add the Settings pages to the HTTP application (its lifespan opens the service);
     ``public_url`` is ESFIS_PUBLIC_URL, the origin a proxy serves them at."""
-    from server.web import routes_approvals, routes_auth, routes_connect, routes_log, routes_spaces, routes_tokens
+    from server.web import (
+        routes_approvals,
+        routes_auth,
+        routes_connect,
+        routes_log,
+        routes_memories,
+        routes_spaces,
+        routes_tokens,
+    )
 
     app.state.web_site = Site(public_url)
     app.include_router(routes_auth.assets)  # the style sheet, outside the segment
     app.include_router(routes_connect.landing)  # /oauth/connect/ID: an OAuth consent's first page, outside it
     app.state.authorize_refusal_page = routes_connect.authorize_refusal_page  # /authorize's errors, on a page
     # A module of pages declares ``router = pages.settings_router()`` and joins this tuple.
-    for module in (routes_auth, routes_spaces, routes_log, routes_approvals, routes_tokens, routes_connect):
+    for module in (routes_auth, routes_spaces, routes_memories, routes_log, routes_approvals, routes_tokens, routes_connect):
         app.include_router(module.router)
     app.include_router(routes_auth.missing_pages)  # every other /settings/SEGMENT/… is a 404 page
     app.include_router(routes_auth.fallback)  # last: /settings/ and every other address under it

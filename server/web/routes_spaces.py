@@ -27,6 +27,7 @@ from server.web.pages import (
     settings_router,
     url,
 )
+from server.web.routes_memories import space_plots
 
 router = settings_router()
 
@@ -110,6 +111,7 @@ def _space_page(
         rows=service.operator.access(name),
         confirm_purge=confirm_purge,
         form=form or {},
+        **(space_plots(request, name) if space is not None else {}),
     )
 
 
