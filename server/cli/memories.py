@@ -13,9 +13,11 @@ from argparse import Namespace
 from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
 from server.cli.registry import arg, command
+from server.cli import curation
 from server.clock import iso
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
+from server.errors import InvalidInput
 
 def _integer(value: str) -> int:
     """``--limit``'s type: a whole number; its range is the core's to check (``Esfis.recall``)."""
@@ -96,7 +98,17 @@ def replace(args: Namespace) -> None:
     print(memory.id)
 
 
-@command("forget", "remove a memory for good", *CALLER, arg("id"))
+@command(
+    "forget",
+    "remove a memory for good; with --where, every memory a filter selects (operator)",
+    *CALLER,
+    arg("id", nargs="?"),
+    arg("--where", type=_json("--where"), metavar="JSON", help="forget by filter: " + curation.FILTER_HELP),
+    arg("--dry-run", action="store_true", help="with --where: count what it selects, forget nothing"),
+    arg("--yes", action="store_true", help="with --where: forget without asking at the terminal"),
+    arg("--up-to", type=int, metavar="ROW", help="with --where: a dry run's up_to (nothing newer is touched)"),
+    arg("--json", action="store_true", help="with --where --dry-run: the count as JSON"),
+)
 def forget(args: Namespace) -> None:
     with open_service() as service:
         service.forget(caller(service, args), args.id, ask=ask_at_terminal)
@@ -126,6 +138,11 @@ def share(args: Namespace) -> None:
 def open_reference(args: Namespace) -> None:
     with open_service() as service:
         reference, memories = service.open_context(caller(service, args), args.ref)
+    if (args.id is None) == (args.where is None):
+        raise InvalidInput("forget takes a memory's ID, or --where FILTER (not both)")
+    if args.where is not None:
+        curation.forget_where(args)
+        return
     if args.json:
         print(dumps(shapes().ContextOut.of(reference, memories).dump()))
     else:

@@ -99,6 +99,30 @@ class PolicyIn(_In):
     space: Text | None = Field(None, description="a space (the rule covers its subtree); null: everywhere")
     effect: Literal["allow", "deny"]
 
+class _MemoryFilter(BaseModel):
+    """Which memories the operator means (``GET /v1/memories``, ``POST /v1/forget``)."""
+
+    space: Text | None = Field(None, description="a space; absent or null: personal memories")
+    below: bool = Field(False, description="the spaces below it too")
+    ai: Text | None = Field(None, description="only those this AI wrote")
+    origin: Text | None = Field(None, description="only those with this origin mark (source:slack)")
+    since: Text | None = Field(None, description="written at or after: ISO 8601, or a duration ago (7d)")
+    before: Text | None = Field(None, description="written before: ISO 8601, or a duration ago")
+    state: Literal["current", "superseded", "expired"] | None = Field(None, description="absent: every state")
+
+
+class MemoryFilterIn(_MemoryFilter):
+    # A query string's values are text: "true" and "50" are read as what they say.
+    model_config = ConfigDict(extra="forbid")
+    cursor: Text | None = Field(None, description="a page's next_cursor")
+    limit: int = Field(50, description="memories on a page, 1 to 200")
+
+
+class ForgetWhereIn(_MemoryFilter, _In):
+    dry_run: bool = Field(True, description="count only (the default); false forgets for good")
+    up_to: int | None = Field(None, ge=0, description="the dry run's up_to: required to forget")
+
+
 
 # -- answers --------------------------------------------------------------------------------
 

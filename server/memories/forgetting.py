@@ -3,7 +3,8 @@ catalog, known as forgotten (an id once used never names another memory).
 
 A forget is crash-safe by an intent the catalog keeps (``forget``); whoever finds one finishes
 it (``finish_forgets``): the forget itself, the next service to open, or the next forget once
-the intent is ``STALE_FORGET`` old. ``drop_space`` forgets a whole space's partition at once.
+the intent is ``STALE_FORGET`` old. ``drop_space`` forgets a whole space's partition at once;
+``forget_where`` forgets what a selection holds (the operator's forget by filter).
 ``MemoryBook`` (``server.memories``) is the door to these, as to every other statement on the
 memories table.
 """
@@ -20,6 +21,8 @@ from indexing import failpoints
 from indexing.partitions.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import to_micros
+from server.memories.data import stored
+from server.memories.listing import Selection
 from server.models import Memory
 from server.spaces import partition_key
 
@@ -135,3 +138,76 @@ def drop_space(catalog: Catalog, store: VectorStore, space: str, at: datetime) -
     if removed:
         catalog.scrub(None)  # every digest of the space: the rebuild is cheaper than looking
     return removed
+
+
+def forget_where(catalog: Catalog, store: VectorStore, selection: Selection, at: datetime) -> int:
+    """Forget for good every memory ``selection`` holds at ``at``; how many.
+
+    One transaction marks them all forgotten and records an intent for each, chosen by the
+    selection's own conditions (never a list of ids built outside it): from its commit on,
+    nothing reads them as current, and nothing outside the selection was touched. Then the
+    texts are purged, partition by partition, and the catalog scrubbed, as ``finish_forgets``
+    does for any forget. A process stopped half way leaves intents, which the next service to
+    open finishes (``recover``), so the confirmed forget completes either way."""
+    now = to_micros(at)
+    where, params = selection.clauses(catalog, now)
+    chosen = " AND ".join(where)
+    since = time.time_ns() // 1000
+    forgotten = 0
+    with catalog.transaction() as tx:
+        for key in selection.partitions:
+            row = tx.one(
+                "SELECT count(*) AS n, count(superseded_by) AS superseded FROM memories "
+                f"WHERE partition = ? AND {chosen}",
+                (key, *params),
+            )
+            if not row["n"]:
+                continue
+            tx.execute(
+                "INSERT INTO forgetting (memory_id, partition, since) "
+                f"SELECT id, partition, ? FROM memories WHERE partition = ? AND {chosen} ON CONFLICT DO NOTHING",
+                (since, key, *params),
+            )
+            tx.execute(
+                "DELETE FROM import_keys WHERE memory_id IN "
+                f"(SELECT id FROM memories WHERE partition = ? AND {chosen})",
+                (key, *params),
+            )
+            tx.execute(
+                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]', "
+                f"data = NULL WHERE partition = ? AND {chosen}",
+                (now, key, *params),
+            )
+            tx.execute(
+                "UPDATE partitions SET live = live - ?, superseded = superseded - ? WHERE key = ?",
+                (int(row["n"]), int(row["superseded"]), key),
+            )
+            forgotten += int(row["n"])
+        _scrub_references(tx)
+    failpoints.hit("forget-where:after-intents")
+    if forgotten:
+        finish_forgets(catalog, store)  # their digests are not known here: the scrub rebuilds whole
+    return forgotten
+
+
+def _scrub_references(tx: Tx) -> None:
+    """References that name a memory being forgotten keep its place, not its digest (as
+    ``server.barrier.contexts.Contexts.scrub`` does for one)."""
+    rows = tx.all("SELECT ref, items FROM contexts")
+    named = {item["id"] for r in rows for item in json.loads(r["items"])}
+    if not named:
+        return
+    going = {
+        r["memory_id"]
+        for r in tx.all(
+            f"SELECT memory_id FROM forgetting WHERE memory_id IN (SELECT value FROM {tx.sql.values})",
+            (json.dumps(sorted(named)),),
+        )
+    }
+    for r in rows:
+        items = json.loads(r["items"])
+        if any(item["id"] in going for item in items):
+            for item in items:
+                if item["id"] in going:
+                    item["labels"]["digest"] = None
+            tx.execute("UPDATE contexts SET items = ? WHERE ref = ?", (json.dumps(items), r["ref"]))
