@@ -24,7 +24,7 @@ class Place(enum.Enum):
 PERSONAL: Literal[Place.PERSONAL] = Place.PERSONAL
 EVERYWHERE: Literal[Place.EVERYWHERE] = Place.EVERYWHERE
 
-Transport = Literal["cli", "http", "mcp"]
+Transport = Literal["cli", "http", "mcp", "operator"]  # operator: the operator's own search (no run)
 Action = Literal["remember", "replace", "forget"]  # the calls a person may be asked to approve
 # A held call's state (server.barrier.approvals): waiting, or how it ended.
 Status = Literal["pending", "approved", "declined", "expired", "void", "withdrawn"]
