@@ -17,6 +17,7 @@ from server.catalog.shared import (
     V6_COLUMNS,
     V7_COLUMNS,
     V8_COLUMNS,
+    V11_COLUMNS,
     refuse_newer,
 )
 
@@ -185,6 +186,8 @@ CREATE INDEX memories_by_written ON memories (partition, created_at, rowid);
 CREATE INDEX delivery_items_by_memory ON delivery_items (memory_id);
 CREATE INDEX deliveries_by_space ON deliveries (space, at);
 """,
+    # A memory's data (server.memories.data).
+    11: "".join(f"ALTER TABLE {t} ADD COLUMN {c} {type_.format(T=T)};\n" for t, c, type_ in V11_COLUMNS),
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 10  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 11  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
 #                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens), rate counters;
 #                    9: the access generation, moved by every write to ACCESS_TABLES (server.catalog.access);
-#                    10: indexes for the memories page (a partition by time written, a memory's deliveries)
+#                    10: indexes for the memories page (a partition by time written, a memory's deliveries);
+#                    11: a memory's data (server.memories.data)
 
 # The tables whose rows decide what a caller may do, kept between requests under the access
 # generation (server.catalog.access): a trigger on each moves it, in the writing transaction.
@@ -48,6 +49,9 @@ V8_COLUMNS = (
     ("tokens", "client_id", "{T}"),
     ("tokens", "resource", "{T}"),  # RFC 8707: the one resource this token is good for
 )
+
+# Version 11's columns: a memory's data, compact JSON, NULL for none (server.memories.data).
+V11_COLUMNS = (("memories", "data", "{T}"),)
 
 # Version 8's tables (server.spaces.connections): OAuth clients, the requests that wait for the
 # operator's consent (and, once approved, their one-minute code), and refresh tokens. Every

@@ -17,6 +17,7 @@ from server.catalog.shared import (
     V6_COLUMNS,
     V7_COLUMNS,
     V8_COLUMNS,
+    V11_COLUMNS,
     refuse_newer,
 )
 
@@ -54,7 +55,8 @@ CREATE TABLE IF NOT EXISTS memories (
     key TEXT,
     run_id TEXT,
     forgotten_at INTEGER,
-    from_spaces TEXT NOT NULL DEFAULT '[]'  -- JSON: spaces whose data the writing run carried
+    from_spaces TEXT NOT NULL DEFAULT '[]', -- JSON: spaces whose data the writing run carried
+    data TEXT                       -- JSON: the writer's data (server.memories.data); NULL: none
 );
 -- A digest's first 16 hex digits (64 bits) find a text: a smaller index than the whole digest
 -- keeps bulk imports fast at a million memories. Queries compare the whole digest after it.
@@ -227,7 +229,7 @@ def migrate(tx: Any) -> None:
     delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
     if delivery_columns and "token_scope" not in delivery_columns:
         tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
-    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS, *V8_COLUMNS):  # versions 6 to 8
+    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS, *V8_COLUMNS, *V11_COLUMNS):  # versions 6 to 8, 11
         present = {r["name"] for r in tx.all(f"PRAGMA table_info({table})")}
         if present and column not in present:
             tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T='TEXT').replace('BIGINT', 'INTEGER')}")
