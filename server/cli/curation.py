@@ -15,7 +15,7 @@ from argparse import Namespace
 from typing import Any
 
 from server import render
-from server.cli.context import dumps, open_service
+from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, group
 from server.errors import InvalidInput
 
@@ -67,9 +67,7 @@ def list_memories(args: Namespace) -> None:
     with open_service() as service:
         found = service.operator.memory_page(memory_filter(args.where), cursor=args.cursor, limit=args.limit)
     if args.json:
-        from server.shapes.curation import MemoryPageOut
-
-        print(dumps(MemoryPageOut.of(found).dump()))
+        print(dumps(shapes().MemoryPageOut.of(found).dump()))
         return
     for item in found.memories:
         m = item.memory
@@ -89,9 +87,7 @@ def show_memory(args: Namespace) -> None:
     with open_service() as service:
         detail = service.operator.memory(args.id)
     if args.json:
-        from server.shapes.curation import MemoryDetailOut
-
-        print(dumps(MemoryDetailOut.of(detail).dump()))
+        print(dumps(shapes().MemoryDetailOut.of(detail).dump()))
         return
     m = detail.memory
     print(render.memory_text(m.text))

@@ -35,9 +35,12 @@ from server.shapes import (
     BackupOut,
     DeliveriesOut,
     DeliveryOut,
+    ForgetWhereOut,
     GrantOut,
     GrantsOut,
     ImportOut,
+    MemoryDetailOut,
+    MemoryPageOut,
     PoliciesOut,
     RuleOut,
     RunOut,
@@ -50,7 +53,6 @@ from server.shapes import (
     TrustedOut,
     WhyOut,
 )
-from server.shapes.curation import ForgetWhereOut, MemoryDetailOut, MemoryPageOut
 
 router = APIRouter(prefix="/v1", tags=["operators"], responses=ERRORS)
 

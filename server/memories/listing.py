@@ -24,6 +24,7 @@ from typing import Any, Literal
 from server.catalog import Catalog, Row
 from server.clock import from_micros, to_micros
 from server.errors import InvalidInput
+from server.memories.data import loaded
 from server.models import Memory
 
 State = Literal["current", "superseded", "expired"]
@@ -209,6 +210,25 @@ def _days(by_day: dict[int, dict[str, int]], since: datetime) -> list[Day]:
 
 
 def _listed(row: Row) -> Listed:
-    from server.memories import memory_of  # the package imports this module's neighbours
-
     return Listed(memory_of(row), int(row["row_at"]), row["supersedes"])
+
+
+def memory_of(row: Row) -> Memory:
+    """A memory from its catalog row (every column), without its text."""
+    return Memory(
+        id=row["id"],
+        space=row["space"],
+        text=None,
+        ai=row["ai"],
+        created_at=from_micros(row["created_at"]),
+        valid_from=from_micros(row["valid_from"]),
+        valid_until=from_micros(row["valid_until"]),
+        superseded_by=row["superseded_by"],
+        digest=row["digest"],
+        origin=tuple(json.loads(row["labels"])),
+        key=row["key"],
+        forgotten=row["forgotten_at"] is not None,
+        from_spaces=tuple(json.loads(row["from_spaces"])),
+        run_id=row["run_id"],
+        data=loaded(row["data"]),
+    )

@@ -4,10 +4,11 @@ by filter's preview and outcome."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from server.clock import iso
-from server.facade.curation import Detail, Page, Preview
 from server.shapes.agents import MemoryOut
 from server.shapes.base import Shape
 
@@ -17,7 +18,7 @@ class MemoryPageOut(Shape):
     next_cursor: str | None = Field(description="pass as cursor for the next (older) page; null on the last page")
 
     @classmethod
-    def of(cls, p: Page) -> MemoryPageOut:
+    def of(cls, p: Any) -> MemoryPageOut:  # server.facade.curation.Page
         return cls(memories=[MemoryOut.of(item.memory) for item in p.memories], next_cursor=p.next_cursor)
 
 
@@ -37,7 +38,7 @@ class MemoryDetailOut(Shape):
     deliveries: list[IncludedOut] = Field(description="the newest deliveries that included it, ids only")
 
     @classmethod
-    def of(cls, d: Detail) -> MemoryDetailOut:
+    def of(cls, d: Any) -> MemoryDetailOut:  # server.facade.curation.Detail
         return cls(
             memory=MemoryOut.of(d.memory),
             supersedes=d.supersedes,
@@ -52,5 +53,5 @@ class ForgetWhereOut(Shape):
     up_to: int = Field(description="the newest catalog row the forget may touch: pass it back to confirm a dry run")
 
     @classmethod
-    def of(cls, p: Preview, *, dry_run: bool) -> ForgetWhereOut:
+    def of(cls, p: Any, *, dry_run: bool) -> ForgetWhereOut:  # server.facade.curation.Preview
         return cls(dry_run=dry_run, matched=p.count, up_to=p.up_to)

@@ -9,14 +9,20 @@ Inline SVG is part of the page, not a resource: the pages' CSP (``default-src 'n
 from __future__ import annotations
 
 from datetime import date, timedelta
+from typing import Protocol
 
 from markupsafe import Markup, escape
-
-from server.facade.curation import Day
 
 WIDTH, HEIGHT, GAP, LEFT, BOTTOM = 640, 140, 2, 34, 18
 PALETTE = ("#2f6f9f", "#c26a1b", "#4e8a3e", "#8a4e9c", "#b0413e", "#4a8c8c", "#7a6a3a", "#5c5c8a")
 OTHERS = "#9a9a9a"
+
+
+class Day(Protocol):
+    """A day's counts (``server.facade.curation.Day``): its date, and a count per series."""
+
+    day: str
+    counts: dict[str, int]
 
 
 def stacked_bars(days: list[Day], *, today: date, last: int, title: str, series: list[str] | None = None) -> Markup:
