@@ -217,3 +217,28 @@ def test_pruning_removes_what_is_over_and_keeps_what_explains_a_memory(svc, cloc
     svc.operator.prune_trail()
     left = {r.id for r in svc._parts.runs.list(last=100)}
     assert vouched.run_id not in left and standing.run_id in left
+
+
+def test_pruning_also_removes_old_deliveries_context_references_and_decided_held_calls(svc, clock):
+    """What an agent token's calls leave besides its trail goes at the trail's age, so no table
+    it adds rows to grows without end; what is younger stays."""
+    memory = seed(svc)
+    token, _ = svc.operator.create_token(ai="cursor")
+    caller = svc.caller(space="acme/platform", transport="http", token=token)
+    svc.recall(caller, "staging")
+    svc.share(caller, [memory.id])
+    held = svc.remember(caller, "staging db password: vault", personal=True, hold=True)
+    svc.operator.decide_approval(held.id, approve=False, by="operator")
+    svc.operator.end_run(caller.run_id, by="cli")
+    catalog = svc._parts.catalog
+
+    def count(table: str) -> int:
+        return int(catalog.one(f"SELECT count(*) AS n FROM {table}")["n"])
+
+    assert (count("deliveries"), count("contexts"), count("approvals")) == (1, 1, 1)
+    clock.advance(days=91)
+    svc.recall(svc.caller("cli", space="acme/platform"), "staging")  # a delivery of today
+    pruned = svc.operator.prune_trail()
+    assert pruned.records == 3
+    assert (count("deliveries"), count("contexts"), count("approvals")) == (1, 0, 0)
+    assert count("delivery_items") == 1  # today's delivery's one memory

@@ -15,6 +15,11 @@ Kept: a run over whose steps name a grant or an approval, while a memory it wrot
 going keep their row and what they carry; only their steps older than the cutoff go, except
 writes and the steps that name a grant or an approval. Run tokens whose run is pruned go with
 it, as do signed-out web sessions past their expiry.
+
+The other records an agent's calls leave go at the same age (``prune_records``), so that no
+table an agent token adds rows to grows without end: deliveries (and their items) recorded
+before the cutoff, context references made before it, and held calls decided before it whose
+run is gone.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Pruned:
     runs: int
     steps: int
     tokens: int
+    records: int = 0  # deliveries, context references and decided held calls (``prune_records``)
 
 
 def prune_trail(catalog: Catalog, now: datetime, *, days: int = TRAIL_DAYS) -> Pruned:
@@ -87,7 +93,39 @@ def prune_trail(catalog: Catalog, now: datetime, *, days: int = TRAIL_DAYS) -> P
             (cutoff, cutoff),
         ).rowcount
         tx.execute("DELETE FROM ended_sessions WHERE expires < ?", (int(now.timestamp()),))
-    return Pruned(ended, runs, steps, tokens)
+    return Pruned(ended, runs, steps, tokens, prune_records(catalog, cutoff))
+
+
+def prune_records(catalog: Catalog, cutoff: int) -> int:
+    """Deliveries recorded before ``cutoff`` (microseconds) with their items, a batch of ids at
+    a time; context references made before it; held calls decided before it whose run is gone
+    (their texts went at the decision). Returns how many rows went, items not counted."""
+    gone = 0
+    while True:
+        with catalog.transaction() as tx:
+            ids = [
+                r["id"] for r in tx.all("SELECT id FROM deliveries WHERE at < ? ORDER BY id LIMIT ?", (cutoff, BATCH))
+            ]
+            if not ids:
+                break
+            batch = json.dumps(ids)
+            tx.execute(
+                f"DELETE FROM delivery_items WHERE delivery_id IN (SELECT CAST(value AS BIGINT) FROM {tx.sql.values})",
+                (batch,),
+            )
+            gone += tx.execute(
+                f"DELETE FROM deliveries WHERE id IN (SELECT CAST(value AS BIGINT) FROM {tx.sql.values})", (batch,)
+            ).rowcount
+        if len(ids) < BATCH:
+            break
+    with catalog.transaction() as tx:
+        gone += tx.execute("DELETE FROM contexts WHERE created_at < ?", (cutoff,)).rowcount
+        gone += tx.execute(
+            "DELETE FROM approvals WHERE status <> 'pending' AND decided_at < ? "
+            "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = approvals.run_id)",
+            (cutoff,),
+        ).rowcount
+    return gone
 
 
 def _kept(tx: Tx, runs: list[str]) -> set[str]:

@@ -47,7 +47,8 @@ def runs_prune(args: Namespace) -> None:
         pruned = service.operator.prune_trail(days=args.days)
     print(
         f"pruned {pruned.runs} runs, {pruned.steps} steps and {pruned.tokens} run tokens; "
-        f"ended {pruned.ended} idle sessions"
+        f"ended {pruned.ended} idle sessions; pruned {pruned.records} older records "
+        "(deliveries, context references, decided held calls)"
     )
 
 

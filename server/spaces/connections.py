@@ -16,7 +16,8 @@ What is kept, and how long:
   good once, for ``CODE_S``, kept as its sha256. A code shown a second time revokes the token
   the first showing made (RFC 6749 §4.1.2);
 - **refresh tokens**, as their sha256, rotated at each use: a used one shown again is a stolen
-  one, and it ends the connection.
+  one, and it ends the connection (the newest ``KEPT_USED_REFRESH`` used ones of a connection
+  are kept to catch it).
 
 Strangers reach the endpoints that write here, so their rows are bounded (``MAX_PENDING``
 requests, ``MAX_CLIENTS`` clients of each kind: a flood of registrations leaves documents room,
@@ -48,6 +49,7 @@ REFRESH_DAYS = 30  # a refresh token's life
 MAX_PENDING = 1000  # requests waiting for consent, at most
 MAX_CLIENTS = 10_000  # clients of each kind (registered, document), at most
 UNUSED_CLIENT_S = 86_400  # a client with no connection and no request is pruned after a day
+KEPT_USED_REFRESH = 32  # a connection's used refresh tokens kept to catch a replay: the newest ones
 REFRESH_PREFIX = "esfisr_"  # never an access token: TokenBook.authenticate refuses it
 REQUEST_ID_BYTES = 16
 
@@ -303,6 +305,15 @@ class ConnectionBook:
             if access is None:
                 return None
             refresh = self._refresh(tx, found.token_id, found.client_id)
+            # A connection that refreshes as fast as its limit allows would keep a used row per
+            # refresh for thirty days: only the newest are kept (a replay is caught within
+            # minutes, when the rightful holder next refreshes; an older one is merely unknown).
+            tx.execute(
+                "DELETE FROM oauth_refresh WHERE token_id = ? AND used_at IS NOT NULL AND hash NOT IN "
+                "(SELECT hash FROM oauth_refresh WHERE token_id = ? AND used_at IS NOT NULL "
+                "ORDER BY used_at DESC LIMIT ?)",
+                (found.token_id, found.token_id, KEPT_USED_REFRESH),
+            )
         return Issued(self.tokens.get(found.token_id), access, refresh, self.access_s)
 
     def revoke(self, secret: str, client_id: str) -> None:

@@ -19,11 +19,21 @@ import pytest
 
 from server.catalog import open_catalog
 from server.settings import Settings
-from server.spaces.connections import MAX_CLIENTS, UNUSED_CLIENT_S, ConnectionBook
+from server.spaces.connections import KEPT_USED_REFRESH, MAX_CLIENTS, UNUSED_CLIENT_S, ConnectionBook
 from server.spaces.tokens import TokenBook
 from tests.conftest import MovableClock
 from tests.http.conftest import Server, start_server, stop_server
-from tests.http.oauth_support import CALLBACK, authorize, connect, consent, exchange, pkce, query_of, register
+from tests.http.oauth_support import (
+    CALLBACK,
+    authorize,
+    connect,
+    consent,
+    exchange,
+    pkce,
+    query_of,
+    refresh,
+    register,
+)
 
 HOSTILE_NAME = (
     "Evil\r\x1b[2K\u202egnp.exe\u200b"  # a carriage return, an ANSI erase, a bidi override, a zero-width space
@@ -222,3 +232,27 @@ def test_a_strangers_client_name_is_inert_on_the_landing_the_consent_and_the_tok
         tokens = browser.get(f"{settings}/tokens")
         assert tokens.status_code == 200 and "inert-host" in tokens.text
         _inert(tokens.text)
+
+
+# -- a connection's own rows -----------------------------------------------------------------
+
+
+def test_a_connection_refreshing_as_fast_as_it_may_keeps_a_bounded_number_of_rows(served):
+    """Each refresh rotates the token and keeps the used one to catch a replay: only the newest
+    ``KEPT_USED_REFRESH`` are kept, and the last used one shown again still ends the connection."""
+    link = connect(served.url, served.tokens["operator"], ai="refreshing-host")
+    current = link.refresh
+    used = []
+    for _ in range(KEPT_USED_REFRESH + 8):
+        answer = refresh(served.url, link.client_id, current)
+        assert answer.status_code == 200, answer.text
+        used.append(current)
+        current = answer.json()["refresh_token"]
+    catalog = catalog_of(served)
+    try:
+        rows = catalog.all("SELECT used_at FROM oauth_refresh WHERE client_id = ?", (link.client_id,))
+    finally:
+        catalog.close()
+    assert len(rows) == KEPT_USED_REFRESH + 1  # the newest used ones, and the one in use
+    assert refresh(served.url, link.client_id, used[-1]).status_code == 400  # replayed: refused …
+    assert refresh(served.url, link.client_id, current).status_code == 400  # … and the connection ended
