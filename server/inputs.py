@@ -27,6 +27,13 @@ MAX_PATH_CHARS = 4096  # a cwd or a folder on the server's machine (Linux's PATH
 MAX_BATCH = 8192  # rows an import embeds and writes at a time
 ERRORS_KEPT = 1000  # an import's report keeps the first this many errors; it counts them all
 DEFAULT_BATCH = 4096
+MAX_DATA_BYTES = 4 * 1024  # a memory's data (metadata), as compact JSON in UTF-8 bytes
+MAX_DATA_DEPTH = 4  # objects and arrays nested in a memory's data, the data itself counted as 1
+MAX_DATA_KEYS = 64  # keys at the top of a memory's data
+MAX_DATA_KEY_CHARS = 64  # a key's name, anywhere in the data
+MAX_FILTER_BYTES = 4 * 1024  # a recall's filter, as compact JSON
+MAX_FILTER_FIELDS = 32  # fields one filter tests
+MAX_FILTER_VALUES = 256  # values one $in lists
 RUN_TTL = timedelta(hours=12)  # a run token's life unless asked
 MAX_RUN_TTL = timedelta(days=7)
 
@@ -52,6 +59,20 @@ LABELS = (
     "origin marks, when the content comes from outside (slack, email, a webhook, a web page): "
     f"source:NAME, a bare NAME taken as source:NAME; at most {MAX_ORIGINS}; untrusted unless an "
     "operator trusts that source"
+)
+DATA = (
+    "metadata of your own on the memory, for recall's filter to select by (a kind, a project, a date, "
+    "a score): a JSON object, keys 1 to "
+    f"{MAX_DATA_KEY_CHARS} characters not starting with $, at most {MAX_DATA_KEYS} keys at the top, "
+    f"nested at most {MAX_DATA_DEPTH} deep, {size(MAX_DATA_BYTES)} as compact JSON; default none"
+)
+REPLACE_DATA = DATA.replace("default none", "default none: the new version keeps none of the old one's data")
+FILTER = (
+    "select by the memories' data before ranking: a JSON object of field: condition, all of which "
+    'must hold. {"kind": "decision"} is equality; a condition may be {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|'
+    '"$lte": value}, {"$in": [values]} or {"$exists": true|false}. A field is a key of data, "a.b" a key '
+    "inside one; ranges compare numbers, or ISO 8601 times with a timezone as instants. With no query: "
+    f"the newest matching memories. At most {MAX_FILTER_FIELDS} fields, {size(MAX_FILTER_BYTES)}"
 )
 VALID_UNTIL = f"when the memory stops being current: {DURATION}; default: never"
 SPACE = "the caller's space (give this or cwd; neither: no space, personal only)"

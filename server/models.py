@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from server.barrier import visible
 from server.barrier.labels import Labels
@@ -72,6 +72,7 @@ class Memory:
     forgotten: bool = False
     from_spaces: tuple[str, ...] = ()  # spaces whose data the writing run carried, besides this one
     run_id: str | None = None  # the run that wrote it
+    data: dict[str, Any] = field(default_factory=dict, hash=False)  # the writer's (server.memories.data)
 
     @property
     def labels(self) -> Labels:
@@ -89,6 +90,7 @@ class RecalledMemory:
     created_at: datetime
     valid_until: datetime | None
     labels: Labels
+    data: dict[str, Any] = field(default_factory=dict, hash=False)  # the writer's (server.memories.data)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class OpenedMemory:
     id: str
     text: str | None  # None: forgotten since it was shared
     labels: Labels  # as shared
+    data: dict[str, Any] = field(default_factory=dict, hash=False)  # its data now ({} once forgotten)
 
 
 @dataclass(frozen=True)
