@@ -4,7 +4,10 @@ from one home into another (of any catalog backend).
 An export line is one current memory (not forgotten, superseded or expired)::
 
     {"id", "space", "text", "labels": {"space", "origin", "digest", "run", "from"},
-     "valid_from", "valid_until", "created_at", "ai", "vector"?}
+     "valid_from", "valid_until", "created_at", "ai", "data", "vector"?}
+
+``data`` is the memory's metadata (``server.memories.data``), {} for none; a restore checks it
+as a write does, and a line without it restores none.
 
 Partitions are read one at a time and in batches, and each batch's catalog rows are read
 together, so memory stays bounded whatever the store's size.
@@ -47,6 +50,7 @@ from server.clock import from_micros, iso, parse_time, to_micros
 from server.errors import EsfisError, InvalidInput, SpaceNotFound
 from server.inputs import ERRORS_KEPT
 from server.memories import MemoryBook
+from server.memories.data import check_data, loaded, stored
 from server.memories.input import check_id, check_text, digest_of
 from server.spaces import partition_key, validate_space_name
 from server.spaces.policies import validate_ai
@@ -156,6 +160,7 @@ def _export_partition(
                 "valid_until": _iso(row["valid_until"]),
                 "created_at": _iso(row["created_at"]),
                 "ai": row["ai"],
+                "data": loaded(row["data"]),
             }
             if matrix is not None:
                 line["vector"] = matrix[n]
@@ -220,7 +225,8 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
     if not isinstance(fields, dict):
         raise InvalidInput("a line must be a JSON object")
     unknown = sorted(
-        set(fields) - {"id", "space", "text", "labels", "valid_from", "valid_until", "created_at", "ai", "vector"}
+        set(fields)
+        - {"id", "space", "text", "labels", "valid_from", "valid_until", "created_at", "ai", "data", "vector"}
     )
     if unknown:
         raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}")
@@ -261,6 +267,7 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
         raise InvalidInput("valid_until must be after valid_from", field="valid_until")
     ai = validate_ai(fields.get("ai"))
     vector = _vector(fields.get("vector"), dimension)
+    data = check_data(fields.get("data"))
     refuse_controls(fields)
     meta = (
         id_,
@@ -273,6 +280,7 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
         json.dumps(sorted(origin)),
         run,
         json.dumps(spread),
+        stored(data),
     )
     return Restored(id_, space, text, meta, vector)
 

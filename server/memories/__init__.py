@@ -29,6 +29,7 @@ from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import AlreadySuperseded
 from server.memories import forgetting
+from server.memories.data import Data, loaded
 from server.memories.input import MemoryBatch, NewMemory
 from server.memories.presence import Presence
 from server.models import Memory
@@ -75,6 +76,7 @@ class MemoryBook:
             forgotten=row["forgotten_at"] is not None,
             from_spaces=tuple(json.loads(row["from_spaces"])),
             run_id=row["run_id"],
+            data=loaded(row["data"]),
         )
 
     def with_text(self, memory: Memory) -> Memory:
@@ -208,7 +210,8 @@ class MemoryBook:
     def write_restored(self, key: str, rows: RowBatch, meta: list[tuple]) -> None:
         """Store memories as an export recorded them (``server.bulk.export``): their own ids, writers,
         times and labels. ``meta`` per row: (id, space, ai, created_at, valid_from, valid_until,
-        digest, labels, run_id, from_spaces), times in microseconds, labels JSON. Same order
+        digest, labels, run_id, from_spaces, data), times in microseconds, labels and data JSON
+        (data None for none). Same order
         as every write: journal, vectors, then the catalog in one transaction."""
         with nullcontext() if self.journal is None else self.journal.writing(key, rows.ids):
             self.store.add(key, rows)
@@ -216,7 +219,7 @@ class MemoryBook:
                 with self.catalog.transaction() as tx:
                     tx.executemany(
                         "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
-                        "digest, labels, run_id, from_spaces) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "digest, labels, run_id, from_spaces, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [(m[0], key, *m[1:]) for m in meta],
                     )
                     tx.execute(
@@ -270,6 +273,7 @@ class MemoryBook:
             until = [None if u == OPEN_END else u for u in batch.valid_until.tolist()]
             from_spaces = batch.from_spaces or ["[]"] * len(batch)
             n = len(batch)
+            data = batch.data or [None] * n
             memories += zip(
                 batch.ids,
                 [key] * n,
@@ -283,6 +287,7 @@ class MemoryBook:
                 batch.keys,
                 batch.run_ids,
                 from_spaces,
+                data,
                 strict=True,
             )
             keyed += [(key, k, i) for k, i in zip(batch.keys, batch.ids) if k is not None]
@@ -290,9 +295,10 @@ class MemoryBook:
         item = tx.sql.item
         tx.execute(
             "INSERT INTO memories (id, partition, space, ai, created_at, valid_from, valid_until, "
-            "supersedes, digest, labels, key, run_id, from_spaces) "
+            "supersedes, digest, labels, key, run_id, from_spaces, data) "
             f"SELECT {item(0)}, {item(1)}, {item(2)}, {item(3)}, {item(4, 'BIGINT')}, {item(5, 'BIGINT')}, "
-            f"{item(6, 'BIGINT')}, ?, {item(7)}, {item(8)}, {item(9)}, {item(10)}, {item(11)} FROM {tx.sql.rows}",
+            f"{item(6, 'BIGINT')}, ?, {item(7)}, {item(8)}, {item(9)}, {item(10)}, {item(11)}, {item(12)} "
+            f"FROM {tx.sql.rows}",
             (supersedes, orjson.dumps(memories).decode()),  # orjson: 5x json's speed on a batch
         )
         if keyed:
@@ -347,6 +353,49 @@ class MemoryBook:
             r["id"]: Labels(r["space"], _marks(r["labels"]), r["digest"], r["run_id"], _marks(r["from_spaces"]))
             for r in rows
         }
+
+    def data_of(self, ids: list[str]) -> dict[str, Data]:
+        """Of ``ids``, those that carry data, with it (one read; most memories carry none)."""
+        if not ids:
+            return {}
+        rows = self.catalog.all(
+            f"SELECT id, data FROM memories WHERE id IN (SELECT value FROM {self.catalog.sql.values}) "
+            "AND data IS NOT NULL",
+            (json.dumps(ids),),
+        )
+        return {r["id"]: loaded(r["data"]) for r in rows}
+
+    def with_data(self, keys: list[str], *, also_none: bool) -> list[tuple[str, str, str | None]]:
+        """(partition, id, data column) of the memories of ``keys`` not forgotten: those that carry
+        data, and with ``also_none`` those that carry none too (a filter they match). Validity
+        is left to the partition's search, which applies it at the recall's time."""
+        if not keys:
+            return []
+        rows = self.catalog.all(
+            f"SELECT partition, id, data FROM memories WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
+            f"AND forgotten_at IS NULL{'' if also_none else ' AND data IS NOT NULL'}",
+            (json.dumps(keys),),
+        )
+        return [(r["partition"], r["id"], r["data"]) for r in rows]
+
+    def newest_current(
+        self, keys: list[str], at: datetime, *, also_none: bool, as_of: bool = False
+    ) -> list[tuple[str, str, str | None, int, int, int | None]]:
+        """(partition, id, data column, created_at, valid_from, valid_until) of the memories of
+        ``keys`` current at ``at`` (with ``as_of``, valid then: superseded since included), newest
+        first: those that carry data, and with ``also_none`` the rest."""
+        if not keys:
+            return []
+        micros = to_micros(at)
+        rows = self.catalog.all(
+            "SELECT partition, id, data, created_at, valid_from, valid_until FROM memories "
+            f"WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
+            f"AND forgotten_at IS NULL {'' if as_of else 'AND superseded_by IS NULL '}AND valid_from <= ? "
+            f"AND (valid_until IS NULL OR valid_until > ?){'' if also_none else ' AND data IS NOT NULL'} "
+            "ORDER BY created_at DESC, id DESC",
+            (json.dumps(keys), micros, micros),
+        )
+        return [(r["partition"], r["id"], r["data"], r["created_at"], r["valid_from"], r["valid_until"]) for r in rows]
 
     def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
         """For ``keys``: (live memories, of which superseded); and the live total of all, in one

@@ -55,7 +55,7 @@ def forget(
         if row["forgotten_at"] is None:
             tx.execute(
                 "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', "
-                "from_spaces = '[]' WHERE id = ?",
+                "from_spaces = '[]', data = NULL WHERE id = ?",
                 (to_micros(at), memory.id),
             )
             tx.execute("DELETE FROM import_keys WHERE memory_id = ?", (memory.id,))
@@ -78,9 +78,9 @@ def forget(
 def cleared_by(memory: Memory) -> list[bytes]:
     """What a forget of ``memory`` clears that a page of the catalog may still hold a copy of
     (``Catalog.scrub``): its digest (the row's, the index's first 16 digits, a reference's),
-    its key, and its text (a held write's, approved into it)."""
+    its key, its text (a held write's, approved into it) and its data as stored."""
     values = [memory.digest.removeprefix("sha256:")] if memory.digest else []
-    values += [v for v in (memory.key, memory.text) if v]
+    values += [v for v in (memory.key, memory.text, stored(memory.data)) if v]
     return [v.encode() for v in values]
 
 
@@ -129,8 +129,8 @@ def drop_space(catalog: Catalog, store: VectorStore, space: str, at: datetime) -
     store.drop(key)
     with catalog.transaction() as tx:
         removed = tx.execute(
-            "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]' "
-            "WHERE partition = ? AND forgotten_at IS NULL",
+            "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]', "
+            "data = NULL WHERE partition = ? AND forgotten_at IS NULL",
             (to_micros(at), key),
         ).rowcount
         tx.execute("DELETE FROM import_keys WHERE partition = ?", (key,))

@@ -14,6 +14,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from server.clock import to_micros
 from server.errors import InvalidInput, InvalidMemoryId, TextTooLong
 from server.inputs import MAX_QUERY_BYTES as MAX_QUERY_BYTES  # the limits every interface states
 from server.inputs import MAX_TEXT_BYTES
+from server.memories.data import stored
 
 ID_PATTERN = re.compile(r"mem_[a-z2-7]{26}")
 
@@ -100,6 +102,7 @@ class NewMemory:
     key: str | None = None
     run_id: str | None = None
     from_spaces: tuple[str, ...] = ()
+    data: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)  # checked (server.memories.data)
 
     def row(self) -> Row:
         return Row(
@@ -118,7 +121,8 @@ class MemoryBatch:
 
     Times are microseconds since the epoch; ``valid_until`` holds ``OPEN_END`` for no end.
     ``labels`` (origin marks) and ``from_spaces`` are JSON lists, as the catalog stores them;
-    ``from_spaces`` None: none for any memory (imports).
+    ``from_spaces`` None: none for any memory (imports). ``data``: each memory's as the catalog
+    stores it (compact JSON, None for none); None: none for any memory.
     """
 
     space: str | None
@@ -134,6 +138,7 @@ class MemoryBatch:
     keys: list[str | None]
     run_ids: list[str | None]
     from_spaces: list[str] | None = None
+    data: list[str | None] | None = None
 
     @classmethod
     def of(cls, memories: list[NewMemory]) -> MemoryBatch:
@@ -154,6 +159,7 @@ class MemoryBatch:
             keys=[m.key for m in memories],
             run_ids=[m.run_id for m in memories],
             from_spaces=[json.dumps(list(m.from_spaces)) for m in memories],
+            data=[stored(m.data) for m in memories] if any(m.data for m in memories) else None,
         )
 
     def __len__(self) -> int:
@@ -176,6 +182,7 @@ class MemoryBatch:
             keys=[self.keys[i] for i in chosen],
             run_ids=[self.run_ids[i] for i in chosen],
             from_spaces=None if self.from_spaces is None else [self.from_spaces[i] for i in chosen],
+            data=None if self.data is None else [self.data[i] for i in chosen],
         )
 
     def rows(self) -> RowBatch:

@@ -1,8 +1,11 @@
-"""Recall, in the order that is the policy: space → permissions → validity → relevance → limit.
+"""Recall, in the order that is the policy: space → permissions → validity → filter → relevance → limit.
 
 1. space: ``scope_for`` picks the partitions the caller reaches; nothing else is opened.
 2. permissions: partitions a policy denies are dropped before anything is scored.
-3. validity: inside each partition, only rows current now are candidates (``LivePartition.search``),
+3. validity, then the filter: inside each partition, only rows current now are candidates
+   (``LivePartition.search``), and with a filter over the memories' data only those whose data
+   matches (``server.memories.data_filter``: the ids it allows, handed to the search, which scores
+   every one of them; with no query, the newest that match),
    and the catalog has the last word on each hit.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
    (``indexing.relevance.fusion``); the candidates scored again against the query moved towards the
@@ -23,6 +26,7 @@ from indexing.relevance.feedback import with_feedback
 from indexing.rows import Hit, PartitionResult, merge_best
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
+from server.memories.data_filter import DataFilter, filter_reach, newest_matching
 from server.metrics import time_stage
 from server.models import DeliveryItem, RecalledMemory
 from server.spaces import partition_key
@@ -47,6 +51,7 @@ def run_recall(
     store: VectorStore,
     book: MemoryBook,
     query_text: str | None = None,
+    data_filter: DataFilter | None = None,
 ) -> RecallOutcome:
     reached_keys = [partition_key(s) for s in scope.reached]
     counts, total = book.counts(reached_keys)
@@ -64,9 +69,15 @@ def run_recall(
         micros = to_micros(now)
         results: list[PartitionResult] = []
         searching = time.perf_counter()
+        allowed = None if data_filter is None else filter_reach(book, [partition_key(s) for s in scope.allowed], data_filter)
+        if allowed is not None:
+            cut["filter"] = sum(counts.get(partition_key(s), (0, 0))[0] for s in scope.allowed) - sum(
+                len(ids) for ids in allowed.values()
+            )
         for space in scope.allowed:
             key = partition_key(space)
-            result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text)
+            allow = None if allowed is None else allowed.get(key, [])
+            result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text, allow=allow)
             superseded = counts.get(key, (0, 0))[1]
             cut["superseded"] += min(superseded, result.ended)
             cut["expired"] += max(result.ended - superseded, 0)
@@ -80,8 +91,13 @@ def run_recall(
         # One merge by score; only the rows that made it are read out of their partitions.
         pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
         time_stage("fusion", time.perf_counter() - fusing)
+    elif data_filter is not None:  # no query: the newest that match
+        pool, cut["filter"] = newest_matching(
+            book, store, scope.allowed, data_filter, at=now, as_of=False, count=limit + RUNNERS_UP
+        )
     current = book.current_labels([hit.id for hit, _ in pool], now)
     ranked = [pair for pair in pool if pair[0].id in current]
+    data = book.data_of([hit.id for hit, _ in ranked[:limit]])
     memories = [
         RecalledMemory(
             id=hit.id,
@@ -91,6 +107,7 @@ def run_recall(
             created_at=from_micros(hit.created_at),
             valid_until=from_micros(hit.valid_until),
             labels=current[hit.id],
+            data=data.get(hit.id, {}),
         )
         for hit, space in ranked[:limit]
     ]
