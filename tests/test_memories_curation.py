@@ -110,7 +110,9 @@ def test_forget_by_filter_forgets_what_the_preview_counted_and_no_near_miss(fake
     chosen = MemoryFilter(space="acme", ai="cursor", origin="source:slack", since=ids["day_two"])
     preview = op.preview_forget(chosen)
     assert preview.count == 2
-    later = fake_service.remember(fake_service.caller("cursor", space="acme"), "slack says late", labels=["source:slack"])
+    later = fake_service.remember(
+        fake_service.caller("cursor", space="acme"), "slack says late", labels=["source:slack"]
+    )
     assert op.forget_where(chosen, up_to=preview.up_to) == 2  # the one written after the preview is not touched
     for gone in ("target", "target2"):
         with pytest.raises(MemoryNotFound):
@@ -146,7 +148,12 @@ def test_a_forget_by_filter_killed_half_way_is_finished_by_the_next_open(fake_se
     where = {"space": "acme", "origin": "source:slack"}
     env = cli_env(home, ESFIS_FAILPOINT="forget-where:after-intents")
     done = subprocess.run(
-        [sys.executable, "-c", _KILLED, json.dumps(where)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _KILLED, json.dumps(where)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == -9, done.stderr[-2000:]  # killed after marking, before any text was purged
     assert files_containing(home, "slack says acme deploys friday") != []
