@@ -7,8 +7,10 @@ folder); a write the data barrier holds asks a person at the terminal, and only 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from argparse import Namespace
+from collections.abc import Callable
 
 from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
@@ -19,12 +21,25 @@ from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 from server.errors import InvalidInput
 
+
 def _integer(value: str) -> int:
     """``--limit``'s type: a whole number; its range is the core's to check (``Esfis.recall``)."""
     try:
         return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}") from None
+
+
+def _json(flag: str) -> Callable[[str], object]:
+    """A flag's type: JSON text, parsed; what it must hold is the core's to check."""
+
+    def parse(value: str) -> object:
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{flag} must be JSON (a JSON object): {exc}") from None
+
+    return parse
 
 
 @command(
@@ -35,6 +50,7 @@ def _integer(value: str) -> int:
     arg("--personal", action="store_true", help="write a personal memory (reaches every space)"),
     arg("--valid-until", help=inputs.VALID_UNTIL),
     arg("--labels", action="append", metavar="MARK", help=f"{inputs.LABELS} (one mark per flag, repeatable)"),
+    arg("--data", type=_json("--data"), metavar="JSON", help=inputs.DATA),
 )
 def remember(args: Namespace) -> None:
     with open_service() as service:
@@ -45,6 +61,7 @@ def remember(args: Namespace) -> None:
             valid_until=args.valid_until,
             labels=args.labels,
             ask=ask_at_terminal,
+            data=args.data,
         )
     print(memory.id)
 
@@ -53,7 +70,7 @@ def remember(args: Namespace) -> None:
     "recall",
     "the memories of this space and personal that best answer QUERY",
     *CALLER,
-    arg("query", help=inputs.QUERY),
+    arg("query", nargs="?", help=inputs.QUERY + "; may be left out with --where"),
     arg(
         "--limit",
         type=_integer,
@@ -61,11 +78,12 @@ def remember(args: Namespace) -> None:
         help=inputs.LIMIT,
         field="limit",
     ),
+    arg("--where", type=_json("--where"), metavar="JSON", help=inputs.FILTER),
     arg("--json", action="store_true"),
 )
 def recall(args: Namespace) -> None:
     with open_service() as service:
-        result = service.recall(caller(service, args), args.query, limit=args.limit)
+        result = service.recall(caller(service, args), args.query, limit=args.limit, where=args.where)
     print(dumps(shapes().RecallOut.of(result.memories).dump()) if args.json else render.recall_table(result.memories))
 
 
@@ -91,10 +109,13 @@ def get(args: Namespace) -> None:
     arg("id"),
     arg("text", help=inputs.NEW_TEXT),
     arg("--new-space", help=inputs.NEW_SPACE),
+    arg("--data", type=_json("--data"), metavar="JSON", help=inputs.REPLACE_DATA),
 )
 def replace(args: Namespace) -> None:
     with open_service() as service:
-        memory = service.replace(caller(service, args), args.id, args.text, space=args.new_space, ask=ask_at_terminal)
+        memory = service.replace(
+            caller(service, args), args.id, args.text, space=args.new_space, ask=ask_at_terminal, data=args.data
+        )
     print(memory.id)
 
 

@@ -48,7 +48,8 @@ def open_context(parts: Parts, caller: Caller, ref: str) -> tuple[Reference, lis
     for memory_id, shared in reference.items:
         memory = parts.memories.load(memory_id)
         text = None if memory is None or memory.forgotten else memory.text
-        opened.append(OpenedMemory(memory_id, text, shared))
+        data = {} if memory is None or text is None else memory.data
+        opened.append(OpenedMemory(memory_id, text, shared, data))
     carry = marks_of(o.labels for o in opened if o.text is not None)
     step = Step("context_open", marks, memory_ids=tuple(o.id for o in opened))
     parts.runs.record_now(run, caller, [*steps, step], carry=carry)

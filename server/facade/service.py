@@ -40,6 +40,8 @@ from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, shown, shown_recalled
 from server.facade.writing import new_memory, write_trail
+from server.memories.data import check_data
+from server.memories.data_filter import parse_filter
 from server.memories.input import MAX_QUERY_BYTES, check_text
 from server.memories.recall import run_recall
 from server.metrics import time_stage
@@ -120,12 +122,15 @@ class Esfis:
         labels: list[str] | None = None,
         ask: Ask | None = None,
         hold: bool = False,
+        data: object = None,
     ) -> Memory | Held:
         """Write a memory into the caller's space (or personal). ``labels`` are origin marks;
         ``ask`` asks a person when the barrier needs one (None: nobody can be asked); with
         ``hold``, a write nobody could approve at the call is held for the operator, and its
-        ``Held`` answered instead (``server.barrier.approvals``)."""
+        ``Held`` answered instead (``server.barrier.approvals``). ``data``: the writer's
+        metadata, a JSON object (``server.memories.data``)."""
         text = check_text(text)
+        data = check_data(data)
         origins = check_origins(labels)
         now = self._parts.clock()
         until = None if valid_until is None else parse_time(valid_until, now=now, field="valid_until")
@@ -163,28 +168,46 @@ class Esfis:
             origins=origins,
             now=now,
             until=until,
+            data=data,
         )
         self._parts.memories.write([memory], also=write_trail(self._parts, run, caller, steps, memory))
         return shown(scope, self._loaded(memory.id))
 
     def recall(
-        self, caller: Caller, query: str, *, limit: int = DEFAULT_LIMIT, query_vector: np.ndarray | None = None
+        self,
+        caller: Caller,
+        query: str | None,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        query_vector: np.ndarray | None = None,
+        where: object = None,
     ) -> Recall:
         """The best current memories the caller reaches. ``query_vector``, when given, is the
-        query's embedding computed beforehand (benchmarks, batch callers); it skips the model."""
-        query = check_text(query, field="query", limit=MAX_QUERY_BYTES)
+        query's embedding computed beforehand (benchmarks, batch callers); it skips the model.
+        ``where``: a filter over the memories' data (``server.memories.data_filter``), applied
+        before relevance; with it, the query may be None or empty: the newest memories that match."""
+        data_filter = parse_filter(where)
+        listing = data_filter is not None and (query is None or (isinstance(query, str) and not query.strip()))
+        query = "" if listing else check_text(query, field="query", limit=MAX_QUERY_BYTES)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
         scope = reach.scope_of(self._parts, caller)
         run = self._parts.gates.enter(caller)
         now = self._parts.clock()
         vector = None
-        if scope.allowed:
+        if scope.allowed and not listing:
             embedding = time.perf_counter()
             vector = self._parts.embed_query(query) if query_vector is None else self._parts.given_vector(query_vector)
             time_stage("embedding", time.perf_counter() - embedding)
         outcome = run_recall(
-            scope, vector, limit=limit, now=now, store=self._parts.store, book=self._parts.memories, query_text=query
+            scope,
+            vector,
+            limit=limit,
+            now=now,
+            store=self._parts.store,
+            book=self._parts.memories,
+            query_text=query or None,
+            data_filter=data_filter,
         )
         marks = marks_of(m.labels for m in outcome.memories)
         step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
@@ -230,11 +253,15 @@ class Esfis:
         space: str | None = None,
         ask: Ask | None = None,
         hold: bool = False,
+        data: object = None,
     ) -> Memory | Held:
         """Supersede a memory; the new one lives in ``space`` if given, else in the old one's.
-        What the new memory holds is the old one's data and the run's: the barrier judges both."""
+        What the new memory holds is the old one's data and the run's: the barrier judges both.
+        ``data``: the new version's metadata; without it, the new version carries none (a
+        replace states the whole new memory)."""
         old = reach.visible(self._parts, caller, id_)
         text = check_text(text)
+        data = check_data(data)
         if space is not None:
             validate_space_name(space)
             if not self._parts.registry.exists(space):
@@ -260,7 +287,16 @@ class Esfis:
             return steps
         now = self._parts.clock()
         memory = new_memory(
-            self._parts, caller, run, carried=carried, target=target, text=text, origins=(), now=now, until=None
+            self._parts,
+            caller,
+            run,
+            carried=carried,
+            target=target,
+            text=text,
+            origins=(),
+            now=now,
+            until=None,
+            data=data,
         )
         try:
             self._parts.memories.write(

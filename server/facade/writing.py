@@ -11,6 +11,7 @@ from server.barrier.labels import Carried, Labels, space_mark
 from server.barrier.runs import Run, Step
 from server.catalog import Tx
 from server.facade.parts import Parts
+from server.memories.data import Data
 from server.memories.input import NewMemory, new_id
 from server.models import Caller
 
@@ -26,6 +27,7 @@ def new_memory(
     origins: tuple[str, ...],
     now: datetime,
     until: datetime | None,
+    data: Data | None = None,
 ) -> NewMemory:
     """A memory as the run writes it: it inherits the origin marks the run carries, and names
     the spaces whose data the run carried besides the target."""
@@ -41,6 +43,7 @@ def new_memory(
         labels=tuple(sorted({*origins, *carried.origins})),
         run_id=run.id,
         from_spaces=tuple(sorted(carried.spaces - {target} if target is not None else carried.spaces)),
+        data=data or {},
     )
 
 

@@ -112,7 +112,13 @@ def remember(body: RememberIn, agent: AsAgent) -> Response | dict:
     """Store a memory in the caller's space, or a personal one with ``personal: true``. A write
     that needs a person's approval (into personal, carrying a space's data) is held: 202."""
     memory = agent.service.remember(
-        agent.at(body), body.text, personal=body.personal, valid_until=body.valid_until, labels=body.labels, hold=True
+        agent.at(body),
+        body.text,
+        personal=body.personal,
+        valid_until=body.valid_until,
+        labels=body.labels,
+        hold=True,
+        data=body.data,
     )
     return _held(memory) if isinstance(memory, Held) else MemoryOut.of(memory).dump()
 
@@ -120,10 +126,11 @@ def remember(body: RememberIn, agent: AsAgent) -> Response | dict:
 @router.post("/recall", response_model=RecallOut, summary="recall")
 async def recall(body: RecallIn, agent: AsAgent) -> Response:
     """The memories the caller reaches that best answer ``query``, best first. The same answer
-    as ``esfis recall --json``; nothing about other spaces."""
+    as ``esfis recall --json``; nothing about other spaces. ``filter`` selects by the memories'
+    ``data`` before ranking; with a filter and no query, the newest that match."""
 
     def answer() -> bytes:
-        result = agent.service.recall(agent.at(body), body.query, limit=body.limit)
+        result = agent.service.recall(agent.at(body), body.query, limit=body.limit, where=body.filter)
         return RecallOut.of(result.memories).model_dump_json(by_alias=True).encode()
 
     # The hot path: the whole recall (caller, embedding, search, catalog, encoding) in one trip to
@@ -143,7 +150,9 @@ def get_memory(memory_id: str, agent: AsAgent, where: InQuery) -> dict:
 def replace_memory(memory_id: str, body: ReplaceIn, agent: AsAgent) -> Response | dict:
     """Supersede a memory with a new text, in the old one's space; answers the new memory (or
     202: held for the operator's approval)."""
-    memory = agent.service.replace(agent.at(body), memory_id, body.text, space=body.new_space, hold=True)
+    memory = agent.service.replace(
+        agent.at(body), memory_id, body.text, space=body.new_space, hold=True, data=body.data
+    )
     return _held(memory) if isinstance(memory, Held) else MemoryOut.of(memory).dump()
 
 

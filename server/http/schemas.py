@@ -45,13 +45,15 @@ class RememberIn(_In):
     personal: bool = Field(False, description=inputs.PERSONAL)
     valid_until: Text | None = Field(None, description=inputs.VALID_UNTIL)
     labels: list[Text] | None = Field(None, description=inputs.LABELS)
+    data: dict[str, Any] | None = Field(None, description=inputs.DATA)
     space: Text | None = Field(None, description=inputs.SPACE)
     cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
 class RecallIn(_In):
-    query: Text = Field(description=inputs.QUERY)
+    query: Text | None = Field(None, description=inputs.QUERY + "; may be left out when a filter is given")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=inputs.LIMIT)
+    filter: dict[str, Any] | None = Field(None, description=inputs.FILTER)
     space: Text | None = Field(None, description=inputs.SPACE)
     cwd: Cwd | None = Field(None, description=inputs.CWD)
 
@@ -59,6 +61,7 @@ class RecallIn(_In):
 class ReplaceIn(_In):
     text: Text = Field(description=inputs.NEW_TEXT)
     new_space: Text | None = Field(None, description=inputs.NEW_SPACE)
+    data: dict[str, Any] | None = Field(None, description=inputs.REPLACE_DATA)
     space: Text | None = Field(None, description=inputs.SPACE)
     cwd: Cwd | None = Field(None, description=inputs.CWD)
 
@@ -99,6 +102,7 @@ class PolicyIn(_In):
     space: Text | None = Field(None, description="a space (the rule covers its subtree); null: everywhere")
     effect: Literal["allow", "deny"]
 
+
 class _MemoryFilter(BaseModel):
     """Which memories the operator means (``GET /v1/memories``, ``POST /v1/forget``)."""
 
@@ -121,7 +125,6 @@ class MemoryFilterIn(_MemoryFilter):
 class ForgetWhereIn(_MemoryFilter, _In):
     dry_run: bool = Field(True, description="count only (the default); false forgets for good")
     up_to: int | None = Field(None, ge=0, description="the dry run's up_to: required to forget")
-
 
 
 # -- answers --------------------------------------------------------------------------------

@@ -51,7 +51,10 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "do not store secrets, passwords or tokens, or what is only true for this one task. "
             'Write it so it makes sense on its own ("Acme\'s login uses Auth0", not "it uses '
             f'Auth0"), one fact per memory. {target} Set `labels` (e.g. ["source:slack"]) when the '
-            "fact comes from outside (slack, email, a webhook, a web page). esfis follows what this "
+            "fact comes from outside (slack, email, a webhook, a web page). Set `data` (a small JSON "
+            'object, e.g. {"kind": "decision", "project": "billing", "due": "2027-01-31T00:00:00Z"}) '
+            "for what you will want to select by later with recall's `filter`; the text stays the fact "
+            "itself. esfis follows what this "
             "session has read: a write that would carry one space's data where it may not go is "
             "refused (data_barrier), or, into personal memories, needs a person's approval: then "
             "nothing is written yet and the answer is an approval (apr_…) to check with "
@@ -61,14 +64,19 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "Find the memories that best answer a question or fit a task: conventions, past "
             "decisions, how things work here, the user's preferences. Call it before you start a "
             'task and whenever you lack context; ask in plain words ("how does login work?"). '
-            f"{where} There is no argument to look anywhere else. Returns up to `limit` memories, "
-            "best first, each with id, text, space (null: personal) and score."
+            f"{where} There is no argument to look anywhere else. `filter` narrows to memories whose "
+            '`data` matches before ranking: {"kind": "decision"} is equality; a condition may also be '
+            '{"$ne": v}, {"$gt"/"$gte"/"$lt"/"$lte": number or ISO time}, {"$in": [..]} or '
+            '{"$exists": true}; several fields must all hold. With a filter and an empty query, the '
+            "newest matching memories come back. Returns up to `limit` memories, best first, each "
+            "with id, text, space (null: personal), score and data."
         ),
         "replace": (
             "Supersede a memory with corrected or updated text: the old one stops being current "
             "and the new one takes its place, keeping the trail. Use it when a recalled memory is "
             "outdated or wrong, rather than storing a second fact that contradicts it. Leave "
-            "`space` out and the new memory stays in the old one's space. Returns the new id."
+            "`space` out and the new memory stays in the old one's space. The new memory carries "
+            "the `data` you give, none of the old one's otherwise. Returns the new id."
         ),
         "forget": (
             "Delete a memory for good: its text leaves the store. Use it only for a memory that "

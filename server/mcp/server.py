@@ -221,27 +221,29 @@ def build_server(
         ctx: Context,
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
+        data: Annotated[dict[str, Any] | None, Field(description=inputs.DATA)] = None,
     ) -> WrittenOut:
         refuse_undeclared(ctx, "remember")  # above all ``source``: see ``undeclared``
         memory = await gated(
             ctx,
             lambda service, who, ask, hold: service.remember(
-                who, text, personal=personal, labels=labels, ask=ask, hold=hold
+                who, text, personal=personal, labels=labels, ask=ask, hold=hold, data=data
             ),
         )
         return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(MemoryOut.of(memory))
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
-        query: Annotated[str, Field(description=inputs.QUERY)],
         ctx: Context,
+        query: Annotated[str, Field(description=inputs.QUERY + "; may be left empty when a filter is given")] = "",
         # Bounds in the schema only: the core checks them, with its own message.
         limit: Annotated[
             int, Field(description=inputs.LIMIT, json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
         ] = DEFAULT_LIMIT,
+        filter: Annotated[dict[str, Any] | None, Field(description=inputs.FILTER)] = None,
     ) -> RecallOut:
         refuse_undeclared(ctx, "recall")
-        result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit))
+        result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit, where=filter))
         return RecallOut.of(result.memories)  # the delivery id stays in the trail: agents never see it
 
     @server.tool(description=about["replace"], annotations=ToolAnnotations(title="Replace", destructive_hint=False))
@@ -250,10 +252,12 @@ def build_server(
         text: Annotated[str, Field(description=inputs.NEW_TEXT)],
         ctx: Context,
         space: Annotated[str | None, Field(description="rarely needed: " + inputs.NEW_SPACE)] = None,
+        data: Annotated[dict[str, Any] | None, Field(description=inputs.REPLACE_DATA)] = None,
     ) -> ReplacedOrHeldOut:
         refuse_undeclared(ctx, "replace")
         memory = await gated(
-            ctx, lambda service, who, ask, hold: service.replace(who, id, text, space=space, ask=ask, hold=hold)
+            ctx,
+            lambda service, who, ask, hold: service.replace(who, id, text, space=space, ask=ask, hold=hold, data=data),
         )
         if isinstance(memory, Held):
             return ReplacedOrHeldOut(**WrittenOut.held(memory).model_dump())

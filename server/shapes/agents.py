@@ -3,6 +3,8 @@ and a run token. Nothing about other spaces, and no delivery id."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from server.barrier.labels import Labels
@@ -15,6 +17,8 @@ from server.models import (
     Token,
 )
 from server.shapes.base import Shape
+
+DATA_OUT = "the writer's metadata on the memory (a JSON object; {} when none)"
 
 
 class LabelsOut(Shape):
@@ -45,6 +49,7 @@ class MemoryOut(Shape):
     valid_until: str | None
     superseded_by: str | None
     labels: LabelsOut
+    data: dict[str, Any] = Field(description=DATA_OUT)
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -58,6 +63,7 @@ class MemoryOut(Shape):
             valid_until=iso(m.valid_until),
             superseded_by=m.superseded_by,
             labels=LabelsOut.of(m.labels),
+            data=m.data,
         )
 
 
@@ -69,10 +75,11 @@ class RecalledOut(Shape):
     id: str
     text: str
     space: str | None
-    score: float = Field(description="cosine similarity to the query; higher is closer")
+    score: float = Field(description="cosine similarity to the query; higher is closer (0 for a recall with no query)")
     created_at: str
     valid_until: str | None
     labels: LabelsOut
+    data: dict[str, Any] = Field(description=DATA_OUT)
 
     @classmethod
     def of(cls, m: RecalledMemory) -> RecalledOut:
@@ -84,6 +91,7 @@ class RecalledOut(Shape):
             created_at=iso(m.created_at),
             valid_until=iso(m.valid_until),
             labels=LabelsOut.of(m.labels),
+            data=m.data,
         )
 
 
@@ -126,6 +134,7 @@ class OpenedOut(Shape):
     text: str | None = Field(description="null: forgotten since it was shared")
     forgotten: bool
     labels: LabelsOut = Field(description="as shared")
+    data: dict[str, Any] = Field(description=DATA_OUT)
 
 
 class ContextOut(Shape):
@@ -139,7 +148,7 @@ class ContextOut(Shape):
             ref=r.ref,
             run=r.run,
             memories=[
-                OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels))
+                OpenedOut(id=m.id, text=m.text, forgotten=m.text is None, labels=LabelsOut.of(m.labels), data=m.data)
                 for m in memories
             ],
         )
