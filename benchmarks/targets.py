@@ -85,6 +85,16 @@ TARGETS: dict[str, Target] = {
         why="a single client's whole store in one space (1M memories) still recalls within an agent's turn, before HTTP and embedding.",
     ),
     # benchmarks/test_large_partition.py (issue 16)
+    # benchmarks/test_memories_page.py (issue 59)
+    "memories.page_p95_ms": Target(
+        "Settings › Memories: a page of 50, p95 (first page and pages far down)",
+        "<=",
+        200,
+        "ms",
+        source="issue 59",
+        full_only=True,
+        why="a person browsing a space of a million memories waits for a page as for any other page; keyset pages read 50 rows from an index, never the partition.",
+    ),
     "large.first_recall_s": Target(
         "large partition, first recall in any process",
         "<=",

@@ -200,3 +200,27 @@ def section_mcp_http(rows: list[dict], checks: Checks) -> list[str]:
             "test",
         ],
     )
+
+
+def section_memories_page(rows: list[dict], checks: Checks) -> list[str]:
+    """Settings › Memories at size (``test_memories_page.py``)."""
+    out = []
+    for r in rows:
+        cell = f"{r.get('rows', 0):,} rows"
+        body = []
+        for key, what in (
+            ("html_first", "HTML, first page"),
+            ("html_deep", "HTML, pages far down"),
+            ("api_first", "GET /v1/memories, first page"),
+            ("api_deep", "GET /v1/memories, pages far down"),
+        ):
+            figures = r.get(key, {})
+            body.append(
+                [
+                    f"{what}: p50 / p95 ms",
+                    f"{fmt(figures.get('p50_ms'))} / "
+                    + checks.check("memories.page_p95_ms", f"{cell}, {what}", figures.get("p95_ms")),
+                ]
+            )
+        out += [f"{cell}, pages of {r.get('page', 50)}:", "", *table(body, ["figure", "measured"])]
+    return out
