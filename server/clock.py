@@ -76,3 +76,16 @@ def parse_time(value: str | datetime, *, now: datetime, field: str) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:00-01:00 is past the last moment a datetime holds
         raise InvalidInput(f"{field} {value!r} lies past the year 9999", field=field) from None
+
+
+def as_of_time(value: str | datetime, *, now: datetime) -> datetime:
+    """A recall's ``as_of``: an ISO 8601 time (a naive one is read as UTC), not after ``now``."""
+    if isinstance(value, str) and _RELATIVE.match(value.strip()):
+        raise InvalidInput(
+            f"as_of must be an ISO 8601 time such as 2026-03-31T18:00:00Z, not a duration; got {value!r}",
+            field="as_of",
+        )
+    moment = parse_time(value, now=now, field="as_of")
+    if moment > now:
+        raise InvalidInput(f"as_of {iso(moment)} lies in the future (now is {iso(now)})", field="as_of")
+    return moment

@@ -75,6 +75,14 @@ FILTER = (
     f"the newest matching memories. At most {MAX_FILTER_FIELDS} fields, {size(MAX_FILTER_BYTES)}"
 )
 VALID_UNTIL = f"when the memory stops being current: {DURATION}; default: never"
+DEDUPE = (
+    "true (default): when the target space already holds this fact as a current memory, store nothing "
+    "and answer that memory with duplicate_of set; false: store it regardless"
+)
+AS_OF = (
+    "recall the memories valid at this ISO 8601 time (not after now) instead of those current now: "
+    "memories superseded since are included, forgotten ones never"
+)
 SPACE = "the caller's space (give this or cwd; neither: no space, personal only)"
 CWD = (
     "the caller's working directory; its registered folder decides the space (docs/design.md §2); "

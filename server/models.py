@@ -73,10 +73,21 @@ class Memory:
     from_spaces: tuple[str, ...] = ()  # spaces whose data the writing run carried, besides this one
     run_id: str | None = None  # the run that wrote it
     data: dict[str, Any] = field(default_factory=dict, hash=False)  # the writer's (server.memories.data)
+    # What a remember found (``server.memories.duplicates``): set only on its answer.
+    duplicate_of: str | None = None  # this memory is the one already there; nothing new was stored
+    similar: tuple[Similar, ...] = ()  # current memories close to it, not the same fact
 
     @property
     def labels(self) -> Labels:
         return Labels(self.space, self.origin, self.digest, self.run_id, self.from_spaces)
+
+
+@dataclass(frozen=True)
+class Similar:
+    """A current memory of the same space close to a new one without being the same fact."""
+
+    id: str
+    score: float  # the cosine of their vectors
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ StepKind = Literal[
     "approved",
     "declined",
     "write",
+    "duplicate",  # a remember answered with the memory of the same fact already there
     "forget",
     "end",
 ]

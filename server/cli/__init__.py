@@ -52,6 +52,7 @@ ORDER = (
     "import",
     "reindex",
     "sweep",
+    "dedupe",
     "token",
     "backup",
     "restore",

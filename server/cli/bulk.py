@@ -172,6 +172,24 @@ def sweep(args: Namespace) -> None:
     print(f"purged {counted(purged, 'orphan row')} from {counted(partitions, 'partition')}")
 
 
+@command(
+    "dedupe",
+    "fold a space's copies (memories of the same fact) into their earliest memory (operator)",
+    arg("--space", metavar="SPACE", help="the space to clean up (never another: copies are folded within it)"),
+    arg("--personal", action="store_true", help="clean up personal memories instead of a space"),
+    arg("--dry-run", action="store_true", help="count the copies, change nothing", field="dry_run"),
+)
+def dedupe(args: Namespace) -> None:
+    """Supersede every later copy by its earliest memory; a rerun after a kill finishes the job."""
+    from server.models import PERSONAL
+
+    if (args.space is None) == (not args.personal):
+        raise InvalidInput("name one place: --space SPACE or --personal", field="space")
+    with open_service() as service:
+        report = service.operator.dedupe(PERSONAL if args.personal else args.space, dry_run=args.dry_run)
+    print(report.summary())
+
+
 # -- backup, restore, export ----------------------------------------------------------------------
 
 

@@ -14,12 +14,11 @@ from collections.abc import Callable
 
 from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
+from server.cli.curation import FILTER_HELP, forget_where
 from server.cli.registry import arg, command
-from server.cli import curation
 from server.clock import iso
-from server.models import DEFAULT_LIMIT, MAX_LIMIT
-
 from server.errors import InvalidInput
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, Held
 
 
 def _integer(value: str) -> int:
@@ -50,6 +49,7 @@ def _json(flag: str) -> Callable[[str], object]:
     arg("--personal", action="store_true", help="write a personal memory (reaches every space)"),
     arg("--valid-until", help=inputs.VALID_UNTIL),
     arg("--labels", action="append", metavar="MARK", help=f"{inputs.LABELS} (one mark per flag, repeatable)"),
+    arg("--no-dedupe", action="store_true", help="store it even when the space already holds this fact"),
     arg("--data", type=_json("--data"), metavar="JSON", help=inputs.DATA),
 )
 def remember(args: Namespace) -> None:
@@ -61,9 +61,17 @@ def remember(args: Namespace) -> None:
             valid_until=args.valid_until,
             labels=args.labels,
             ask=ask_at_terminal,
+            dedupe=not args.no_dedupe,
             data=args.data,
         )
     print(memory.id)
+    # The id alone on stdout, as scripts read it; what the check found, on stderr.
+    if isinstance(memory, Held):  # never without hold: the terminal was asked instead
+        return
+    if memory.duplicate_of is not None:
+        print(f"(already held: {memory.duplicate_of} says the same; nothing new was stored)", file=sys.stderr)
+    for close in memory.similar:
+        print(f"(similar: {close.id} at {close.score:.3f}; if it is outdated, esfis replace it)", file=sys.stderr)
 
 
 @command(
@@ -78,12 +86,13 @@ def remember(args: Namespace) -> None:
         help=inputs.LIMIT,
         field="limit",
     ),
+    arg("--as-of", metavar="TIME", help=inputs.AS_OF),
     arg("--where", type=_json("--where"), metavar="JSON", help=inputs.FILTER),
     arg("--json", action="store_true"),
 )
 def recall(args: Namespace) -> None:
     with open_service() as service:
-        result = service.recall(caller(service, args), args.query, limit=args.limit, where=args.where)
+        result = service.recall(caller(service, args), args.query, limit=args.limit, as_of=args.as_of, where=args.where)
     print(dumps(shapes().RecallOut.of(result.memories).dump()) if args.json else render.recall_table(result.memories))
 
 
@@ -124,13 +133,18 @@ def replace(args: Namespace) -> None:
     "remove a memory for good; with --where, every memory a filter selects (operator)",
     *CALLER,
     arg("id", nargs="?"),
-    arg("--where", type=_json("--where"), metavar="JSON", help="forget by filter: " + curation.FILTER_HELP),
+    arg("--where", type=_json("--where"), metavar="JSON", help="forget by filter: " + FILTER_HELP),
     arg("--dry-run", action="store_true", help="with --where: count what it selects, forget nothing"),
     arg("--yes", action="store_true", help="with --where: forget without asking at the terminal"),
     arg("--up-to", type=int, metavar="ROW", help="with --where: a dry run's up_to (nothing newer is touched)"),
     arg("--json", action="store_true", help="with --where --dry-run: the count as JSON"),
 )
 def forget(args: Namespace) -> None:
+    if (args.id is None) == (args.where is None):
+        raise InvalidInput("forget takes a memory's ID, or --where FILTER (not both)")
+    if args.where is not None:
+        forget_where(args)
+        return
     with open_service() as service:
         service.forget(caller(service, args), args.id, ask=ask_at_terminal)
     print(f"forgot {args.id}")
@@ -159,11 +173,6 @@ def share(args: Namespace) -> None:
 def open_reference(args: Namespace) -> None:
     with open_service() as service:
         reference, memories = service.open_context(caller(service, args), args.ref)
-    if (args.id is None) == (args.where is None):
-        raise InvalidInput("forget takes a memory's ID, or --where FILTER (not both)")
-    if args.where is not None:
-        curation.forget_where(args)
-        return
     if args.json:
         print(dumps(shapes().ContextOut.of(reference, memories).dump()))
     else:

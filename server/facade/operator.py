@@ -22,7 +22,7 @@ from server.barrier import Grant
 from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time
-from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty
+from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, SpaceNotFound
 from server.memories.deliveries import explain
 from server.memories.folding import FoldReport, fold_copies_of
 from server.models import (
@@ -39,7 +39,7 @@ from server.models import (
     Why,
 )
 from server.render import counted
-from server.spaces import validate_space_name
+from server.spaces import partition_key, validate_space_name
 from server.spaces.access import Access, access_rows
 from server.spaces.policies import Effect, Rule, validate_ai
 
@@ -426,3 +426,15 @@ def _page_offset(page: object, per_page: object) -> int:
     if isinstance(per_page, bool) or not isinstance(per_page, int) or not 1 <= per_page <= 100:
         raise InvalidInput("per_page must be an integer from 1 to 100", field="per_page")
     return (page - 1) * per_page
+
+
+def space_or_personal(parts: Parts, space: str | Personal) -> str | None:
+    """A space the operator names, checked to exist, or None for ``PERSONAL``."""
+    if space is PERSONAL:
+        return None
+    if not isinstance(space, str):
+        raise InvalidInput("name a space, or PERSONAL", field="space")
+    validate_space_name(space)
+    if not parts.registry.exists(space):
+        raise SpaceNotFound(f"no space {space!r}")
+    return space

@@ -32,14 +32,14 @@ from server.barrier.gates import HeldCall
 from server.barrier.labels import check_origins, space_mark
 from server.barrier.runs import Step
 from server.catalog import Tx
-from server.clock import Clock, parse_time
+from server.clock import Clock, as_of_time, parse_time
 from server.errors import AlreadySuperseded, InvalidInput, MemoryNotFound, OutOfReach, StoreUnavailable
 from server.facade.callers import resolve_caller
 from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, shown, shown_recalled
-from server.facade.writing import new_memory, write_trail
+from server.facade.writing import already_there, duplicate_answer, new_memory, write_trail
 from server.memories.data import check_data
 from server.memories.data_filter import parse_filter
 from server.memories.input import MAX_QUERY_BYTES, check_text
@@ -122,13 +122,17 @@ class Esfis:
         labels: list[str] | None = None,
         ask: Ask | None = None,
         hold: bool = False,
+        dedupe: bool = True,
         data: object = None,
     ) -> Memory | Held:
         """Write a memory into the caller's space (or personal). ``labels`` are origin marks;
         ``ask`` asks a person when the barrier needs one (None: nobody can be asked); with
         ``hold``, a write nobody could approve at the call is held for the operator, and its
-        ``Held`` answered instead (``server.barrier.approvals``). ``data``: the writer's
-        metadata, a JSON object (``server.memories.data``)."""
+        ``Held`` answered instead (``server.barrier.approvals``). With ``dedupe`` (the default),
+        a fact the target space holds already is not stored again: the answer is that memory,
+        marked ``duplicate_of``; memories close to it are answered as ``similar``
+        (``server.memories.duplicates``). ``data``: the writer's metadata, a JSON object
+        (``server.memories.data``)."""
         text = check_text(text)
         data = check_data(data)
         origins = check_origins(labels)
@@ -170,8 +174,11 @@ class Esfis:
             until=until,
             data=data,
         )
+        found = already_there(self._parts, memory, dedupe=dedupe)
+        if found.duplicate_of is not None:
+            return shown(scope, duplicate_answer(self._parts, run, caller, steps, self._loaded(found.duplicate_of)))
         self._parts.memories.write([memory], also=write_trail(self._parts, run, caller, steps, memory))
-        return shown(scope, self._loaded(memory.id))
+        return dataclasses.replace(shown(scope, self._loaded(memory.id)), similar=found.similar)
 
     def recall(
         self,
@@ -180,20 +187,24 @@ class Esfis:
         *,
         limit: int = DEFAULT_LIMIT,
         query_vector: np.ndarray | None = None,
+        as_of: str | datetime | None = None,
         where: object = None,
     ) -> Recall:
         """The best current memories the caller reaches. ``query_vector``, when given, is the
         query's embedding computed beforehand (benchmarks, batch callers); it skips the model.
-        ``where``: a filter over the memories' data (``server.memories.data_filter``), applied
-        before relevance; with it, the query may be None or empty: the newest memories that match."""
+        ``as_of`` (a time, not after now): the memories valid then instead, superseded since
+        included, forgotten never. ``where``: a filter over the memories' data
+        (``server.memories.data_filter``), applied before relevance; with it, the query may be
+        None or empty: the newest memories that match."""
         data_filter = parse_filter(where)
         listing = data_filter is not None and (query is None or (isinstance(query, str) and not query.strip()))
         query = "" if listing else check_text(query, field="query", limit=MAX_QUERY_BYTES)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
+        now = self._parts.clock()
+        at = None if as_of is None else as_of_time(as_of, now=now)
         scope = reach.scope_of(self._parts, caller)
         run = self._parts.gates.enter(caller)
-        now = self._parts.clock()
         vector = None
         if scope.allowed and not listing:
             embedding = time.perf_counter()
@@ -207,6 +218,7 @@ class Esfis:
             store=self._parts.store,
             book=self._parts.memories,
             query_text=query or None,
+            as_of=at,
             data_filter=data_filter,
         )
         marks = marks_of(m.labels for m in outcome.memories)

@@ -4,6 +4,7 @@ write the operator approves later is labelled and recorded exactly as one made a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
@@ -12,8 +13,10 @@ from server.barrier.runs import Run, Step
 from server.catalog import Tx
 from server.facade.parts import Parts
 from server.memories.data import Data
+from server.memories.duplicates import NO_MATCH, WriteCheck, check_write
 from server.memories.input import NewMemory, new_id
-from server.models import Caller
+from server.models import Caller, Memory
+from server.spaces import partition_key
 
 
 def new_memory(
@@ -66,3 +69,27 @@ def write_trail(
         memory_ids=(memory.id,) if old is None else (memory.id, old),
     )
     return lambda tx: parts.runs.record(tx, run, caller, steps=[*steps, write], carry=carry)
+
+
+def already_there(parts: Parts, memory: NewMemory, *, dedupe: bool) -> WriteCheck:
+    """What the target partition holds of ``memory`` already (``server.memories.duplicates``):
+    its one partition only, its memories current now; nothing with ``dedupe`` off."""
+    if not dedupe:
+        return NO_MATCH
+    return check_write(
+        parts.store,
+        partition_key(memory.space),
+        memory.text,
+        memory.vector,
+        now=memory.created_at,
+        current=lambda ids: parts.memories.current_ids(ids, memory.created_at),
+    )
+
+
+def duplicate_answer(parts: Parts, run: Run, caller: Caller, steps: list[Step], existing: Memory) -> Memory:
+    """The answer to a remember of a fact already there: the existing memory, marked, and the
+    step that says so in the run's trail (the run has read it, as a get would)."""
+    marks = existing.labels.marks()
+    step = Step("duplicate", marks, target=space_mark(existing.space), memory_ids=(existing.id,))
+    parts.runs.record_now(run, caller, [*steps, step], carry=marks)
+    return dataclasses.replace(existing, duplicate_of=existing.id)

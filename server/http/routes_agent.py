@@ -35,7 +35,16 @@ from server.http.schemas import (
     Text,
 )
 from server.models import Caller, Held, Token
-from server.shapes import ApprovalOut, ContextOut, HeldOut, MemoryOut, RecallOut, ReferenceOut, RunTokenOut
+from server.shapes import (
+    ApprovalOut,
+    ContextOut,
+    HeldOut,
+    MemoryOut,
+    RecallOut,
+    ReferenceOut,
+    RememberedOut,
+    RunTokenOut,
+)
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
@@ -107,10 +116,12 @@ def _held(held: Held) -> JSONResponse:
     return JSONResponse(HeldOut.of(held).dump(), status_code=202)
 
 
-@router.post("/memories", status_code=201, response_model=MemoryOut, responses=HELD, summary="remember")
+@router.post("/memories", status_code=201, response_model=RememberedOut, responses=HELD, summary="remember")
 def remember(body: RememberIn, agent: AsAgent) -> Response | dict:
     """Store a memory in the caller's space, or a personal one with ``personal: true``. A write
-    that needs a person's approval (into personal, carrying a space's data) is held: 202."""
+    that needs a person's approval (into personal, carrying a space's data) is held: 202. A fact
+    the space holds already is not stored again: the answer is that memory, ``duplicate_of`` set
+    (``dedupe: false`` stores it regardless)."""
     memory = agent.service.remember(
         agent.at(body),
         body.text,
@@ -118,9 +129,10 @@ def remember(body: RememberIn, agent: AsAgent) -> Response | dict:
         valid_until=body.valid_until,
         labels=body.labels,
         hold=True,
+        dedupe=body.dedupe,
         data=body.data,
     )
-    return _held(memory) if isinstance(memory, Held) else MemoryOut.of(memory).dump()
+    return _held(memory) if isinstance(memory, Held) else RememberedOut.of(memory).dump()
 
 
 @router.post("/recall", response_model=RecallOut, summary="recall")
@@ -130,7 +142,7 @@ async def recall(body: RecallIn, agent: AsAgent) -> Response:
     ``data`` before ranking; with a filter and no query, the newest that match."""
 
     def answer() -> bytes:
-        result = agent.service.recall(agent.at(body), body.query, limit=body.limit, where=body.filter)
+        result = agent.service.recall(agent.at(body), body.query, limit=body.limit, as_of=body.as_of, where=body.filter)
         return RecallOut.of(result.memories).model_dump_json(by_alias=True).encode()
 
     # The hot path: the whole recall (caller, embedding, search, catalog, encoding) in one trip to

@@ -45,6 +45,7 @@ class RememberIn(_In):
     personal: bool = Field(False, description=inputs.PERSONAL)
     valid_until: Text | None = Field(None, description=inputs.VALID_UNTIL)
     labels: list[Text] | None = Field(None, description=inputs.LABELS)
+    dedupe: bool = Field(True, description=inputs.DEDUPE)
     data: dict[str, Any] | None = Field(None, description=inputs.DATA)
     space: Text | None = Field(None, description=inputs.SPACE)
     cwd: Cwd | None = Field(None, description=inputs.CWD)
@@ -53,6 +54,7 @@ class RememberIn(_In):
 class RecallIn(_In):
     query: Text | None = Field(None, description=inputs.QUERY + "; may be left out when a filter is given")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=inputs.LIMIT)
+    as_of: Text | None = Field(None, description=inputs.AS_OF)
     filter: dict[str, Any] | None = Field(None, description=inputs.FILTER)
     space: Text | None = Field(None, description=inputs.SPACE)
     cwd: Cwd | None = Field(None, description=inputs.CWD)

@@ -58,7 +58,12 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             "session has read: a write that would carry one space's data where it may not go is "
             "refused (data_barrier), or, into personal memories, needs a person's approval: then "
             "nothing is written yet and the answer is an approval (apr_…) to check with "
-            "check_approval. Returns the new id and its labels."
+            "check_approval. Returns the new id and its labels. A fact this space already holds is "
+            "not stored twice: the answer is then the memory already there, with `duplicate_of` set. "
+            "When the answer lists `similar` memories (id, score), read them: if one says the same "
+            'thing with an older value ("uses Okta" after "uses Auth0"), it is now outdated: call '
+            "replace with its id and the new text, so only the current fact stays current. Pass "
+            "dedupe=false only to store a repetition on purpose."
         ),
         "recall": (
             "Find the memories that best answer a question or fit a task: conventions, past "
@@ -68,7 +73,9 @@ def descriptions(standing: Standing | None) -> dict[str, str]:
             '`data` matches before ranking: {"kind": "decision"} is equality; a condition may also be '
             '{"$ne": v}, {"$gt"/"$gte"/"$lt"/"$lte": number or ISO time}, {"$in": [..]} or '
             '{"$exists": true}; several fields must all hold. With a filter and an empty query, the '
-            "newest matching memories come back. Returns up to `limit` memories, best first, each "
+            "newest matching memories come back. To ask what was believed at an earlier time, set "
+            "`as_of` to an ISO 8601 time: the memories valid then, those replaced since included. "
+            "Returns up to `limit` memories, best first, each "
             "with id, text, space (null: personal), score and data."
         ),
         "replace": (

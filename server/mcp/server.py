@@ -1,8 +1,9 @@
 """The MCP server: seven tools over the service façade, served over stdio (``stdio``) and at
 ``/mcp`` of ``esfis serve`` (``server.http.mcp``).
 
-    remember(text, personal=false, labels=null)   recall(query, limit=10)
-    replace(id, text, space=null)                 forget(id)
+    remember(text, personal=false, labels=null, dedupe=true, data=null)
+    recall(query, limit=10, as_of=null, filter=null)
+    replace(id, text, space=null, data=null)      forget(id)
     share(ids)                                    open_context(ref)
     check_approval(id)
 
@@ -49,6 +50,7 @@ from server.shapes import (
     MemoryOut,
     RecallOut,
     ReferenceOut,
+    RememberedOut,
     ReplacedOrHeldOut,
     WrittenOut,
 )
@@ -221,16 +223,17 @@ def build_server(
         ctx: Context,
         personal: Annotated[bool, Field(description=inputs.PERSONAL)] = False,
         labels: Annotated[list[str] | None, Field(description=inputs.LABELS)] = None,
+        dedupe: Annotated[bool, Field(description=inputs.DEDUPE)] = True,
         data: Annotated[dict[str, Any] | None, Field(description=inputs.DATA)] = None,
     ) -> WrittenOut:
         refuse_undeclared(ctx, "remember")  # above all ``source``: see ``undeclared``
         memory = await gated(
             ctx,
             lambda service, who, ask, hold: service.remember(
-                who, text, personal=personal, labels=labels, ask=ask, hold=hold, data=data
+                who, text, personal=personal, labels=labels, ask=ask, hold=hold, dedupe=dedupe, data=data
             ),
         )
-        return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(MemoryOut.of(memory))
+        return WrittenOut.held(memory) if isinstance(memory, Held) else WrittenOut.written(RememberedOut.of(memory))
 
     @server.tool(description=about["recall"], annotations=ToolAnnotations(title="Recall", read_only_hint=True))
     async def recall(
@@ -240,10 +243,13 @@ def build_server(
         limit: Annotated[
             int, Field(description=inputs.LIMIT, json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})
         ] = DEFAULT_LIMIT,
+        as_of: Annotated[str | None, Field(description=inputs.AS_OF)] = None,
         filter: Annotated[dict[str, Any] | None, Field(description=inputs.FILTER)] = None,
     ) -> RecallOut:
         refuse_undeclared(ctx, "recall")
-        result = await call(ctx, lambda service, who: service.recall(who, query, limit=limit, where=filter))
+        result = await call(
+            ctx, lambda service, who: service.recall(who, query, limit=limit, as_of=as_of, where=filter)
+        )
         return RecallOut.of(result.memories)  # the delivery id stays in the trail: agents never see it
 
     @server.tool(description=about["replace"], annotations=ToolAnnotations(title="Replace", destructive_hint=False))

@@ -240,6 +240,15 @@ class MemoryBook:
         except Exception:  # routine upkeep: the table is whole without it, and the next one retries
             log.warning("compaction of partition %s failed", key, exc_info=True)
 
+    def fold(self, copy: str, *, into: str, at: datetime) -> None:
+        """Supersede ``copy`` by ``into``, an earlier memory of the same fact and partition
+        (``server.memories.folding``): one transaction, then the copy's row closed in its table."""
+        with self.catalog.transaction() as tx:
+            self._claim(tx, copy, into, at)
+        row = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (copy,))
+        if row is not None:
+            self.store.end_validity(row["partition"], copy, to_micros(at))
+
     def _claim(self, tx: Tx, old_id: str, new_id_: str, at: datetime) -> None:
         cursor = tx.execute(
             "UPDATE memories SET superseded_by = ?, valid_until = ? "
@@ -335,8 +344,10 @@ class MemoryBook:
         """Of ``ids``, those the catalog holds as current at ``now`` (the final word on validity)."""
         return set(self.current_labels(ids, now))
 
-    def current_labels(self, ids: list[str], now: datetime) -> dict[str, Labels]:
-        """Of ``ids``, those current at ``now``, with their labels (one read for both)."""
+    def current_labels(self, ids: list[str], now: datetime, *, as_of: bool = False) -> dict[str, Labels]:
+        """Of ``ids``, those current at ``now``, with their labels (one read for both). With
+        ``as_of``, those valid at ``now``, a past time: superseded since included (superseding
+        ends a memory's validity then), forgotten never."""
         if not ids:
             return {}
         micros = to_micros(now)
@@ -345,7 +356,7 @@ class MemoryBook:
         rows = self.catalog.all(
             "SELECT id, space, labels, digest, run_id, from_spaces FROM memories "
             f"WHERE id IN (SELECT value FROM {self.catalog.sql.values}) "
-            "AND forgotten_at IS NULL AND superseded_by IS NULL AND valid_from <= ? "
+            f"AND forgotten_at IS NULL {'' if as_of else 'AND superseded_by IS NULL '}AND valid_from <= ? "
             "AND (valid_until IS NULL OR valid_until > ?)",
             (json.dumps(ids), micros, micros),
         )

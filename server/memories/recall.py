@@ -6,11 +6,15 @@
    (``LivePartition.search``), and with a filter over the memories' data only those whose data
    matches (``server.memories.data_filter``: the ids it allows, handed to the search, which scores
    every one of them; with no query, the newest that match),
-   and the catalog has the last word on each hit.
+   and the catalog has the last word on each hit. With ``as_of``, rows valid at that time instead:
+   a memory superseded since was valid until it was superseded; a forgotten one is gone from the
+   partition and marked in the catalog, at every time.
 4. relevance: cosine similarity fused with BM25 of the query text inside each partition
    (``indexing.relevance.fusion``); the candidates scored again against the query moved towards the
    best two of them (``indexing.relevance.feedback``); then one merge by score.
-5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit.
+5. limit: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by limit. Before
+   the cut, copies fold (``server.memories.duplicates.fold_copies``): of two that are the same
+   fact, the later one wins; the delivery counts the folded under the reason ``copy``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from indexing.rows import Hit, PartitionResult, merge_best
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
 from server.memories.data_filter import DataFilter, filter_reach, newest_matching
+from server.memories.duplicates import fold_copies
 from server.metrics import time_stage
 from server.models import DeliveryItem, RecalledMemory
 from server.spaces import partition_key
@@ -51,8 +56,11 @@ def run_recall(
     store: VectorStore,
     book: MemoryBook,
     query_text: str | None = None,
+    as_of: datetime | None = None,
     data_filter: DataFilter | None = None,
 ) -> RecallOutcome:
+    """``now`` is the recall's time; ``as_of``, when given, the time whose valid memories answer."""
+    at = now if as_of is None else as_of
     reached_keys = [partition_key(s) for s in scope.reached]
     counts, total = book.counts(reached_keys)
     cut = {
@@ -66,10 +74,12 @@ def run_recall(
     pool: list[tuple[Hit, str | None]] = []
     candidates = 0
     if query_vector is not None:
-        micros = to_micros(now)
+        micros = to_micros(at)
         results: list[PartitionResult] = []
         searching = time.perf_counter()
-        allowed = None if data_filter is None else filter_reach(book, [partition_key(s) for s in scope.allowed], data_filter)
+        allowed = (
+            None if data_filter is None else filter_reach(book, [partition_key(s) for s in scope.allowed], data_filter)
+        )
         if allowed is not None:
             cut["filter"] = sum(counts.get(partition_key(s), (0, 0))[0] for s in scope.allowed) - sum(
                 len(ids) for ids in allowed.values()
@@ -93,10 +103,11 @@ def run_recall(
         time_stage("fusion", time.perf_counter() - fusing)
     elif data_filter is not None:  # no query: the newest that match
         pool, cut["filter"] = newest_matching(
-            book, store, scope.allowed, data_filter, at=now, as_of=False, count=limit + RUNNERS_UP
+            book, store, scope.allowed, data_filter, at=at, as_of=as_of is not None, count=limit + RUNNERS_UP
         )
-    current = book.current_labels([hit.id for hit, _ in pool], now)
+    current = book.current_labels([hit.id for hit, _ in pool], at, as_of=as_of is not None)
     ranked = [pair for pair in pool if pair[0].id in current]
+    ranked, cut["copy"] = _folded(ranked, store)
     data = book.data_of([hit.id for hit, _ in ranked[:limit]])
     memories = [
         RecalledMemory(
@@ -118,3 +129,14 @@ def run_recall(
     cut["limit"] = len(items) - len(memories)
     cut["relevance"] = max(candidates - len(items), 0)
     return RecallOutcome(memories, items, {k: v for k, v in cut.items() if v or k in ("space", "policy")})
+
+
+def _folded(ranked: list[tuple[Hit, str | None]], store: VectorStore) -> tuple[list[tuple[Hit, str | None]], int]:
+    """``ranked`` with copies folded (the later wins), and how many were."""
+    if len(ranked) < 2:
+        return ranked, 0
+    vectors = [store.vector(partition_key(space), hit.id) for hit, space in ranked]
+    if any(v is None for v in vectors):  # forgotten meanwhile: the catalog's check already ran
+        return ranked, 0
+    kept = fold_copies([hit for hit, _ in ranked], np.stack([v for v in vectors if v is not None]))
+    return [ranked[i] for i in kept], len(ranked) - len(kept)

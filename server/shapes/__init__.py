@@ -16,9 +16,11 @@ from server.shapes.agents import (
     RecalledOut,
     RecallOut,
     ReferenceOut,
+    RememberedOut,
     ReplacedOut,
     RunTokenOut,
     SharedOut,
+    SimilarOut,
 )
 from server.shapes.approvals import (
     ApprovalOut,
@@ -85,6 +87,8 @@ __all__ = [
     "OtherSpacesOut",
     "PoliciesOut",
     "RecallOut",
+    "RememberedOut",
+    "SimilarOut",
     "RecalledOut",
     "ReferenceOut",
     "ReplacedOut",

@@ -67,6 +67,30 @@ class MemoryOut(Shape):
         )
 
 
+class SimilarOut(Shape):
+    id: str
+    score: float = Field(description="cosine similarity to the new memory; higher is closer")
+
+
+class RememberedOut(MemoryOut):
+    duplicate_of: str | None = Field(
+        description="set when the space already held this fact: nothing new was stored, and this is "
+        "the memory already there"
+    )
+    similar: list[SimilarOut] = Field(
+        description="up to three current memories of the same space close to this one but not the same "
+        "fact, best first: when one is an outdated version of it, replace that one"
+    )
+
+    @classmethod
+    def of(cls, m: Memory) -> RememberedOut:
+        return cls(
+            **MemoryOut.of(m).model_dump(),
+            duplicate_of=m.duplicate_of,
+            similar=[SimilarOut(id=s.id, score=s.score) for s in m.similar],
+        )
+
+
 class ReplacedOut(MemoryOut):
     replaced: str = Field(description="the id of the memory it supersedes")
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from server.clock import iso
 from server.models import Held
-from server.shapes.agents import LabelsOut, MemoryOut
+from server.shapes.agents import LabelsOut, MemoryOut, SimilarOut
 from server.shapes.base import Shape
 
 HOW = (
@@ -109,6 +109,16 @@ class WrittenOut(Shape):
     valid_until: str | None = None
     superseded_by: str | None = None
     labels: LabelsOut | None = None
+    duplicate_of: str | None = Field(
+        None,
+        description="remember: set when the space already held this fact; nothing new was stored, and this "
+        "is the memory already there",
+    )
+    similar: list[SimilarOut] = Field(
+        default_factory=list,
+        description="remember: current memories of the same space close to this one but not the same fact "
+        "(id, score), best first; when one is an outdated version of it, replace that one",
+    )
     approval: ApprovalOut | None = Field(
         None, description="set when the call was held for a person's approval: nothing is written yet"
     )

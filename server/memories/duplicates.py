@@ -1,0 +1,150 @@
+"""One fact once: when two memories are the same fact, and what a write and a recall do about it.
+
+Two texts are the same fact when their normalised texts are equal (Unicode NFKC, case folded,
+whitespace collapsed, trailing punctuation dropped), or when their vectors' cosine reaches
+``SAME_FACT_COSINE`` *and* the lexical check agrees: every name and number of either text (a word
+with a digit, or capitalised past a sentence's start) is a word of the other, and their content
+terms (BM25's: stop words dropped, stemmed) overlap by at least ``SAME_TERMS`` (Jaccard). The
+cosine alone cannot tell "Acme's login uses Auth0" from "Acme's login uses Okta" (the names can)
+nor "deploys happen on friday" from "… on thursday" (0.94 apart; the terms can). The threshold is calibrated on LongMemEval turns and paraphrases made from
+them (``benchmarks/dedupe_calibration.py``; its figures in docs/recall.md).
+
+- At write (``check_write``): the target partition only, among its memories current now, is
+  searched by the new vector. A memory of the same fact is the duplicate; memories at least
+  ``SIMILAR_COSINE`` close that are not the same fact (up to ``MAX_SIMILAR``) are ``similar``:
+  likely the same subject with another value, for the writer to ``replace``. A writer may read
+  every memory of the partition it writes (``server.facade.reach.writable`` asks the same scope
+  a read does), so nothing it could not see is looked at.
+- At recall (``fold_copies``): of two delivered memories that are the same fact, the later one
+  wins; the earlier is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from indexing.partitions.store import VectorStore
+from indexing.relevance.words import query_terms
+from indexing.rows import Hit
+from server.clock import to_micros
+from server.models import Similar
+
+SAME_FACT_COSINE = 0.9  # calibrated: docs/recall.md, "One fact once"
+SAME_TERMS = 0.6  # the content terms' Jaccard overlap the lexical check asks for
+SIMILAR_COSINE = 0.6  # close enough to be about the same subject ("uses Okta" after "uses Auth0": 0.70)
+MAX_SIMILAR = 3
+NEIGHBOURS = 8  # rows of the target partition a write looks at
+
+_SPACES = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.!?;:,…]+$")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SENTENCE_END = re.compile(r"[.!?…:;\n]\s*$")
+
+
+def normalised(text: str) -> str:
+    """The text as equality compares it: NFKC, case folded, whitespace collapsed, trailing
+    punctuation dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _TRAILING.sub("", _SPACES.sub(" ", folded).strip())
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFKC", text))}
+
+
+def names_and_numbers(text: str) -> set[str]:
+    """The words of ``text`` that carry a value: any with a digit, and any capitalised past a
+    sentence's start ("I" aside), case folded."""
+    text = unicodedata.normalize("NFKC", text)
+    found: set[str] = set()
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if any(c.isdigit() for c in word):
+            found.add(word.casefold())
+            continue
+        if not word[0].isupper() or word == "I":
+            continue
+        before = text[: match.start()].rstrip("\"'“‘([ \t")
+        if before and not _SENTENCE_END.search(before):
+            found.add(word.casefold())
+    return found
+
+
+def lexical_agrees(a: str, b: str) -> bool:
+    """Every name and number of either text is a word of the other, and their content terms
+    overlap by ``SAME_TERMS`` at least."""
+    words_a, words_b = _words(a), _words(b)
+    if not (names_and_numbers(a) <= words_b and names_and_numbers(b) <= words_a):
+        return False
+    terms_a, terms_b = set(query_terms(a)), set(query_terms(b))
+    union = terms_a | terms_b
+    return not union or len(terms_a & terms_b) / len(union) >= SAME_TERMS
+
+
+def same_fact(a: str, b: str, cosine: float) -> bool:
+    """Whether two texts, ``cosine`` apart, say the same fact."""
+    if cosine >= SAME_FACT_COSINE and lexical_agrees(a, b):
+        return True
+    return normalised(a) == normalised(b)
+
+
+@dataclass(frozen=True)
+class WriteCheck:
+    duplicate_of: str | None  # the current memory of the same fact, if any
+    similar: tuple[Similar, ...]  # best first, at most MAX_SIMILAR
+
+
+NO_MATCH = WriteCheck(None, ())
+
+
+def check_write(
+    store: VectorStore,
+    key: str,
+    text: str,
+    vector: np.ndarray,
+    *,
+    now: datetime,
+    current: Callable[[list[str]], set[str]],
+) -> WriteCheck:
+    """What the target partition ``key`` already holds of ``text``: its nearest rows valid at
+    ``now`` by plain cosine, of which ``current`` (the catalog's word) keeps the current ones."""
+    if not store.exists(key):
+        return NO_MATCH
+    hits = store.search(key, vector, NEIGHBOURS, now=to_micros(now)).hits
+    close = [h for h in hits if h.score >= SIMILAR_COSINE or normalised(h.text) == normalised(text)]
+    if not close:
+        return NO_MATCH
+    live = current([h.id for h in close])
+    close = [h for h in close if h.id in live]
+    for hit in close:
+        if same_fact(text, hit.text, hit.score):
+            return WriteCheck(hit.id, ())
+    return WriteCheck(None, tuple(Similar(h.id, round(h.score, 6)) for h in close[:MAX_SIMILAR]))
+
+
+def fold_copies(hits: Sequence[Hit], vectors: np.ndarray) -> list[int]:
+    """Of ``hits`` (best first, with their ``vectors``, unit length), the positions to keep: of two
+    that are the same fact, the later written wins, the earlier is dropped."""
+    if len(hits) < 2:
+        return list(range(len(hits)))
+    cosines = vectors @ vectors.T
+    norms = [normalised(h.text) for h in hits]
+    dropped: set[int] = set()
+    for i in range(len(hits)):
+        if i in dropped:
+            continue
+        for j in range(i + 1, len(hits)):
+            if j in dropped:
+                continue
+            if norms[i] == norms[j] or same_fact(hits[i].text, hits[j].text, float(cosines[i, j])):
+                earlier = i if (hits[i].created_at, hits[i].id) < (hits[j].created_at, hits[j].id) else j
+                dropped.add(earlier)
+                if earlier == i:
+                    break
+    return [i for i in range(len(hits)) if i not in dropped]
