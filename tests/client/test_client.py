@@ -17,6 +17,7 @@ from esfis_client import (
     Esfis,
     Held,
     HeldForApproval,
+    InvalidInput,
     InvalidMemoryId,
     InvalidSpaceName,
     Memory,
@@ -202,3 +203,36 @@ def test_an_import_streams_its_rows_and_reports_each_bad_line(server, operator):
     assert all(e.reason for e in report.errors)
     with agent(server) as client:
         assert "Acme's CI runs on Buildkite" in texts(client.recall("which CI does acme use?", space="acme"))
+
+
+def test_the_async_client_imports_from_an_async_iterable(server):
+    async def rows():
+        yield {"text": "Globex's on-call uses Opsgenie", "space": "globex"}
+        yield '{"text": 7}'
+
+    async def scenario():
+        async with AsyncEsfis(server.url, server.tokens["operator"]) as operator:
+            return await operator.import_memories(rows())
+
+    report = asyncio.run(scenario())
+    assert (report.imported, report.failed, [e.line for e in report.errors]) == (1, 1, [2])
+
+
+def test_metadata_travels_with_the_memory_and_recall_filters_by_it(seeded):
+    with agent(seeded, space="acme") as client:
+        chosen = client.remember("Acme chose PostgreSQL for billing", data={"kind": "decision", "year": 2026})
+        client.remember("Acme's billing retro is on Friday", data={"kind": "meeting", "year": 2026})
+        client.remember("Acme's billing runs on a cron at midnight")
+        assert chosen.data == {"kind": "decision", "year": 2026} == client.get(chosen.id).data
+        decided = client.recall("what did acme decide about billing?", filter={"kind": "decision"})
+        assert [(m.text, m.data["year"]) for m in decided] == [("Acme chose PostgreSQL for billing", 2026)]
+        newest = client.recall(filter={"year": {"$gte": 2026}})  # no query: the newest that match
+        assert [m.text for m in newest][:2] == [
+            "Acme's billing retro is on Friday",
+            "Acme chose PostgreSQL for billing",
+        ]
+        with pytest.raises(InvalidInput, match=r"\$regex"):
+            client.recall("billing", filter={"kind": {"$regex": "^dec"}})
+        newer = client.replace(chosen.id, "Acme moved billing to MySQL", data={"kind": "decision", "year": 2027})
+        assert newer.data == {"kind": "decision", "year": 2027}
+        assert [m.text for m in client.recall(filter={"kind": "decision"})] == ["Acme moved billing to MySQL"]
