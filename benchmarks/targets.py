@@ -379,6 +379,32 @@ TARGETS: dict[str, Target] = {
         full_only=True,
         why="a single client is no slower than before the load work (the FIELD-NOTES figure, issue 23).",
     ),
+    # benchmarks/test_hostile_neighbour.py (issue 60)
+    "hostile.p50_ms": Target(
+        "a good token's recall p50 beside a hostile token at its limits",
+        "<=",
+        2,
+        "ms",
+        relative_to="the quiet p50 of the same run",
+        source="issue 60",
+        why="a token that hammers at its limits (streams, runs, held calls, malformed bodies) may cost its neighbours some CPU, never their service: their recalls stay within twice a quiet server's.",
+    ),
+    "hostile.p95_ms": Target(
+        "a good token's recall p95 beside a hostile token at its limits",
+        "<=",
+        2,
+        "ms",
+        relative_to="the quiet p95 of the same run",
+        source="issue 60",
+        why="the tail too: a neighbour at its limits must not turn into a queue in front of everyone else.",
+    ),
+    "hostile.operator_429": Target(
+        "the operator's requests refused 429 beside a hostile token",
+        "==",
+        0,
+        source="issue 60",
+        why="limits count per token and per address: another address's hammering never locks the operator out.",
+    ),
     # benchmarks/test_longmemeval.py
     "lme.other_spaces": Target(
         "LongMemEval, scope-first results from another space",

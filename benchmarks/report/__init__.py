@@ -25,7 +25,7 @@ from benchmarks.report.embedding import (
 )
 from benchmarks.report.gpu import gpu_section
 from benchmarks.report.header import header, summary
-from benchmarks.report.http_load import section_load
+from benchmarks.report.http_load import section_hostile, section_load
 from benchmarks.report.peers import section_peers, section_peers_quality
 from benchmarks.report.plots import plots
 from benchmarks.report.real_text import section_evidence, section_ivf_text, section_lexical, section_lme
@@ -66,6 +66,7 @@ MODULES: dict[str, str] = {
     "test_several_machines.py": "Several machines: PostgreSQL catalog and S3 partitions beside the embedded default",
     "test_backup_rates.py": "Backup, restore and export rates",
     "test_mcp_http_latency.py": "MCP over HTTP: a recall tool call beside the plain API",
+    "test_hostile_neighbour.py": "A good token's recalls beside a hostile token at its limits",
     "test_model_costs.py": "What each model costs: reindex per 100k memories, HTTP recall at 100k",
 }
 
@@ -93,6 +94,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_several_machines.py": section_several,
     "test_backup_rates.py": section_backup,
     "test_mcp_http_latency.py": section_mcp_http,
+    "test_hostile_neighbour.py": section_hostile,
     "test_model_costs.py": section_model_costs,
 }
 

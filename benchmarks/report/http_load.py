@@ -137,3 +137,38 @@ def plot_load(rows: list[dict], out_dir: Path, save: Callable[..., None]) -> Non
     left.set_ylabel("requests/s"), right.set_ylabel("ms"), right.set_yscale("log")
     left.set_title("Throughput against clients"), left.legend(fontsize=7), left.grid(True, alpha=0.3)
     save(fig, right, "load_vs_clients.png", "Latency against clients")
+
+
+def section_hostile(rows: list[dict], checks: Checks) -> list[str]:
+    """``test_hostile_neighbour.py``: a good token's paced recalls, quiet and beside a hostile
+    token at its limits, and the operator's requests from a third address."""
+    body = []
+    for r in rows:
+        cell = f"{fmt(r.get('store_memories'))} memories, {r.get('workers')} workers"
+        body += [
+            ["quiet p50 / p95 ms", f"{fmt(r.get('quiet_p50_ms'))} / {fmt(r.get('quiet_p95_ms'))}"],
+            [
+                "beside-hostile p50 ms",
+                checks.check("hostile.p50_ms", cell, r.get("beside_p50_ms"), r.get("quiet_p50_ms")),
+            ],
+            [
+                "beside-hostile p95 ms",
+                checks.check("hostile.p95_ms", cell, r.get("beside_p95_ms"), r.get("quiet_p95_ms")),
+            ],
+            [
+                "hostile requests (429 of them)",
+                f"{fmt(r.get('hostile_requests'))} ({fmt(r.get('hostile_429'))})",
+            ],
+            [
+                "operator requests, 429s",
+                f"{fmt(r.get('operator_requests'))}, "
+                + checks.check("hostile.operator_429", cell, r.get("operator_429")),
+            ],
+            ["test", r["outcome"]],
+        ]
+    intro = (
+        "One server of two workers, rate limits as shipped; a good agent's recalls one every "
+        f"{fmt(rows[0].get('pace_s'))} s, quiet (before and after) and beside a token that opens streams, mints "
+        "runs, has a call held and sends malformed bodies as fast as its limits allow, from an address of its own."
+    )
+    return [intro, ""] + table(body, ["figure", "measured (target)"])

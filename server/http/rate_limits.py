@@ -27,6 +27,7 @@ peer, or what a proxy forwards when uvicorn trusts it (``--forwarded-allow-ips``
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -124,13 +125,23 @@ def _item(environ: Mapping[str, str], name: str) -> RateLimitItem | None:
         ) from None
 
 
+SPENT_KEPT = 10_000  # spent windows a worker remembers before it drops those that ended
+
+
 class Limiter:
-    """Hits and tests the limits; each call is one catalog round trip (run it off the loop)."""
+    """Hits and tests the limits; each call is one catalog round trip (run it off the loop),
+    except a hit on a window this worker already saw spent: refused from memory until the
+    window ends, with no catalog write. In a fixed window a count past the limit stays past it,
+    so skipping the count changes no answer, and a caller at its limit, hammering, costs each
+    worker one catalog trip a window instead of one a request (the hostile neighbour of
+    ``benchmarks/test_hostile_neighbour.py``)."""
 
     def __init__(self, service: Callable[[], Esfis], limits: RateLimits) -> None:
         self.limits = limits
         self.storage = CatalogStorage(service)
         self.strategy = FixedWindowRateLimiter(self.storage)
+        self._spent: dict[str, float] = {}  # a counter's key → when its spent window ends (epoch s)
+        self._spent_lock = threading.Lock()  # hits run on the gate's threads
 
     def hit(self, name: str, who: str) -> None:
         """Counts one call of ``who`` under the limit ``name``; ``TooManyRequests`` past it."""
@@ -144,10 +155,17 @@ class Limiter:
         active = [(name, who, item) for name, who in hits if (item := getattr(self.limits, name)) is not None]
         if not active:
             return
+        now = time.time()
+        for name, who, item in active:
+            ends = self._spent.get(item.key_for(name, who))
+            if ends is not None and ends > now:
+                raise _refused(name, item, ends)
         counts = self.storage.incr_many([(item.key_for(name, who), item.get_expiry()) for name, who, item in active])
         for (name, who, item), count in zip(active, counts, strict=True):
             if count > item.amount:
-                raise self._refusal(name, item, who)
+                reset = self.strategy.get_window_stats(item, name, who).reset_time
+                self._remember_spent(item.key_for(name, who), reset)
+                raise _refused(name, item, reset)
 
     def test(self, name: str, who: str) -> None:
         """``TooManyRequests`` when ``who`` has no room left under ``name``; counts nothing."""
@@ -156,8 +174,18 @@ class Limiter:
             raise self._refusal(name, item, who)
 
     def _refusal(self, name: str, item: RateLimitItem, who: str) -> TooManyRequests:
-        reset = self.strategy.get_window_stats(item, name, who).reset_time
-        wait = max(1, math.ceil(reset - time.time()))
-        refusal = TooManyRequests(f"{SAID[name]} ({item}): try again in {wait} s")
-        refusal.retry_after = wait
-        return refusal
+        return _refused(name, item, self.strategy.get_window_stats(item, name, who).reset_time)
+
+    def _remember_spent(self, key: str, ends: float) -> None:
+        with self._spent_lock:
+            if len(self._spent) >= SPENT_KEPT:
+                now = time.time()
+                self._spent = {k: v for k, v in self._spent.items() if v > now}
+            self._spent[key] = ends
+
+
+def _refused(name: str, item: RateLimitItem, reset: float) -> TooManyRequests:
+    wait = max(1, math.ceil(reset - time.time()))
+    refusal = TooManyRequests(f"{SAID[name]} ({item}): try again in {wait} s")
+    refusal.retry_after = wait
+    return refusal

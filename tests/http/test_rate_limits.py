@@ -196,3 +196,24 @@ def test_metrics_scrapes_with_bad_tokens_count_against_the_address(scraped):
     assert [r.status_code for r in bad] == [401] * 5
     _too_many(httpx.get(f"{scraped.url}/metrics", headers={"Authorization": f"Bearer {scraped.token('--operator')}"}))
     assert httpx.get(f"{scraped.url}/healthz").status_code == 200  # no token, no catalog: not counted
+
+
+def test_a_token_at_its_limit_hammering_costs_no_catalog_write_a_request(two):
+    """Past its limit, a token's further requests in the window are refused by each worker from
+    memory: the counter in the catalog stops at the limit plus one refusal a worker, however
+    many requests follow (without the memory, it counted every one: a catalog write each)."""
+    from server.catalog import open_catalog
+    from server.settings import Settings
+    from server.spaces.tokens import hash_token
+
+    secret = two.agent_token()
+    hammer = two.client(secret)
+    answers = [hammer.post("/v1/recall", json={"query": "anything"}).status_code for _ in range(30)]
+    assert answers[:6] == [200] * 6 and set(answers[6:]) == {429}
+    catalog = open_catalog(Settings(home=two.home, model=None, catalog=two.env.get("ESFIS_CATALOG")))
+    try:
+        token_id = catalog.one("SELECT id FROM tokens WHERE hash = ?", (hash_token(secret),))["id"]
+        counts = [int(r["count"]) for r in catalog.all("SELECT key, count FROM rate_counters") if token_id in r["key"]]
+    finally:
+        catalog.close()
+    assert counts and max(counts) <= 6 + 2  # the limit, and the one refusal each of the two workers counted
