@@ -164,6 +164,30 @@ class AsyncEsfis:
     ) -> ImportReport:
         return await self._run(calls.import_lines(_lines(rows), ai=ai, create_spaces=create_spaces))
 
+    async def export(
+        self,
+        *,
+        space: str | None = None,
+        below: bool = False,
+        ai: str | None = None,
+        origin: str | None = None,
+        since: str | None = None,
+        before: str | None = None,
+        state: str | None = None,
+        page: int = 200,
+    ) -> AsyncIterator[Memory]:
+        """As ``Esfis.export``: ``async for memory in esfis.export(space="acme", below=True)``."""
+        selection = {"space": space, "below": below, "ai": ai, "origin": origin, "since": since}
+        selection |= {"before": before, "state": state}
+        cursor: str | None = None
+        while True:
+            found = await self._run(calls.memory_page(selection, cursor, page))
+            for memory in found.memories:
+                yield memory
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
+
     async def backup(self, path: str) -> BackupReport:
         return await self._run(calls.backup(path))
 

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel
 
 from esfis_client.models import (
     Approval,
@@ -69,12 +70,15 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _held_or(model: type[T]) -> Callable[[httpx.Response], T | HeldAnswer]:
-    def read(response: httpx.Response) -> T | HeldAnswer:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _held_or(model: type[M]) -> Callable[[httpx.Response], M | HeldAnswer]:
+    def read(response: httpx.Response) -> M | HeldAnswer:
         body = response.json()
         if response.status_code == 202:
             return HeldAnswer(Approval.model_validate(body["approval"]), str(body.get("message", "")))
-        return model.model_validate(body)  # type: ignore[attr-defined, no-any-return]
+        return model.model_validate(body)
 
     return read
 
@@ -194,6 +198,27 @@ def import_lines(
         content=lines,
         headers={"Content-Type": "application/x-ndjson"},
     )
+
+
+@dataclass(frozen=True)
+class Page:
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+def _page(response: httpx.Response) -> Page:
+    body = response.json()
+    return Page([Memory.model_validate(m) for m in body["memories"]], body.get("next_cursor"))
+
+
+def memory_page(selection: Mapping[str, Any], cursor: str | None, limit: int) -> Call[Page]:
+    """One keyset page of the operator's listing (GET /v1/memories), newest first: a read."""
+    params: dict[str, Any] = {k: v for k, v in selection.items() if v is not None and v is not False}
+    params = {k: ("true" if v is True else v) for k, v in params.items()}
+    params["limit"] = limit
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call("GET", "/v1/memories", _page, True, params=params)
 
 
 def backup(path: str) -> Call[BackupReport]:

@@ -9,7 +9,7 @@ esfis.recall("how does acme deploy?", filter={"kind": "decision"})
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -196,6 +196,32 @@ class Esfis:
         """Stream rows (mappings, or JSON Lines as text) to POST /v1/import (an operator token):
         read as they are sent; bad lines come back in the report by number, the rest go in."""
         return self._run(calls.import_lines((calls.jsonl(r) for r in rows), ai=ai, create_spaces=create_spaces))
+
+    def export(
+        self,
+        *,
+        space: str | None = None,
+        below: bool = False,
+        ai: str | None = None,
+        origin: str | None = None,
+        since: str | None = None,
+        before: str | None = None,
+        state: str | None = None,
+        page: int = 200,
+    ) -> Iterator[Memory]:
+        """Every memory the selection names, newest first, read a keyset page at a time from the
+        operator's listing (GET /v1/memories, an operator token; no ``space``: personal ones;
+        ``below``: the spaces under it too; ``state``: current, superseded or expired). The file
+        export with vectors is the CLI's (``esfis export``, on the server's machine)."""
+        selection = {"space": space, "below": below, "ai": ai, "origin": origin, "since": since}
+        selection |= {"before": before, "state": state}
+        cursor: str | None = None
+        while True:
+            found = self._run(calls.memory_page(selection, cursor, page))
+            yield from found.memories
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
 
     def backup(self, path: str) -> BackupReport:
         """A consistent backup into ``path``, a folder on the server's machine (an operator token)."""

@@ -213,7 +213,7 @@ class EsfisStore(BaseStore):
         matching = sorted(n for n in seen if all(_matches(n, c.match_type, c.path) for c in conditions))
         if op.max_depth is not None:
             matching = sorted({n[: op.max_depth] for n in matching})
-        return matching[op.offset : op.offset + op.limit]  # type: ignore[return-value]
+        return list(matching[op.offset : op.offset + op.limit])
 
     def _spaces(self, prefix: tuple[str, ...]) -> list[str | None]:
         if prefix:
@@ -253,11 +253,11 @@ def _applied(result: Any) -> None:
 
 def _item(found: Recalled, kind: type[Item], **extra: Any) -> Any:
     data = found.data
-    created = data.get("created_at")
+    created, value = data.get("created_at"), data.get("value")
     return kind(
         namespace=namespace_of(found.space or ""),
         key=str(data.get("key", found.id)),
-        value=data.get("value") if isinstance(data.get("value"), dict) else {"text": found.text},
+        value=value if isinstance(value, dict) else {"text": found.text},
         created_at=datetime.fromisoformat(created) if isinstance(created, str) else found.created_at,
         updated_at=found.created_at,
         **extra,

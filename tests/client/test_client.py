@@ -236,3 +236,13 @@ def test_metadata_travels_with_the_memory_and_recall_filters_by_it(seeded):
         newer = client.replace(chosen.id, "Acme moved billing to MySQL", data={"kind": "decision", "year": 2027})
         assert newer.data == {"kind": "decision", "year": 2027}
         assert [m.text for m in client.recall(filter={"kind": "decision"})] == ["Acme moved billing to MySQL"]
+
+
+def test_the_operator_exports_a_subtree_page_by_page_never_another_space(seeded, operator):
+    paged = list(operator.export(space="acme", below=True, page=2))
+    whole = list(operator.export(space="acme", below=True))
+    assert [m.id for m in paged] == [m.id for m in whole] and len(whole) > 2  # every page, once
+    assert {ACME_AUTH, SECRET} <= {m.text for m in whole}
+    assert {m.space for m in whole} <= {"acme", "acme/platform"}
+    globex = list(operator.export(space="globex", state="current"))
+    assert GLOBEX_AUTH in {m.text for m in globex} and {m.space for m in globex} == {"globex"}
