@@ -27,7 +27,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def row(line: int, space: str) -> Row:
-    return Row(line, f"{space} fact {line}", f"d{line}", space, NOW, None, (), f"k{line}", None)
+    return Row(line, f"{space} fact {line}", f"d{line}", space, NOW, None, (), f"k{line}", None, None)
 
 
 def run(grouper: Grouping, items: list[Row | RowError | None]) -> tuple[list[Batch], list[Batch]]:
@@ -59,14 +59,14 @@ def test_a_round_robin_spread_comes_out_space_by_space_in_the_files_order(tmp_pa
 
 def varied(line: int, space: str | None, vectors: str) -> Row:
     """A row with every field that can differ: a vector (on every row, some or none), labels, an
-    end, no key."""
+    end, no key, data."""
     has_vector = vectors == "all" or (vectors == "some" and line % 3 != 0)
     vector = np.array([line, 1, 2, 3], dtype=np.float32) if has_vector else None
     until = datetime(2027, 1, 1 + line % 27, tzinfo=UTC) if line % 2 else None
     labels = ("space:acme",) if line % 5 == 0 else ()
-    return Row(
-        line, f"text {line}", f"d{line}", space, NOW, until, labels, None if line % 4 == 0 else f"k{line}", vector
-    )
+    data = f'{{"n":{line}}}' if line % 3 == 1 else None
+    key = None if line % 4 == 0 else f"k{line}"
+    return Row(line, f"text {line}", f"d{line}", space, NOW, until, labels, key, data, vector)
 
 
 def same_row(a: Row, b: Row) -> bool:

@@ -33,8 +33,10 @@ def test_filtered_recall_answers_limit_matching_memories_when_the_best_match_non
     ]
     plain = fake_service.recall(acme, "deploy pipeline", limit=5).memories
     assert plain and not {m.id for m in plain} & set(decisions)  # the best by relevance match none
-    narrowed = fake_service.recall(acme, "deploy pipeline", limit=5, where={"kind": "decision"}).memories
+    recall = fake_service.recall(acme, "deploy pipeline", limit=5, where={"kind": "decision"})
+    narrowed = recall.memories
     assert len(narrowed) == 5 and {m.id for m in narrowed} <= set(decisions)
+    assert fake_service.operator.delivery(recall.delivery_id).cut["filter"] == 40  # the notes, never scored
     # Against an exact scan of the catalog: every matching current memory, and only those.
     scan = {
         r["id"]
@@ -141,6 +143,21 @@ def test_export_carries_data_and_restore_brings_it_back(tmp_path, fake_service, 
     assert report.imported == 2, report.errors
     assert fake_service.get(target, memory.id).data == {"team": "platform"}
     assert [m.id for m in fake_service.recall(target, None, where={"team": "platform"}).memories] == [memory.id]
+
+
+def test_import_carries_data_and_reports_bad_data_by_line(fake_service):
+    acme = _acme(fake_service)
+    lines = [
+        {"text": "acme invoices go out on the first", "space": "acme", "data": {"kind": "policy", "note": "a\nb"}},
+        {"text": "acme has no office dog", "space": "acme", "data": {"$kind": "policy"}},
+        {"text": "acme pays within thirty days", "space": "acme"},
+    ]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    report = fake_service.operator.import_jsonl(io.BytesIO(body))
+    assert (report.imported, report.failed) == (2, 1)
+    assert report.errors[0][0] == 2 and "may not start with $" in report.errors[0][1]
+    found = fake_service.recall(acme, None, where={"kind": "policy"}).memories
+    assert [(m.text, m.data) for m in found] == [(lines[0]["text"], lines[0]["data"])]
 
 
 def test_forgotten_data_is_in_no_catalog_file(home, clock):

@@ -224,6 +224,7 @@ class Preparer:
             labels=[json.dumps(list(r.labels)) if r.labels else "[]" for r in rows],
             keys=[r.key for r in rows],
             run_ids=[None] * len(rows),
+            data=[r.data for r in rows] if any(r.data for r in rows) else None,
         )
 
 

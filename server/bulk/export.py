@@ -44,7 +44,7 @@ from indexing.rows import OPEN_END, RowBatch
 from server.barrier.labels import check_origins
 from server.barrier.runs import RUN_ID
 from server.bulk.journal import batch_lock
-from server.bulk.rows import _vector, read_lines, refuse_controls
+from server.bulk.rows import FREE, _vector, read_lines, refuse_controls
 from server.catalog import Catalog
 from server.clock import from_micros, iso, parse_time, to_micros
 from server.errors import EsfisError, InvalidInput, SpaceNotFound
@@ -268,7 +268,7 @@ def check_restored(fields: object, *, now: datetime, dimension: int) -> Restored
     ai = validate_ai(fields.get("ai"))
     vector = _vector(fields.get("vector"), dimension)
     data = check_data(fields.get("data"))
-    refuse_controls(fields)
+    refuse_controls(fields, free=FREE)
     meta = (
         id_,
         space,

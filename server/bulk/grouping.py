@@ -64,7 +64,7 @@ class Batch:
 
 
 def row_bytes(row: Row) -> int:
-    return ROW_BYTES + len(row.text) + (row.vector.nbytes if row.vector is not None else 0)
+    return ROW_BYTES + len(row.text) + len(row.data or "") + (row.vector.nbytes if row.vector is not None else 0)
 
 
 def bucket_of(space: str | None, *, level: int = 0) -> int:
@@ -97,8 +97,9 @@ def _by_column(spaces: list[list[Row]]) -> tuple[Columns, int]:
         matrix = (None, np.stack(vectors))
     elif any(present):
         matrix = (present, np.stack([vector for vector in vectors if vector is not None]))
-    texts = fields[1]
-    held = ROW_BYTES * len(rows) + sum(map(len, texts)) + (matrix[1].nbytes if matrix is not None else 0)
+    texts, data = fields[1], fields[Row._fields.index("data")]
+    held = ROW_BYTES * len(rows) + sum(map(len, texts)) + sum(len(d) for d in data if d)
+    held += matrix[1].nbytes if matrix is not None else 0
     return ([len(group) for group in spaces], tuple(fields), matrix), held
 
 

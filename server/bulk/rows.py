@@ -1,6 +1,7 @@
 """Import rows: reading JSON Lines and Parquet, and checking each row on its own.
 
-A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "vector"?}``.
+A row is ``{"text", "space"?, "valid_from"?, "valid_until"?, "labels"?, "key"?, "data"?, "vector"?}``
+(``data``: the memory's metadata, checked as a write checks it: ``server.memories.data``).
 Each row is judged alone: a bad one becomes a ``RowError`` (its line number and the reason) and
 never stops the rest. Unknown fields are refused rather than ignored, so a typo such as
 ``valid_untill`` cannot quietly import a memory that never expires. A NUL anywhere, and any other
@@ -29,10 +30,13 @@ import orjson
 from server.barrier.labels import check_origins
 from server.clock import parse_time
 from server.errors import EsfisError, InvalidInput
+from server.memories.data import check_data, stored
 from server.memories.input import check_text, digest_of
 from server.spaces import validate_space_name
 
-FIELDS = frozenset({"text", "space", "valid_from", "valid_until", "labels", "key", "vector"})
+FIELDS = frozenset({"text", "space", "valid_from", "valid_until", "labels", "key", "data", "vector"})
+# Fields whose strings may hold control characters (a NUL never: each one's own check refuses it).
+FREE = frozenset({"text", "vector", "data"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's Cc: C0, DEL and C1
 MAX_KEY_CHARS = 512
 # The longest text (32 KiB, up to 6 bytes a character once JSON-escaped) plus a vector.
@@ -55,7 +59,8 @@ class Row(NamedTuple):
     valid_until: datetime | None
     labels: tuple[str, ...]
     key: str | None
-    vector: np.ndarray | None  # unit length, float32; None: to be embedded
+    data: str | None  # as the catalog stores it (compact JSON), None for none
+    vector: np.ndarray | None  # unit length, float32; None: to be embedded (last: ``server.bulk.grouping``)
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,12 @@ def check_row(line: int, fields: object, *, now: datetime, dimension: int) -> Ro
             raise InvalidInput("valid_until must be after valid_from", field="valid_until")
         labels = check_origins(fields.get("labels"))
         key = _key(fields.get("key"))
+        data = stored(check_data(fields.get("data")))
         vector = _vector(fields.get("vector"), dimension)
-        refuse_controls(fields)
+        refuse_controls(fields, free=FREE)
     except EsfisError as exc:
         return RowError(line, exc.message)
-    return Row(line, text, digest_of(text), space, valid_from, valid_until, labels, key, vector)
+    return Row(line, text, digest_of(text), space, valid_from, valid_until, labels, key, data, vector)
 
 
 def refuse_controls(fields: Mapping[str, Any], *, free: frozenset[str] = frozenset({"text", "vector"})) -> None:
