@@ -207,6 +207,7 @@ def why_text(w: Why) -> str:
         "superseded": "superseded, skipped before ranking",
         "expired": "expired, skipped before ranking",
         "not_yet_valid": "not yet valid, skipped before ranking",
+        "filter": "their data did not match the recall's filter, skipped before ranking",
         "relevance": "scored in scope, ranked below the recorded candidates",
         "limit": "past the limit",
     }

@@ -38,6 +38,7 @@ CUT_REASONS = {
     "superseded": "superseded: skipped before ranking",
     "expired": "expired: skipped before ranking",
     "not_yet_valid": "not yet valid: skipped before ranking",
+    "filter": "data not matching the recall's filter: skipped before ranking",
     "relevance": "scored in scope, ranked below the candidates recorded",
     "limit": "past the limit",
 }
