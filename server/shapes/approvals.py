@@ -4,13 +4,13 @@ rendered as the person must read it)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from server.clock import iso
 from server.models import Held
-from server.shapes.agents import LabelsOut, MemoryOut, SimilarOut
+from server.shapes.agents import DATA_OUT, LabelsOut, MemoryOut, SimilarOut
 from server.shapes.base import Shape
 
 HOW = (
@@ -109,6 +109,7 @@ class WrittenOut(Shape):
     valid_until: str | None = None
     superseded_by: str | None = None
     labels: LabelsOut | None = None
+    data: dict[str, Any] | None = Field(None, description=DATA_OUT + "; null " + _WHILE_HELD)
     duplicate_of: str | None = Field(
         None,
         description="remember: set when the space already held this fact; nothing new was stored, and this "
