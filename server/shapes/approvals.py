@@ -109,7 +109,7 @@ class WrittenOut(Shape):
     valid_until: str | None = None
     superseded_by: str | None = None
     labels: LabelsOut | None = None
-    data: dict[str, Any] | None = Field(None, description=DATA_OUT + "; null " + _WHILE_HELD)
+    data: dict[str, Any] | None = Field(None, description=DATA_OUT + "; " + _WHILE_HELD)
     duplicate_of: str | None = Field(
         None,
         description="remember: set when the space already held this fact; nothing new was stored, and this "
