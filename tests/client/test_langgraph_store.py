@@ -128,6 +128,8 @@ def test_what_cannot_map_fails_with_a_clear_error(acme):
         acme.put(("Acme",), "k", {"text": "upper case is no space name"})
     with pytest.raises(InvalidInput, match=f"at most {MAX_KEY_CHARS} characters"):
         acme.put(ACME, "k" * (MAX_KEY_CHARS + 1), {"text": "a key too long"})
+    with pytest.raises(OutOfReach, match=r"namespace \('globex',\)"):
+        acme.put(GLOBEX, "k", {"text": "a namespace this token may not write"})
     with pytest.raises(SpaceNotFound, match=r"namespace \('acme', 'finance'\)"):
         acme.put(("acme", "finance"), "k", {"text": "a space nobody made"})
     with pytest.raises(InvalidInput, match="data"):
