@@ -15,7 +15,7 @@ from indexing.embedding.testing import HashingEmbedder
 from server.errors import InvalidInput
 from server.facade import export_home, open_service
 from server.settings import Settings
-from tests.helpers import files_containing
+from tests.helpers import files_containing, run_cli
 
 
 def _acme(service):
@@ -179,3 +179,18 @@ def test_forgotten_data_is_in_no_catalog_file(home, clock):
         assert files_containing(home, f"{secret}-006")  # the others are kept
     finally:
         service.close()
+
+
+def test_the_command_line_takes_data_and_where(capsys, home, folders, real_embedder):
+    acme = folders["acme"]
+    assert run_cli(capsys, acme, "space", "add", str(acme))[0] == 0
+    code, out, _ = run_cli(capsys, acme, "remember", "Acme's release notes live in Confluence", "--data", '{"k": 1}')
+    assert code == 0
+    memory_id = out.strip()
+    run_cli(capsys, acme, "remember", "Acme's design docs live in Notion")
+    code, out, _ = run_cli(capsys, acme, "recall", "--where", '{"k": {"$gte": 1}}', "--json")
+    assert code == 0 and [(m["id"], m["data"]) for m in json.loads(out)["memories"]] == [(memory_id, {"k": 1})]
+    code, _, err = run_cli(capsys, acme, "remember", "x", "--data", "{k: 1}")
+    assert code == 2 and "--data must be JSON" in err
+    code, _, err = run_cli(capsys, acme, "recall", "docs", "--where", '{"k": {"$matches": 1}}')
+    assert code == 2 and "unknown operator '$matches'" in err
