@@ -15,6 +15,7 @@ from esfis_client import (
     AsyncHeld,
     DataBarrier,
     Esfis,
+    Forbidden,
     Held,
     HeldForApproval,
     InvalidInput,
@@ -246,3 +247,18 @@ def test_the_operator_exports_a_subtree_page_by_page_never_another_space(seeded,
     assert {m.space for m in whole} <= {"acme", "acme/platform"}
     globex = list(operator.export(space="globex", state="current"))
     assert GLOBEX_AUTH in {m.text for m in globex} and {m.space for m in globex} == {"globex"}
+
+
+def test_a_harness_gives_each_agent_session_a_run_token_of_its_own(seeded):
+    """client/README.md's harness: a runs-only token opens one run token per session."""
+    runs = []
+    with Esfis(seeded.url, seeded.token("--ai", "my-agent", "--runs-only")) as harness:
+        for task in ("how does login work?", "which CI does acme use?"):
+            with harness.session(space="acme", ttl="1h") as memory:
+                notes = memory.recall(task, limit=5)
+                written = memory.remember(f"answered {task!r} from {len(notes)} notes", data={"task": task})
+                assert isinstance(written, Memory) and written.ai == "my-agent" and written.space == "acme"
+                runs.append(written.labels.run)
+        with pytest.raises(Forbidden):  # the harness's own token opens runs, nothing else
+            harness.recall("how does login work?", space="acme")
+    assert len(set(runs)) == 2 and all(runs)
