@@ -14,6 +14,7 @@ headers that keep them out of caches and frames (``Cache-Control: no-store``, a 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -112,6 +113,12 @@ def _clip(text: str, width: int = 90) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _data_text(data: dict) -> str:
+    """A memory's data as a page shows it: compact JSON with its own characters (``inert`` then
+    escapes control and bidi ones; autoescaping, the markup)."""
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(", ", ": ")) if data else ""
+
+
 ENV = Environment(
     loader=FileSystemLoader(TEMPLATES),
     autoescape=select_autoescape(["html"]),
@@ -122,7 +129,14 @@ ENV = Environment(
 # ``inert``: a name a stranger chose (an OAuth client's, a run's), escaped as the CLI escapes it
 # (``server.render.inert``): autoescaping stops markup, not a bidi override that reorders a line.
 ENV.filters.update(
-    when=_when, iso=_iso, where=_where, folder=_folder, clip=_clip, q=lambda s: quote(str(s), safe=""), inert=inert
+    when=_when,
+    iso=_iso,
+    where=_where,
+    folder=_folder,
+    clip=_clip,
+    q=lambda s: quote(str(s), safe=""),
+    inert=inert,
+    data_text=_data_text,
 )
 
 

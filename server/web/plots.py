@@ -57,10 +57,10 @@ def stacked_bars(days: list[Day], *, today: date, last: int, title: str, series:
                 f'<rect x="{x + GAP / 2:.1f}" y="{y:.1f}" width="{max(bar - GAP, 1):.1f}" height="{h:.1f}" '
                 f'fill="{colours[name]}"><title>{escape(day)}: {n} {escape(name)}</title></rect>'
             )
-    for i in (0, last // 2, last - 1):
+    for i, anchor in ((0, "start"), (last // 2, "middle"), (last - 1, "end")):
+        x = LEFT + i * bar + (0 if anchor == "start" else bar if anchor == "end" else bar / 2)
         parts.append(
-            f'<text x="{LEFT + i * bar + bar / 2:.1f}" y="{HEIGHT - 4}" font-size="10" text-anchor="middle" '
-            f'fill="#666">{span[i][5:]}</text>'
+            f'<text x="{x:.1f}" y="{HEIGHT - 4}" font-size="10" text-anchor="{anchor}" fill="#666">{span[i][5:]}</text>'
         )
     parts.append("</svg>")
     legend = "".join(

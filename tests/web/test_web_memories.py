@@ -53,7 +53,8 @@ def world(web):
             ("Globex rotates its signing keys on mondays", "globex"),
             *((t, "acme") for t in (AUTH0, HOSTILE)),
         ):
-            answer = agent.post("/v1/memories", json={"text": text, "space": space})
+            extra = {"data": {"ticket": "\u202eexe.gnp", "n": 3}} if text == HOSTILE else {}
+            answer = agent.post("/v1/memories", json={"text": text, "space": space, **extra})
             assert answer.status_code == 201, answer.text
             state[text] = answer.json()["id"]
     return web
@@ -182,12 +183,26 @@ def test_forget_by_filter_touches_nothing_outside_it(page, world, screenshots):
         assert op.post("/v1/forget", json={"space": "acme", "origin": "source:slack"}).json()["matched"] == 0
 
 
+def test_a_space_page_plots_its_days_without_a_script(page, world, screenshots):
+    with world.client(world.tokens["claude-code"]) as agent:
+        for query in ("how do users log in to acme?", "zebra migration patterns in antarctica"):
+            assert agent.post("/v1/recall", json={"query": query, "space": "acme"}).status_code == 200
+    answer = page.goto(go(world, "spaces/acme"))
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert page.locator("svg.plot").count() == 2 and page.locator("script").count() == 0
+    bars = page.locator("svg.plot rect title").evaluate_all("els => els.map(e => e.textContent)")
+    assert any(t.endswith(" importer") for t in bars) and any(t.endswith(" claude-code") for t in bars)
+    assert any(t.endswith(" answered") for t in bars)  # the recalls from acme, drawn
+    save_shot(page, screenshots, "space-plots-desktop")
+
+
 def test_a_hostile_text_is_shown_inert(page, world):
     page.goto(go(world, f"memories/{state[HOSTILE]}"))
     shown = page.locator("#text").inner_text()
     assert "<script>alert(1)</script>" in shown  # as text, never as markup
     assert "\u202e" not in shown and "\x1b" not in shown and "\\u202e" in shown and "\\x1b" in shown
     assert page.locator("script").count() == 0
+    assert page.locator("#data").inner_text() == '{"n": 3, "ticket": "\\u202eexe.gnp"}'  # its data, inert too
 
 
 def test_an_agent_token_sees_nothing(world):
