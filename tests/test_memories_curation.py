@@ -17,7 +17,7 @@ import pytest
 
 from server.errors import InvalidInput, MemoryNotFound
 from server.facade import PERSONAL, MemoryFilter
-from tests.conftest import cli_env
+from tests.conftest import ESFIS_BIN, cli_env
 from tests.helpers import files_containing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,3 +187,30 @@ def test_the_operators_search_is_logged_as_the_operators_and_counts_as_no_agents
     fake_service.recall(fake_service.caller("claude", space="acme/platform"), "nothing at all here")
     _, recalls = op.space_days("acme")
     assert [d.counts for d in recalls] == [{"recalls": 1, "empty": 0}]
+
+
+def test_the_cli_lists_shows_and_forgets_by_filter(service, clock, home):
+    op = service.operator
+    op.create_space("acme")
+    cursor = service.caller("cursor", space="acme")
+    kept = service.remember(cursor, "acme deploys with argo").id
+    gone = service.remember(cursor, "slack says acme deploys on fridays", labels=["source:slack"]).id
+    service.close()
+
+    def esfis(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([ESFIS_BIN, *argv], env=cli_env(home), capture_output=True, text=True, timeout=120)
+
+    listed = json.loads(esfis("memories", "list", "--where", '{"space": "acme"}', "--json").stdout)
+    assert [m["id"] for m in listed["memories"]] == [gone, kept] and listed["next_cursor"] is None
+    shown = esfis("memories", "show", gone)
+    assert shown.stdout.strip() == "slack says acme deploys on fridays" and "source:slack" in shown.stderr
+    where = '{"space": "acme", "origin": "slack"}'
+    assert json.loads(esfis("forget", "--where", where, "--dry-run", "--json").stdout)["matched"] == 1
+    refused = esfis("forget", "--where", where)  # no terminal to confirm at, and no --yes
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    bad = esfis("forget", "--where", '{"space": "acme", "colour": "red"}', "--dry-run")
+    assert bad.returncode != 0 and "unknown key 'colour'" in bad.stderr
+    assert esfis("forget", "--where", where, "--yes").stdout.strip() == "forgot 1 memory"
+    left = json.loads(esfis("memories", "list", "--where", '{"space": "acme"}', "--json").stdout)["memories"]
+    assert [m["id"] for m in left] == [kept]
+    assert files_containing(home, "slack says acme deploys on fridays") == []
