@@ -2,7 +2,8 @@
 with OAuth on (both catalogs): clients read from a metadata document are capped and pruned like
 registered ones; an ``/authorize`` error goes back only to a client the operator has said yes to,
 and is shown on esfis's own page otherwise (RFC 9700 §4.11.2); a client's name is shown inert on
-every page that names it."""
+every page that names it; a connection refreshing as fast as it may keeps a bounded number of
+refresh rows."""
 
 from __future__ import annotations
 
