@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx
 
-from esfis_client import calls
 from esfis_client.calls import Call, Place
 from esfis_client.retrying import Retries
 
@@ -76,6 +75,3 @@ def request_options(call: Call[Any]) -> dict[str, Any]:
     if call.headers:
         options["headers"] = call.headers
     return options
-
-
-__all__ = ["Settings", "request_options", "calls"]
