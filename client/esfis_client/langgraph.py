@@ -42,19 +42,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    get_text_at_path,
-)
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        get_text_at_path,
+    )
+except ImportError as missing:  # the extra was not installed
+    raise ImportError("esfis_client.langgraph needs LangGraph: pip install 'esfis-client[langgraph]'") from missing
 
 from esfis_client.aio import AsyncEsfis
 from esfis_client.client import Esfis
