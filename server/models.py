@@ -144,6 +144,7 @@ class ApprovalRequest:
     target: str | None  # None: personal
     carried: tuple[str, ...]  # what makes the call need a person, as marks
     rule: Literal["data_barrier", "untrusted_source"]
+    data: str | None = None  # the write's data as stored (compact JSON): shown with the text
 
     def message(self) -> str:
         """The request as a person reads it. The text is quoted line by line with every control
@@ -167,7 +168,12 @@ class ApprovalRequest:
             f"Text: {size} character{'' if size == 1 else 's'}, {self.text.count(chr(10)) + 1} line(s), "
             f"sha256:{digest}; each line below follows {visible.QUOTE.strip()!r}, control characters escaped:\n"
             f"{visible.quoted(self.text)}\n"
-            "Approve this one call?"
+            + (
+                ""
+                if self.data is None
+                else f"Data: {len(self.data)} characters of JSON, quoted as the text is:\n{visible.quoted(self.data)}\n"
+            )
+            + "Approve this one call?"
         )
 
 
@@ -201,6 +207,7 @@ class Held:
     decided_by: str | None = None
     reason: str | None = None
     result: str | None = None  # the memory an approved write made
+    data: str | None = None  # a write's data as stored; None once decided, as the text
 
     @property
     def pending(self) -> bool:
@@ -223,7 +230,13 @@ class Held:
     def request(self, text: str | None = None) -> ApprovalRequest:
         """What the operator is shown: the call's real text (a forget's: the memory's), escaped."""
         return ApprovalRequest(
-            self.action, self.ai, text if text is not None else self.text or "", self.target, self.blocked, self.rule
+            self.action,
+            self.ai,
+            text if text is not None else self.text or "",
+            self.target,
+            self.blocked,
+            self.rule,
+            self.data,
         )
 
 

@@ -14,6 +14,7 @@ import pytest
 from indexing.embedding.testing import HashingEmbedder
 from server.errors import InvalidInput
 from server.facade import export_home, open_service
+from server.models import Held
 from server.settings import Settings
 from tests.helpers import files_containing, run_cli
 
@@ -194,3 +195,21 @@ def test_the_command_line_takes_data_and_where(capsys, home, folders, real_embed
     assert code == 2 and "--data must be JSON" in err
     code, _, err = run_cli(capsys, acme, "recall", "docs", "--where", '{"k": {"$matches": 1}}')
     assert code == 2 and "unknown operator '$matches'" in err
+
+
+def test_a_held_write_keeps_its_data_shows_it_to_the_person_and_lands_with_it(fake_service):
+    for name in ("acme", "globex"):
+        fake_service.operator.create_space(name)
+    fake_service.remember(fake_service.caller("seeder", space="acme"), "acme's staging vault path is secret/stg")
+    token, _ = fake_service.operator.create_token(ai="cursor")
+    caller = fake_service.caller(space="acme", transport="http", token=token)
+    assert fake_service.recall(caller, "staging vault path").memories  # the run now carries acme
+    held = fake_service.remember(caller, "vault: secret/stg", personal=True, hold=True, data={"kind": "pointer-61"})
+    assert isinstance(held, Held)
+    (view,) = fake_service.operator.approvals()
+    assert "Data: " in view.message and '"kind":"pointer-61"' in view.message  # the person sees it
+    decided = fake_service.operator.decide_approval(held.id, approve=True, by="operator tok_test")
+    globex = fake_service.caller("someone", space="globex")
+    assert fake_service.get(globex, decided.result).data == {"kind": "pointer-61"}
+    assert [m.id for m in fake_service.recall(globex, None, where={"kind": "pointer-61"}).memories] == [decided.result]
+    assert fake_service._parts.catalog.one("SELECT data FROM approvals WHERE id = ?", (held.id,))["data"] is None

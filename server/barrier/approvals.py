@@ -104,6 +104,7 @@ class ApprovalBook:
             blocked=tuple(blocked),
             origins=tuple(origins),
             text=None if request.action == "forget" else request.text,
+            data=request.data,
             memory_id=memory_id,
             valid_until=valid_until,
             created_at=now,
@@ -112,7 +113,7 @@ class ApprovalBook:
         inserted = tx.execute(
             "INSERT INTO approvals (id, status, action, rule, ai, transport, run_id, run_kind, run_name, run_parent, "
             "token_id, scope, space, target, carried, blocked, origins, text, memory_id, valid_until, created_at, "
-            "expires_at) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "expires_at, data) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
             (
                 held.id,
@@ -136,6 +137,7 @@ class ApprovalBook:
                 None if valid_until is None else to_micros(valid_until),
                 to_micros(now),
                 to_micros(held.expires_at),
+                held.data,
             ),
         ).rowcount
         if not inserted:  # another call of this run won the race for its one pending row
@@ -209,20 +211,23 @@ class ApprovalBook:
         run has ended or expired or whose token was revoked (or expired). Returns how many."""
         now = to_micros(self.clock())
         with self.catalog.transaction() as tx:
-            held = {r["id"]: r["text"] for r in tx.all("SELECT id, text FROM approvals WHERE status = 'pending'")}
+            held = {
+                r["id"]: (r["text"], r["data"])
+                for r in tx.all("SELECT id, text, data FROM approvals WHERE status = 'pending'")
+            }
             changed = self._expire(tx, self.clock())
             changed += self.void_dead(tx, now)
             if changed:
                 left = {r["id"] for r in tx.all("SELECT id FROM approvals WHERE status = 'pending'")}
         if changed:
-            self.catalog.scrub([t.encode() for i, t in held.items() if i not in left and t])
+            self.catalog.scrub([v.encode() for i, pair in held.items() if i not in left for v in pair if v])
         return changed
 
     def _expire(self, tx: Tx, now: datetime, *, run_id: str | None = None) -> int:
         clause, params = ("AND run_id = ?", (run_id,)) if run_id is not None else ("", ())
         return int(
             tx.execute(
-                "UPDATE approvals SET status = 'expired', text = NULL, decided_at = expires_at, "
+                "UPDATE approvals SET status = 'expired', text = NULL, data = NULL, decided_at = expires_at, "
                 "reason = 'nobody answered in time' "
                 f"WHERE status = 'pending' AND expires_at <= ? {clause}",
                 (to_micros(now), *params),
@@ -234,7 +239,7 @@ class ApprovalBook:
         """Pending rows whose run ended or expired, or whose token is revoked or expired."""
         return int(
             tx.execute(
-                "UPDATE approvals SET status = 'void', text = NULL, decided_at = ?, "
+                "UPDATE approvals SET status = 'void', text = NULL, data = NULL, decided_at = ?, "
                 "reason = 'its run ended or its token was revoked' WHERE status = 'pending' AND ("
                 "run_id IN (SELECT id FROM runs WHERE ended_at IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?))"
                 f" OR token_id IN ({_DEAD_TOKENS}))",
@@ -270,7 +275,7 @@ class ApprovalBook:
             if dead is not None:
                 raise RunEnded("its token was revoked or expired")
         changed = tx.execute(
-            "UPDATE approvals SET status = ?, text = NULL, decided_at = ?, decided_by = ?, reason = ?, result = ? "
+            "UPDATE approvals SET status = ?, text = NULL, data = NULL, decided_at = ?, decided_by = ?, reason = ?, result = ? "
             "WHERE id = ? AND status = 'pending'",
             (status, to_micros(self.clock()), by, reason, result, held.id),
         ).rowcount
@@ -280,7 +285,7 @@ class ApprovalBook:
     def void(self, tx: Tx, held: Held, reason: str, *, status: Status = "void") -> bool:
         """Void (or expire) a pending row in ``tx``: it can no longer be applied. Its text goes."""
         changed = tx.execute(
-            "UPDATE approvals SET status = ?, text = NULL, decided_at = ?, reason = ? "
+            "UPDATE approvals SET status = ?, text = NULL, data = NULL, decided_at = ?, reason = ? "
             "WHERE id = ? AND status = 'pending'",
             (status, to_micros(self.clock()), reason, held.id),
         ).rowcount
@@ -292,7 +297,7 @@ class ApprovalBook:
         mark = json.dumps(f"space:{space}")
         return int(
             tx.execute(
-                "UPDATE approvals SET status = 'void', text = NULL, decided_at = ?, reason = 'its space was purged' "
+                "UPDATE approvals SET status = 'void', text = NULL, data = NULL, decided_at = ?, reason = 'its space was purged' "
                 f"WHERE status = 'pending' AND (target = ? OR {tx.sql.find}(carried, ?) > 0)",
                 (to_micros(self.clock()), space, mark),
             ).rowcount
@@ -344,4 +349,5 @@ def _held(row) -> Held:
         decided_by=row["decided_by"],
         reason=row["reason"],
         result=row["result"],
+        data=row["data"],
     )

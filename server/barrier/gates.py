@@ -79,9 +79,11 @@ class Gates:
         ask: Ask | None,
         policies: PolicySet,
         hold: HeldCall | None = None,
+        data: str | None = None,
     ) -> list[Step] | Held:
         """Whether ``target`` may hold what the write carries; the steps to record with the write,
-        or, with ``hold`` and nobody to ask, the call held for the operator."""
+        or, with ``hold`` and nobody to ask, the call held for the operator. ``data``: the write's
+        data as stored, shown to the person with the text and kept with a held call."""
         crossing = judge(
             carried.spaces,
             may_hold(target),
@@ -104,7 +106,7 @@ class Gates:
                     space_mark(s) if _reached(run, s) else "a space outside this run's reach" for s in crossing.blocked
                 )
             )  # for the person at the call
-            request = ApprovalRequest(action, caller.ai, text, None, shown, "data_barrier")
+            request = ApprovalRequest(action, caller.ai, text, None, shown, "data_barrier", data)
             answer = ask(request) if ask is not None else None
             if answer is None and hold is not None:
                 return self._hold(caller, run, request, carried=marks, blocked=blocked, call=hold)

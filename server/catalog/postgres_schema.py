@@ -186,8 +186,9 @@ CREATE INDEX memories_by_written ON memories (partition, created_at, rowid);
 CREATE INDEX delivery_items_by_memory ON delivery_items (memory_id);
 CREATE INDEX deliveries_by_space ON deliveries (space, at);
 """,
-    # A memory's data (server.memories.data).
-    11: "".join(f"ALTER TABLE {t} ADD COLUMN {c} {type_.format(T=T)};\n" for t, c, type_ in V11_COLUMNS),
+    # A memory's data (server.memories.data), and a held write's. IF NOT EXISTS: a catalog made at
+    # this version has approvals.data from step 7's table already.
+    11: "".join(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {c} {type_.format(T=T)};\n" for t, c, type_ in V11_COLUMNS),
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

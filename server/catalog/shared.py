@@ -51,7 +51,7 @@ V8_COLUMNS = (
 )
 
 # Version 11's columns: a memory's data, compact JSON, NULL for none (server.memories.data).
-V11_COLUMNS = (("memories", "data", "{T}"),)
+V11_COLUMNS = (("memories", "data", "{T}"), ("approvals", "data", "{T}"))  # a held write's data too
 
 # Version 8's tables (server.spaces.connections): OAuth clients, the requests that wait for the
 # operator's consent (and, once approved, their one-minute code), and refresh tokens. Every
@@ -118,6 +118,7 @@ CREATE TABLE IF NOT EXISTS approvals (
     blocked {T} NOT NULL,           -- JSON marks that need the person
     origins {T} NOT NULL,           -- JSON origin marks the write gave
     text {T},                       -- NULL once decided, and for a forget (the memory holds it)
+    data {T},                       -- the write's data as stored (server.memories.data); NULL as text is
     memory_id {T},                  -- replace: the old memory; forget: the memory
     valid_until {I},
     created_at {I} NOT NULL,

@@ -18,6 +18,7 @@ from server.catalog import Tx
 from server.errors import ApprovalDecided, ApprovalNotFound, EsfisError, InvalidInput
 from server.facade.parts import Parts
 from server.facade.writing import new_memory, write_trail
+from server.memories.data import loaded
 from server.models import Caller, Held, HeldView, Memory, Status
 from server.spaces.scope import scope_for
 
@@ -128,6 +129,7 @@ def _apply(parts: Parts, held: Held, steps: list[Step], *, by: str) -> None:
         origins=held.origins,
         now=now,
         until=held.valid_until,
+        data=loaded(held.data),
     )
     trail = write_trail(
         parts,
@@ -185,4 +187,4 @@ def _void(parts: Parts, held: Held, reason: str, *, status: Status = "void") -> 
 
 def _texts(held: Held) -> list[bytes]:
     """What closing ``held`` unapplied cleared from the catalog (``Catalog.scrub``)."""
-    return [held.text.encode()] if held.text else []
+    return [v.encode() for v in (held.text, held.data) if v]

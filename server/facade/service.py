@@ -40,7 +40,7 @@ from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, shown, shown_recalled
 from server.facade.writing import already_there, duplicate_answer, new_memory, write_trail
-from server.memories.data import check_data
+from server.memories.data import check_data, stored
 from server.memories.data_filter import parse_filter
 from server.memories.input import MAX_QUERY_BYTES, check_text
 from server.memories.recall import run_recall
@@ -159,6 +159,7 @@ class Esfis:
             ask=ask,
             policies=scope.policies,
             hold=HeldCall(origins=origins, valid_until=until) if hold else None,
+            data=stored(data),
         )
         if isinstance(steps, Held):
             return steps
@@ -294,6 +295,7 @@ class Esfis:
             ask=ask,
             policies=scope.policies,
             hold=HeldCall(memory_id=old.id) if hold else None,
+            data=stored(data),
         )
         if isinstance(steps, Held):
             return steps
