@@ -151,6 +151,23 @@ TARGETS: dict[str, Target] = {
         source="benchmarks/test_real_text_ivf.py",
         why="the IVF image keeps the approximate-recall bar on real text, not only on synthetic vectors.",
     ),
+    # benchmarks/test_dedupe.py (issue 62)
+    "dedupe.recall_gap": Target(
+        "evidence recall@10, each turn once less every turn twice with the check on",
+        "<=",
+        0.01,
+        source="issue 62",
+        why="a space where every fact was said twice in other words answers as well as one where it was said once: the copies take no places.",
+    ),
+    "dedupe.check_ms": Target(
+        "remember at 10,000 memories in the target space: p50 with the check less p50 without",
+        "<=",
+        1.0,
+        "ms",
+        source="issue 62",
+        full_only=True,
+        why="the write-time check is one look inside one partition; it should cost a write little beside the model's embedding.",
+    ),
     # benchmarks/test_recall_overhead.py: the core's share of the HTTP target (embedding + 2.5 ms, p95 ≤ 12 ms)
     "overhead.p50_ms": Target(
         "recall path without embedding, p50",

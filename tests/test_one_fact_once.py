@@ -182,3 +182,17 @@ def test_esfis_dedupe_names_one_place(home, service, acme):
     missing = subprocess.run([esfis, "dedupe", "--space", "initech"], env=env, capture_output=True, text=True)
     assert both.returncode != 0 and "--space SPACE or --personal" in both.stderr
     assert missing.returncode != 0 and "initech" in missing.stderr
+
+
+def test_copies_never_leave_a_recall_short_of_its_limit(service, acme):
+    """Twelve stored copies fill a recall's first candidates; it looks deeper rather than answer
+    fewer than ``limit`` while other memories remain."""
+    copies = [service.remember(acme, AUTH0, dedupe=False) for _ in range(12)]
+    others = ["Acme's login sessions last 12 hours", "Acme's login page is styled by the web team"]
+    for text in others:
+        service.remember(acme, text)
+    result = service.recall(acme, AUTH0, limit=3)
+    assert [m.text for m in result.memories][0] == AUTH0
+    assert sorted(m.text for m in result.memories[1:]) == sorted(others)
+    assert result.memories[0].id == copies[-1].id  # the later one wins
+    assert service.operator.delivery(result.delivery_id).cut["copy"] == 11

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchmarks.report.bulk import section_backup, section_import, section_import_paths
 from benchmarks.report.common import RESULTS, Checks, Run, load, outcome_line, table
+from benchmarks.report.dedupe import section_dedupe
 from benchmarks.report.embedding import (
     section_batching,
     section_embedding,
@@ -48,6 +49,7 @@ MODULES: dict[str, str] = {
     "test_scope_vs_filter.py": "Scope-first against filters, synthetic stores",
     "test_longmemeval.py": "LongMemEval_S, real text, one space per question",
     "test_evidence_recall.py": "Evidence recall on LongMemEval_S: cosine against hybrid (BM25) recall",
+    "test_dedupe.py": "One fact once: LongMemEval_S remembered twice, and the check's cost",
     "test_lexical_latency.py": "The lexical signal's cost per recall",
     "test_real_text_ivf.py": "IVF image on real text",
     "test_large_partition.py": "One large partition: cold start, shared memory, steady HTTP recall",
@@ -75,6 +77,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_peers.py": section_peers,
     "test_peers_quality.py": section_peers_quality,
     "test_evidence_recall.py": section_evidence,
+    "test_dedupe.py": section_dedupe,
     "test_lexical_latency.py": section_lexical,
     "test_scope_vs_filter.py": section_scope,
     "test_longmemeval.py": section_lme,

@@ -170,6 +170,17 @@ class VectorStore:
             self.stats.postings[key] += result.postings
         return result
 
+    def search_sharing(
+        self, key: str, query: np.ndarray, k: int, *, now: int, text: str, share: float, most: int
+    ) -> PartitionResult:
+        """The ``k`` best rows by cosine among those valid at ``now`` that share at least ``share``
+        of ``text``'s terms (``LivePartition.search_sharing``)."""
+        search_on_one_thread()
+        with self.locks.thread(key):
+            result = self.live.current(key).search_sharing(query, k, now=now, text=text, share=share, most=most)
+            self.stats.scored[key] += result.scored
+        return result
+
     def partitions(self) -> list[str]:
         """Every partition that has a table, read from the tables themselves (not the catalog)."""
         return self.layout.partitions()

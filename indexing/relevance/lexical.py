@@ -204,6 +204,22 @@ class LexicalIndex:
     def query_terms(self, text: str) -> list[str]:
         return query_terms(text, self.stem)
 
+    def rows_sharing(self, terms: list[str], n: int, *, at_least: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows below ``n`` that hold at least ``at_least`` of ``terms`` (distinct), and how
+        many each holds: read from the terms' postings, never a pass over the rows."""
+        found = [self.vocabulary.get(t) for t in dict.fromkeys(terms)]
+        parts = []
+        for t in (i for i in found if i is not None):
+            rows = self.rows[self.offsets[t] : self.offsets[t + 1]] if t + 1 < len(self.offsets) else self.rows[:0]
+            if self._tail_size:
+                rows = np.concatenate([rows, self._tail_rows[self._tail_terms == t]])
+            parts.append(rows[rows < n])
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        rows, counts = np.unique(np.concatenate(parts).astype(np.int64), return_counts=True)
+        keep = counts >= at_least
+        return rows[keep], counts[keep]
+
     def score(self, terms: list[str], valid: np.ndarray, *, k1: float = K1, b: float = B) -> LexicalScores:
         """BM25 of each row where ``valid`` (a mask over rows ``0..len(valid)``) for the query
         ``terms``; corpus statistics come from the valid rows alone."""

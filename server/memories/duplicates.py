@@ -40,6 +40,11 @@ SAME_TERMS = 0.6  # the content terms' Jaccard overlap the lexical check asks fo
 SIMILAR_COSINE = 0.6  # close enough to be about the same subject ("uses Okta" after "uses Auth0": 0.70)
 MAX_SIMILAR = 3
 NEIGHBOURS = 8  # rows of the target partition a write looks at
+# A write scores only the rows that hold half of its content terms or more (read from the
+# partition's lexical postings, not a pass over every vector): a copy holds more (its terms'
+# overlap is SAME_TERMS at least), and an update of the same subject keeps most of its words.
+SHARED_TERMS = 0.5
+MOST_SCORED = 256  # of those, the ones sharing the most
 
 _SPACES = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?;:,…]+$")
@@ -112,11 +117,14 @@ def check_write(
     now: datetime,
     current: Callable[[list[str]], set[str]],
 ) -> WriteCheck:
-    """What the target partition ``key`` already holds of ``text``: its nearest rows valid at
-    ``now`` by plain cosine, of which ``current`` (the catalog's word) keeps the current ones."""
+    """What the target partition ``key`` already holds of ``text``: of its rows valid at ``now``
+    that share ``SHARED_TERMS`` of its terms, the nearest by plain cosine, of which ``current``
+    (the catalog's word) keeps the current ones."""
     if not store.exists(key):
         return NO_MATCH
-    hits = store.search(key, vector, NEIGHBOURS, now=to_micros(now)).hits
+    hits = store.search_sharing(
+        key, vector, NEIGHBOURS, now=to_micros(now), text=text, share=SHARED_TERMS, most=MOST_SCORED
+    ).hits
     close = [h for h in hits if h.score >= SIMILAR_COSINE or normalised(h.text) == normalised(text)]
     if not close:
         return NO_MATCH

@@ -19,7 +19,7 @@ from indexing.partitions.store import VectorStore
 from server.catalog import Catalog
 from server.clock import to_micros
 from server.memories import MemoryBook
-from server.memories.duplicates import NEIGHBOURS, same_fact
+from server.memories.duplicates import MOST_SCORED, NEIGHBOURS, SHARED_TERMS, same_fact
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,9 @@ def fold_copies_of(
             continue
         copies = [
             hit.id
-            for hit in store.search(key, vector, NEIGHBOURS, now=micros).hits
+            for hit in store.search_sharing(
+                key, vector, NEIGHBOURS, now=micros, text=text, share=SHARED_TERMS, most=MOST_SCORED
+            ).hits
             if hit.id in order and order[hit.id] > order[id_] and hit.id not in folded
             if same_fact(text, hit.text, hit.score)
         ]

@@ -38,6 +38,7 @@ from server.spaces import partition_key
 from server.spaces.scope import Scope
 
 RUNNERS_UP = 10  # candidates past the limit recorded by id, reason "limit"
+MAX_DEPTH = 4096  # the most candidates a recall takes when copies fold
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,13 @@ def run_recall(
     query_text: str | None = None,
     as_of: datetime | None = None,
     data_filter: DataFilter | None = None,
+    depth: int | None = None,
 ) -> RecallOutcome:
-    """``now`` is the recall's time; ``as_of``, when given, the time whose valid memories answer."""
+    """``now`` is the recall's time; ``as_of``, when given, the time whose valid memories answer.
+    ``depth``: the candidates taken (``limit + RUNNERS_UP``; more when folded copies left fewer
+    than ``limit`` while more remained)."""
     at = now if as_of is None else as_of
+    depth = limit + RUNNERS_UP if depth is None else depth
     reached_keys = [partition_key(s) for s in scope.reached]
     counts, total = book.counts(reached_keys)
     cut = {
@@ -87,7 +92,7 @@ def run_recall(
         for space in scope.allowed:
             key = partition_key(space)
             allow = None if allowed is None else allowed.get(key, [])
-            result = store.search(key, query_vector, limit + RUNNERS_UP, now=micros, text=query_text, allow=allow)
+            result = store.search(key, query_vector, depth, now=micros, text=query_text, allow=allow)
             superseded = counts.get(key, (0, 0))[1]
             cut["superseded"] += min(superseded, result.ended)
             cut["expired"] += max(result.ended - superseded, 0)
@@ -99,15 +104,29 @@ def run_recall(
         if query_text is not None:
             results = with_feedback(results, query_vector)
         # One merge by score; only the rows that made it are read out of their partitions.
-        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, limit + RUNNERS_UP)]
+        pool = [(hit, scope.allowed[i]) for i, hit in merge_best(results, depth)]
         time_stage("fusion", time.perf_counter() - fusing)
     elif data_filter is not None:  # no query: the newest that match
         pool, cut["filter"] = newest_matching(
-            book, store, scope.allowed, data_filter, at=at, as_of=as_of is not None, count=limit + RUNNERS_UP
+            book, store, scope.allowed, data_filter, at=at, as_of=as_of is not None, count=depth
         )
     current = book.current_labels([hit.id for hit, _ in pool], at, as_of=as_of is not None)
     ranked = [pair for pair in pool if pair[0].id in current]
     ranked, cut["copy"] = _folded(ranked, store)
+    if cut["copy"] and len(ranked) < limit and len(pool) >= depth and depth < MAX_DEPTH:
+        # Copies took places a recall owes other memories: look deeper (rare: a write refuses copies).
+        return run_recall(
+            scope,
+            query_vector,
+            limit=limit,
+            now=now,
+            store=store,
+            book=book,
+            query_text=query_text,
+            as_of=as_of,
+            data_filter=data_filter,
+            depth=depth * 4,
+        )
     data = book.data_of([hit.id for hit, _ in ranked[:limit]])
     memories = [
         RecalledMemory(
