@@ -213,3 +213,38 @@ def test_a_held_write_keeps_its_data_shows_it_to_the_person_and_lands_with_it(fa
     assert fake_service.get(globex, decided.result).data == {"kind": "pointer-61"}
     assert [m.id for m in fake_service.recall(globex, None, where={"kind": "pointer-61"}).memories] == [decided.result]
     assert fake_service._parts.catalog.one("SELECT data FROM approvals WHERE id = ?", (held.id,))["data"] is None
+
+
+TRICKY = ["a%b", "a_b", "axb", "back\\slash", 'quo"te', "Ünïcode ✓", "Rare", "rare", "x'y"]
+
+
+def test_the_catalogs_narrowing_never_loses_a_matching_memory(fake_service):
+    """The catalog is asked only for rows whose stored data holds the filter's strings (LIKE
+    patterns); wildcards, escapes, quotes, case and non-ASCII in them must neither lose a match
+    nor let one through that the exact match refuses."""
+    acme = _acme(fake_service)
+    ids = {v: fake_service.remember(acme, f"fact about {v}", data={"v": v, "under_key": 1}).id for v in TRICKY}
+    for value in TRICKY:
+        got = fake_service.recall(acme, None, limit=100, where={"v": value}).memories
+        assert [m.id for m in got] == [ids[value]], value
+        ranked = fake_service.recall(acme, "fact", limit=100, where={"v": {"$in": [value, "absent"]}}).memories
+        assert [m.id for m in ranked] == [ids[value]], value
+    assert len(fake_service.recall(acme, None, limit=100, where={"under_key": {"$exists": True}}).memories) == len(
+        TRICKY
+    )
+    assert fake_service.recall(acme, None, limit=100, where={"under%key": {"$exists": True}}).memories == []
+
+
+def test_the_same_fact_under_other_data_is_another_memory(fake_service):
+    """One fact once (issue 62) holds within the same data: a remember of a fact the space holds
+    under other data stores it (its data would be lost otherwise), and recall folds no copies
+    across data, so a filter finds each."""
+    acme = _acme(fake_service)
+    first = fake_service.remember(acme, "the billing service deploys on fridays", data={"env": "prod"})
+    again = fake_service.remember(acme, "the billing service deploys on fridays", data={"env": "prod"})
+    other = fake_service.remember(acme, "the billing service deploys on fridays", data={"env": "staging"})
+    assert again.duplicate_of == first.id and other.duplicate_of is None and other.id != first.id
+    for env, wanted in (("prod", first.id), ("staging", other.id)):
+        found = fake_service.recall(acme, "when does billing deploy?", where={"env": env}).memories
+        assert [m.id for m in found] == [wanted]
+    assert {m.id for m in fake_service.recall(acme, "when does billing deploy?").memories} == {first.id, other.id}

@@ -177,7 +177,11 @@ class Esfis:
         )
         found = already_there(self._parts, memory, dedupe=dedupe)
         if found.duplicate_of is not None:
-            return shown(scope, duplicate_answer(self._parts, run, caller, steps, self._loaded(found.duplicate_of)))
+            existing = self._loaded(found.duplicate_of)
+            if existing.data == memory.data:
+                return shown(scope, duplicate_answer(self._parts, run, caller, steps, existing))
+            # The same fact under other data is another memory: its data would be lost otherwise.
+            found = dataclasses.replace(found, duplicate_of=None)
         self._parts.memories.write([memory], also=write_trail(self._parts, run, caller, steps, memory))
         return dataclasses.replace(shown(scope, self._loaded(memory.id)), similar=found.similar)
 

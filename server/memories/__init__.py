@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, wait
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
@@ -376,35 +376,47 @@ class MemoryBook:
         )
         return {r["id"]: loaded(r["data"]) for r in rows}
 
-    def with_data(self, keys: list[str], *, also_none: bool) -> list[tuple[str, str, str | None]]:
+    def with_data(
+        self, keys: list[str], *, also_none: bool, like: Sequence[Sequence[str]] = ()
+    ) -> list[tuple[str, str, str | None]]:
         """(partition, id, data column) of the memories of ``keys`` not forgotten: those that carry
         data, and with ``also_none`` those that carry none too (a filter they match). Validity
-        is left to the partition's search, which applies it at the recall's time."""
+        is left to the partition's search, which applies it at the recall's time. ``like``:
+        groups of LIKE patterns on the data's text, a row kept when each group has one that
+        matches (a filter's narrowing: ``server.memories.data_filter``)."""
         if not keys:
             return []
+        narrowed, patterns = _like(like)
         rows = self.catalog.all(
             f"SELECT partition, id, data FROM memories WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
-            f"AND forgotten_at IS NULL{'' if also_none else ' AND data IS NOT NULL'}",
-            (json.dumps(keys),),
+            f"AND forgotten_at IS NULL{'' if also_none else ' AND data IS NOT NULL'}{narrowed}",
+            (json.dumps(keys), *patterns),
         )
         return [(r["partition"], r["id"], r["data"]) for r in rows]
 
     def newest_current(
-        self, keys: list[str], at: datetime, *, also_none: bool, as_of: bool = False
+        self,
+        keys: list[str],
+        at: datetime,
+        *,
+        also_none: bool,
+        as_of: bool = False,
+        like: Sequence[Sequence[str]] = (),
     ) -> list[tuple[str, str, str | None, int, int, int | None]]:
         """(partition, id, data column, created_at, valid_from, valid_until) of the memories of
         ``keys`` current at ``at`` (with ``as_of``, valid then: superseded since included), newest
-        first: those that carry data, and with ``also_none`` the rest."""
+        first: those that carry data, and with ``also_none`` the rest; ``like`` as ``with_data``."""
         if not keys:
             return []
         micros = to_micros(at)
+        narrowed, patterns = _like(like)
         rows = self.catalog.all(
             "SELECT partition, id, data, created_at, valid_from, valid_until FROM memories "
             f"WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
             f"AND forgotten_at IS NULL {'' if as_of else 'AND superseded_by IS NULL '}AND valid_from <= ? "
-            f"AND (valid_until IS NULL OR valid_until > ?){'' if also_none else ' AND data IS NOT NULL'} "
+            f"AND (valid_until IS NULL OR valid_until > ?){'' if also_none else ' AND data IS NOT NULL'}{narrowed} "
             "ORDER BY created_at DESC, id DESC",
-            (json.dumps(keys), micros, micros),
+            (json.dumps(keys), micros, micros, *patterns),
         )
         return [(r["partition"], r["id"], r["data"], r["created_at"], r["valid_from"], r["valid_until"]) for r in rows]
 
@@ -418,6 +430,12 @@ class MemoryBook:
         )
         total = sum(r["live"] for r in rows if r["key"] is None)
         return {r["key"]: (r["live"], r["superseded"]) for r in rows if r["key"] is not None}, int(total)
+
+
+def _like(groups: Sequence[Sequence[str]]) -> tuple[str, list[str]]:
+    """SQL for ``with_data``'s ``like``: each group one parenthesised OR of LIKEs, ANDed."""
+    clauses = [" OR ".join(["data LIKE ? ESCAPE '\\'"] * len(group)) for group in groups if group]
+    return "".join(f" AND ({c})" for c in clauses), [p for group in groups for p in group]
 
 
 def _marks(stored: str) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ EQUALITY = ("$eq", "$ne")
 RANGES = ("$gt", "$gte", "$lt", "$lte")
 OPERATORS = (*EQUALITY, *RANGES, "$in", "$exists")
 _MISSING = object()
+MAX_NARROWING = 16  # values of an $in written as LIKE patterns; past it, the rows are matched here
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,22 @@ class DataFilter:
     def matches_none(self) -> bool:
         """Whether a memory with no data matches (then rows without data are candidates too)."""
         return self.matches({})
+
+    def narrowing(self) -> list[list[str]]:
+        """LIKE patterns on a row's stored data that every matching row satisfies (one of each
+        group), so the catalog hands over fewer rows to match here; a superset, never the
+        answer. Written only where the stored text must hold a piece of the filter: a string
+        that equals (and reads as no time: an instant may be written in other ways), a key that
+        exists. Numbers (1 = 1.0) and ranges narrow nothing."""
+        groups: list[list[str]] = []
+        for c in self.conditions:
+            if c.op == "$exists" and c.value and "." not in c.field:
+                groups.append([f"%{_escaped(compact({c.field: 0})[1:-2])}%"])
+            elif c.op == "$eq" and _plain_text(c.value):
+                groups.append([f"%{_escaped(compact([c.value])[1:-1])}%"])
+            elif c.op == "$in" and c.value and len(c.value) <= MAX_NARROWING and all(map(_plain_text, c.value)):
+                groups.append([f"%{_escaped(compact([v])[1:-1])}%" for v in c.value])
+        return groups
 
 
 def parse_filter(raw: object) -> DataFilter | None:
@@ -151,6 +168,15 @@ def _at(data: Data, field: str) -> Any:
     return value
 
 
+def _plain_text(value: object) -> bool:
+    return isinstance(value, str) and _instant(value) is None
+
+
+def _escaped(text: str) -> str:
+    """``text`` inside a LIKE pattern with ESCAPE '\\': its own wildcards taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -202,7 +228,8 @@ def _in_range(op: str, found: object, bound: object) -> bool:
 def filter_reach(book: MemoryBook, keys: list[str], data_filter: DataFilter) -> dict[str, list[str]]:
     """The ids of the partitions ``keys`` whose data ``data_filter`` matches, by partition: what a
     partition's search may score (validity is the search's to apply, at the recall's time)."""
-    return allowed_ids(book.with_data(keys, also_none=data_filter.matches_none), data_filter)
+    rows = book.with_data(keys, also_none=data_filter.matches_none, like=data_filter.narrowing())
+    return allowed_ids(rows, data_filter)
 
 
 def newest_matching(
@@ -219,7 +246,9 @@ def newest_matching(
     ``at`` whose data matches, newest first, as hits of score 0 (no query to be close to); and
     how many valid ones the filter left out."""
     space_of = {partition_key(s): s for s in spaces}
-    rows = book.newest_current(list(space_of), at, also_none=data_filter.matches_none, as_of=as_of)
+    rows = book.newest_current(
+        list(space_of), at, also_none=data_filter.matches_none, as_of=as_of, like=data_filter.narrowing()
+    )
     hits: list[tuple[Hit, str | None]] = []
     left_out = 0
     for key, id_, column, created_at, valid_from, valid_until in rows:

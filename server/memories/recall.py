@@ -30,6 +30,7 @@ from indexing.relevance.feedback import with_feedback
 from indexing.rows import Hit, PartitionResult, merge_best
 from server.clock import from_micros, to_micros
 from server.memories import MemoryBook
+from server.memories.data import Data, compact
 from server.memories.data_filter import DataFilter, filter_reach, newest_matching
 from server.memories.duplicates import fold_copies
 from server.metrics import time_stage
@@ -112,7 +113,8 @@ def run_recall(
         )
     current = book.current_labels([hit.id for hit, _ in pool], at, as_of=as_of is not None)
     ranked = [pair for pair in pool if pair[0].id in current]
-    ranked, cut["copy"] = _folded(ranked, store)
+    data = book.data_of([hit.id for hit, _ in ranked])
+    ranked, cut["copy"] = _folded(ranked, store, data)
     if cut["copy"] and len(ranked) < limit and len(pool) >= depth and depth < MAX_DEPTH:
         # Copies took places a recall owes other memories: look deeper (rare: a write refuses copies).
         return run_recall(
@@ -127,7 +129,6 @@ def run_recall(
             data_filter=data_filter,
             depth=depth * 4,
         )
-    data = book.data_of([hit.id for hit, _ in ranked[:limit]])
     memories = [
         RecalledMemory(
             id=hit.id,
@@ -150,12 +151,21 @@ def run_recall(
     return RecallOutcome(memories, items, {k: v for k, v in cut.items() if v or k in ("space", "policy")})
 
 
-def _folded(ranked: list[tuple[Hit, str | None]], store: VectorStore) -> tuple[list[tuple[Hit, str | None]], int]:
-    """``ranked`` with copies folded (the later wins), and how many were."""
+def _folded(
+    ranked: list[tuple[Hit, str | None]], store: VectorStore, data: dict[str, Data]
+) -> tuple[list[tuple[Hit, str | None]], int]:
+    """``ranked`` with copies folded (the later wins), and how many were. Memories whose data
+    differ are never copies of each other (a filter over data may want either)."""
     if len(ranked) < 2:
         return ranked, 0
     vectors = [store.vector(partition_key(space), hit.id) for hit, space in ranked]
     if any(v is None for v in vectors):  # forgotten meanwhile: the catalog's check already ran
         return ranked, 0
-    kept = fold_copies([hit for hit, _ in ranked], np.stack([v for v in vectors if v is not None]))
-    return [ranked[i] for i in kept], len(ranked) - len(kept)
+    alike: dict[str, list[int]] = {}
+    for i, (hit, _) in enumerate(ranked):
+        alike.setdefault(compact(data.get(hit.id, {})), []).append(i)
+    kept: list[int] = []
+    for group in alike.values():
+        found = fold_copies([ranked[i][0] for i in group], np.stack([vectors[i] for i in group]))  # type: ignore[misc]
+        kept += [group[j] for j in found]
+    return [ranked[i] for i in sorted(kept)], len(ranked) - len(kept)
