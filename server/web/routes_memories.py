@@ -179,6 +179,20 @@ def forget_where(request: Request, done: Posted = Depends(posted)) -> Response:
     return redirect(request, back, said)
 
 
+@router.post("/memories/dedupe")
+def dedupe(request: Request, done: Posted = Depends(posted)) -> Response:
+    """Fold a space's copies of one fact into their earliest memory: counted first, then confirmed."""
+    op = operator_of(request)
+    space = done.field("space")
+    place = PERSONAL if space == PERSONAL_CHOICE else space
+    back = url(request, "memories") + "?" + urlencode({"space": space or PERSONAL_CHOICE})
+    if done.field("confirm") != "yes":
+        report = op.dedupe(place, dry_run=True)
+        return page(request, "dedupe.html", section="memories", report=report, space=space, back=back)
+    report = op.dedupe(place)
+    return redirect(request, back, report.summary())
+
+
 def space_plots(request: Request, space: str) -> dict:
     """The space page's plots: written per day by AI, recalls per day with the empty ones."""
     service = service_of(request)

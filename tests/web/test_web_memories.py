@@ -196,6 +196,25 @@ def test_a_space_page_plots_its_days_without_a_script(page, world, screenshots):
     save_shot(page, screenshots, "space-plots-desktop")
 
 
+def test_duplicates_are_counted_then_folded_into_the_earliest(page, world):
+    with world.client(world.agent_token("gemini")) as agent:  # a fresh run: claude-code's has read acme
+        ids = [
+            agent.post(
+                "/v1/memories", json={"text": "Globex bills in euros", "space": "globex", "dedupe": False}
+            ).json()["id"]
+            for _ in range(2)
+        ]
+    page.goto(go(world, "memories?space=globex"))
+    page.click("text=Count duplicates…")
+    assert (
+        "1 say" in page.locator("#dedupe-count").inner_text() or "1 says" in page.locator("#dedupe-count").inner_text()
+    )
+    page.click("form button[type=submit]:has-text('Fold')")
+    assert "folded 1 copies" in page.locator(".notice.ok").inner_text()
+    page.goto(go(world, f"memories/{ids[1]}"))
+    assert page.locator("#superseded-by").inner_text() == ids[0]
+
+
 def test_a_hostile_text_is_shown_inert(page, world):
     page.goto(go(world, f"memories/{state[HOSTILE]}"))
     shown = page.locator("#text").inner_text()
