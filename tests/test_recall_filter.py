@@ -248,3 +248,32 @@ def test_the_same_fact_under_other_data_is_another_memory(fake_service):
         found = fake_service.recall(acme, "when does billing deploy?", where={"env": env}).memories
         assert [m.id for m in found] == [wanted]
     assert {m.id for m in fake_service.recall(acme, "when does billing deploy?").memories} == {first.id, other.id}
+
+
+@pytest.mark.sqlite  # as tests/test_backup.py; PostgreSQL's backup is pg_dump of every column
+def test_backup_and_restore_carry_data_and_a_forget_since_takes_it(fake_service, home, tmp_path):
+    from server.facade import restore_home
+    from tests.catalogs import settings_for
+
+    acme = _acme(fake_service)
+    kept = fake_service.remember(acme, "acme builds with bazel", data={"tool": "bazel-61"})
+    gone = fake_service.remember(acme, "acme's ledger id", data={"ledger": "ledger-7f3a9c-61"})
+    fake_service.operator.backup(tmp_path / "backup")
+    fake_service.forget(acme, gone.id)
+    restored = tmp_path / "restored"
+    report = restore_home(
+        tmp_path / "backup",
+        settings_for(restored),
+        forgets_from=str(home),
+        key_file=home / "backup.key",
+    )
+    assert report.forgets_applied == 1
+    svc = open_service(settings_for(restored), embedder=HashingEmbedder())
+    try:
+        there = svc.caller("cli", space="acme")
+        assert svc.get(there, kept.id).data == {"tool": "bazel-61"}
+        assert [m.id for m in svc.recall(there, None, where={"tool": "bazel-61"}).memories] == [kept.id]
+        assert svc.recall(there, None, where={"ledger": {"$exists": True}}).memories == []
+    finally:
+        svc.close()
+    assert files_containing(restored, "ledger-7f3a9c-61") == []
