@@ -48,7 +48,8 @@ class Selection:
 
     def clauses(self, catalog: Catalog, now: int) -> tuple[list[str], list[Any]]:
         """SQL conditions (ANDed) and their parameters, the partition excepted."""
-        where, params = ["forgotten_at IS NULL"], []
+        where: list[str] = ["forgotten_at IS NULL"]
+        params: list[Any] = []
         if self.ai is not None:
             where.append("ai = ?")
             params.append(self.ai)
@@ -121,7 +122,7 @@ def check_state(state: object) -> State | None:
         return None
     if state not in STATES:
         raise InvalidInput(f"state must be one of {', '.join(STATES)} (or all), got {str(state)[:20]!r}", field="state")
-    return state  # type: ignore[return-value]
+    return state
 
 
 def page(catalog: Catalog, selection: Selection, *, cursor: str | None, limit: int, now: datetime) -> Page:

@@ -8,6 +8,7 @@ Inline SVG is part of the page, not a resource: the pages' CSP (``default-src 'n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Protocol
 
@@ -21,11 +22,14 @@ OTHERS = "#9a9a9a"
 class Day(Protocol):
     """A day's counts (``server.facade.curation.Day``): its date, and a count per series."""
 
-    day: str
-    counts: dict[str, int]
+    @property
+    def day(self) -> str: ...
+
+    @property
+    def counts(self) -> dict[str, int]: ...
 
 
-def stacked_bars(days: list[Day], *, today: date, last: int, title: str, series: list[str] | None = None) -> Markup:
+def stacked_bars(days: Sequence[Day], *, today: date, last: int, title: str, series: list[str] | None = None) -> Markup:
     """One bar a day for the ``last`` days up to ``today``, each stacked by series (an AI's
     name, or "answered"/"empty"); ``series`` fixes their order."""
     end = today

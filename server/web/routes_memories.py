@@ -77,7 +77,12 @@ def memories(request: Request, _=Depends(operator)) -> Response:
         values["space"] = spaces[0] if spaces else PERSONAL_CHOICE
     query = text_param(request, "q")
     cursor = text_param(request, "cursor")
-    listed, found, next_cursor, delivery_id, error, status = [], [], None, None, None, 200
+    listed: list = []
+    found: list = []
+    next_cursor: str | None = None
+    delivery_id: int | None = None
+    error: str | None = None
+    status = 200
     try:
         f = _filter_of(values)
         if query:
