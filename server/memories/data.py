@@ -73,8 +73,9 @@ def _check_text(text: str, *, path: str, field: str) -> None:
         raise InvalidInput(f"{path} is not valid Unicode (it holds a lone surrogate)", field=field) from None
 
 
-def compact(data: Data) -> str:
-    """The one written form: compact JSON, keys in the writer's order, non-ASCII kept."""
+def compact(data: object) -> str:
+    """The one written form (of data, and of a filter's values when matched against it): compact
+    JSON, keys in the writer's order, non-ASCII kept."""
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
