@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from web_support import DESKTOP, at, browser_sign_in, save_shot
 
@@ -32,10 +33,15 @@ def world(web):
     with web.client(web.tokens["operator"]) as op:
         for name in ("acme", "acme/platform", "globex"):
             assert op.post("/v1/spaces", json={"name": name}).status_code == 201
+        # The filler's vectors are given (random, rounded): the page browses them, and no recall
+        # here needs them to mean anything; embedding 10,000 texts would be most of this module's
+        # time. Every memory a search must find (Auth0's) is written by an agent, embedded by the model.
+        filler = np.round(np.random.default_rng(59).normal(size=(ROWS, 384)), 2).tolist()
         rows = [
             {
                 "text": f"acme note {i}: the build of service {i % 97} runs on runner {i % 13}",
                 "space": "acme",
+                "vector": filler[i],
                 **({"labels": ["source:slack"]} if i % 1000 == 0 else {}),
             }
             for i in range(ROWS)
