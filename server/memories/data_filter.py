@@ -115,8 +115,6 @@ def parse_filter(raw: object) -> DataFilter | None:
                 field=FIELD,
             )
         if isinstance(test, dict) and any(isinstance(k, str) and k.startswith("$") for k in test):
-            if not test:
-                raise InvalidInput(f"filter field {name!r} has an empty condition", field=FIELD)
             conditions += [_condition(name, op, value) for op, value in test.items()]
         else:
             conditions.append(_condition(name, "$eq", test))
