@@ -13,7 +13,13 @@ def section_dedupe(rows: list[dict], checks: Checks) -> list[str]:
         if "recall_once" in r:
             gap = r["recall_once"] - r["recall_dedupe_on"]
             body = [
-                ["each turn once (no copies)", r["recall_once"], r["stored"]["once"], "–"],
+                ["each turn once (no copies; the check on, as by default)", r["recall_once"], r["stored"]["once"], "–"],
+                [
+                    "each turn once, dedupe=false (the haystack's own repeats kept)",
+                    r.get("recall_once_dedupe_off"),
+                    r["stored"].get("once, dedupe off"),
+                    0,
+                ],
                 [
                     "twice, the check on",
                     checks.check("dedupe.recall_gap", "gap to no copies", gap, shown=f"{r['recall_dedupe_on']:.4f}"),
@@ -22,6 +28,15 @@ def section_dedupe(rows: list[dict], checks: Checks) -> list[str]:
                 ],
                 ["twice, dedupe=false", r["recall_dedupe_off"], r["stored"]["copies, dedupe off"], 0],
             ]
+            if "recall_no_fold" in r:
+                body.append(
+                    [
+                        "twice, neither the check nor the recall's fold (ablation)",
+                        r["recall_no_fold"],
+                        r["stored"]["copies, no check, no fold"],
+                        0,
+                    ]
+                )
             out += [f"Evidence recall@10 over {r['questions']} questions ({r['outcome']}).", ""]
             out += table(body, ["set", "evidence recall@10", "memories stored", "refused as copies"])
         if "check_ms" in r:
