@@ -32,6 +32,7 @@ from server.shapes.approvals import (
     WrittenOut,
 )
 from server.shapes.base import Shape
+from server.shapes.curation import ForgetWhereOut, MemoryDetailOut, MemoryPageOut
 from server.shapes.operator import (
     BackupOut,
     CutByLimitOut,
@@ -63,6 +64,9 @@ from server.shapes.operator import (
 
 __all__ = [
     "ApprovalOut",
+    "ForgetWhereOut",
+    "MemoryDetailOut",
+    "MemoryPageOut",
     "ForgottenOrHeldOut",
     "ReplacedOrHeldOut",
     "WrittenOut",
