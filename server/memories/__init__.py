@@ -26,11 +26,12 @@ from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
 from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
-from server.clock import from_micros, to_micros
+from server.clock import to_micros
 from server.errors import AlreadySuperseded
 from server.memories import forgetting
 from server.memories.data import Data, loaded
 from server.memories.input import MemoryBatch, NewMemory
+from server.memories.listing import memory_of
 from server.memories.presence import Presence
 from server.models import Memory
 from server.spaces import partition_key
@@ -59,25 +60,7 @@ class MemoryBook:
     def meta(self, id_: str) -> Memory | None:
         """The catalog's row, without the text: no partition is opened."""
         row = self.catalog.one("SELECT * FROM memories WHERE id = ?", (id_,))
-        if row is None:
-            return None
-        return Memory(
-            id=row["id"],
-            space=row["space"],
-            text=None,
-            ai=row["ai"],
-            created_at=from_micros(row["created_at"]),
-            valid_from=from_micros(row["valid_from"]),
-            valid_until=from_micros(row["valid_until"]),
-            superseded_by=row["superseded_by"],
-            digest=row["digest"],
-            origin=tuple(json.loads(row["labels"])),
-            key=row["key"],
-            forgotten=row["forgotten_at"] is not None,
-            from_spaces=tuple(json.loads(row["from_spaces"])),
-            run_id=row["run_id"],
-            data=loaded(row["data"]),
-        )
+        return None if row is None else memory_of(row)
 
     def with_text(self, memory: Memory) -> Memory:
         """The memory with its text from its partition (forgotten when the partition has none)."""
