@@ -23,6 +23,7 @@ from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
 from server.http.schemas import (
     ERRORS,
     BackupIn,
+    DedupeIn,
     ForgetWhereIn,
     GrantIn,
     MemoryFilterIn,
@@ -33,6 +34,7 @@ from server.http.schemas import (
 )
 from server.shapes import (
     BackupOut,
+    DedupeOut,
     DeliveriesOut,
     DeliveryOut,
     ForgetWhereOut,
@@ -156,6 +158,17 @@ def forget_where(body: ForgetWhereIn, request: Request, _: OperatorToken) -> dic
         raise InvalidInput("up_to is required to forget: take it from a dry run of the same filter", field="up_to")
     forgotten = operator.forget_where(chosen, up_to=body.up_to)
     return ForgetWhereOut(dry_run=False, matched=forgotten, up_to=body.up_to).dump()
+
+
+@router.post("/dedupe", response_model=DedupeOut)
+def dedupe(body: DedupeIn, request: Request, _: OperatorToken) -> dict:
+    """Fold one space's copies (memories of the same fact) into their earliest memory, superseding
+    the others (``esfis dedupe``): ``dry_run`` (the default) counts them; resumable, never across
+    spaces."""
+    report = service_of(request).operator.dedupe(PERSONAL if body.space is None else body.space, dry_run=body.dry_run)
+    return DedupeOut(
+        space=report.space, current=report.current, copies=report.copies, kept=report.kept, dry_run=report.dry_run
+    ).dump()
 
 
 # -- deliveries -----------------------------------------------------------------------------

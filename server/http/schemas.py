@@ -124,6 +124,11 @@ class MemoryFilterIn(_MemoryFilter):
     limit: int = Field(50, description="memories on a page, 1 to 200")
 
 
+class DedupeIn(_In):
+    space: Text | None = Field(None, description="the space to clean up (never another); null: personal memories")
+    dry_run: bool = Field(True, description="true (the default): count the copies, change nothing")
+
+
 class ForgetWhereIn(_MemoryFilter, _In):
     dry_run: bool = Field(True, description="count only (the default); false forgets for good")
     up_to: int | None = Field(None, ge=0, description="the dry run's up_to: required to forget")

@@ -36,6 +36,7 @@ from server.shapes.curation import ForgetWhereOut, MemoryDetailOut, MemoryPageOu
 from server.shapes.operator import (
     BackupOut,
     CutByLimitOut,
+    DedupeOut,
     DeliveriesOut,
     DeliveryItemOut,
     DeliveryOut,
@@ -76,6 +77,7 @@ __all__ = [
     "BackupOut",
     "ContextOut",
     "CutByLimitOut",
+    "DedupeOut",
     "DeliveriesOut",
     "DeliveryItemOut",
     "DeliveryOut",

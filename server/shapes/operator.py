@@ -355,3 +355,13 @@ class BackupOut(Shape):
     partitions: int
     forgotten_since: int = Field(description="named by the catalog copy, forgotten before their partition was read")
     seconds: float
+
+
+class DedupeOut(Shape):
+    """What ``POST /v1/dedupe`` (``esfis dedupe``) did, or would do with ``dry_run``."""
+
+    space: str | None = Field(description="the space cleaned up; null: personal memories")
+    current: int = Field(description="current memories looked at")
+    copies: int = Field(description="copies superseded by their earliest memory (a dry run: found)")
+    kept: int = Field(description="earliest memories that absorbed at least one copy")
+    dry_run: bool

@@ -44,3 +44,19 @@ def test_bad_dedupe_and_as_of_are_refused_by_name(server, agent):
     assert bad.status_code == 422 and "dedupe" in error_of(bad)["message"]
     future = agent.post("/v1/recall", json={"query": "x", "space": "acme", "as_of": "2999-01-01T00:00:00Z"})
     assert future.status_code == 422 and "as_of" in error_of(future)["message"]
+
+
+def test_operator_dedupe_over_http_counts_then_folds_within_the_space(server, agent, operator):
+    first = remember(agent, "Initech's invoices are sent on the 3rd", space="acme")
+    copy = remember(agent, "initech's invoices are sent on the 3rd.", space="acme", dedupe=False)
+    theirs = remember(agent, "Initech's invoices are sent on the 3rd", space="globex", dedupe=False)
+    dry = operator.post("/v1/dedupe", json={"space": "acme"})
+    assert dry.status_code == 200 and dry.json()["dry_run"] is True and dry.json()["copies"] >= 1, dry.text
+    assert agent.get(f"/v1/memories/{copy}", params={"space": "acme"}).json()["superseded_by"] is None
+    done = operator.post("/v1/dedupe", json={"space": "acme", "dry_run": False}).json()
+    assert done["copies"] == dry.json()["copies"] and done["dry_run"] is False
+    assert agent.get(f"/v1/memories/{copy}", params={"space": "acme"}).json()["superseded_by"] == first
+    assert agent.get(f"/v1/memories/{theirs}", params={"space": "globex"}).json()["superseded_by"] is None
+    assert agent.post("/v1/dedupe", json={"space": "acme"}).status_code in (401, 403)
+    missing = operator.post("/v1/dedupe", json={"space": "initech"})
+    assert missing.status_code == 404 and "initech" in error_of(missing)["message"]
