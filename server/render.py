@@ -209,6 +209,7 @@ def why_text(w: Why) -> str:
         "not_yet_valid": "not yet valid, skipped before ranking",
         "filter": "their data did not match the recall's filter, skipped before ranking",
         "relevance": "scored in scope, ranked below the recorded candidates",
+        "copy": "copies of a delivered memory's fact, folded (the later one wins)",
         "limit": "past the limit",
     }
     for reason, count in d.cut.items():

@@ -14,6 +14,7 @@ import pytest
 
 from server.clock import iso
 from server.errors import InvalidInput
+from server.render import why_text
 from server.spaces import partition_key
 from tests.conftest import cli_env
 
@@ -97,6 +98,7 @@ def test_recall_folds_copies_and_the_later_one_wins(service, acme):
     ids = [m.id for m in result.memories]
     assert later.id in ids and first.id not in ids
     assert service.operator.delivery(result.delivery_id).cut["copy"] == 1
+    assert "copy: 1 memory copies of a delivered memory's fact" in why_text(service.operator.why(result.delivery_id))
 
 
 def test_recall_as_of_answers_what_was_valid_then(service, acme, clock):
