@@ -99,12 +99,6 @@ class SpaceIn(_In):
     folders: list[Cwd] = Field(default_factory=list, description="folders on the server's machine")
 
 
-class PolicyIn(_In):
-    ai: Text = Field(description="an AI name, or '*' for every AI")
-    space: Text | None = Field(None, description="a space (the rule covers its subtree); null: everywhere")
-    effect: Literal["allow", "deny"]
-
-
 class _MemoryFilter(BaseModel):
     """Which memories the operator means (``GET /v1/memories``, ``POST /v1/forget``)."""
 
@@ -132,6 +126,12 @@ class DedupeIn(_In):
 class ForgetWhereIn(_MemoryFilter, _In):
     dry_run: bool = Field(True, description="count only (the default); false forgets for good")
     up_to: int | None = Field(None, ge=0, description="the dry run's up_to: required to forget")
+
+
+class PolicyIn(_In):
+    ai: Text = Field(description="an AI name, or '*' for every AI")
+    space: Text | None = Field(None, description="a space (the rule covers its subtree); null: everywhere")
+    effect: Literal["allow", "deny"]
 
 
 # -- answers --------------------------------------------------------------------------------

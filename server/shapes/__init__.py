@@ -64,10 +64,10 @@ from server.shapes.operator import (
 )
 
 __all__ = [
-    "ApprovalOut",
     "ForgetWhereOut",
     "MemoryDetailOut",
     "MemoryPageOut",
+    "ApprovalOut",
     "ForgottenOrHeldOut",
     "ReplacedOrHeldOut",
     "WrittenOut",
