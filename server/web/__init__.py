@@ -47,7 +47,15 @@ def mount_web(app: FastAPI, *, public_url: str | None = None) -> None:
     app.include_router(routes_connect.landing)  # /oauth/connect/ID: an OAuth consent's first page, outside it
     app.state.authorize_refusal_page = routes_connect.authorize_refusal_page  # /authorize's errors, on a page
     # A module of pages declares ``router = pages.settings_router()`` and joins this tuple.
-    for module in (routes_auth, routes_spaces, routes_memories, routes_log, routes_approvals, routes_tokens, routes_connect):
+    for module in (
+        routes_auth,
+        routes_spaces,
+        routes_memories,
+        routes_log,
+        routes_approvals,
+        routes_tokens,
+        routes_connect,
+    ):
         app.include_router(module.router)
     app.include_router(routes_auth.missing_pages)  # every other /settings/SEGMENT/… is a 404 page
     app.include_router(routes_auth.fallback)  # last: /settings/ and every other address under it
