@@ -41,7 +41,12 @@ def reader(server) -> Iterator[httpx.Client]:
     """A fresh agent token that has read the platform's secret."""
     with server.client(server.token("--ai", "cursor")) as client:
         recalled = client.post("/v1/recall", json={"query": "staging database password", "space": "acme/platform"})
-        assert SECRET in [m["text"] for m in recalled.json()["memories"]]
+        # Once an approved write has put the same fact in personal (LEAK, carrying the platform's
+        # data), a recall folds the two and the later wins: either way the run has read the platform's.
+        found = [m for m in recalled.json()["memories"] if m["text"] in (SECRET, LEAK)]
+        assert found and all(
+            m["labels"]["space"] == "acme/platform" or "acme/platform" in m["labels"]["from"] for m in found
+        ), found
         yield client
 
 
