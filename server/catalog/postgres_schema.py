@@ -189,6 +189,8 @@ CREATE INDEX deliveries_by_space ON deliveries (space, at);
     # A memory's data (server.memories.data), and a held write's. IF NOT EXISTS: a catalog made at
     # this version has approvals.data from step 7's table already.
     11: "".join(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {c} {type_.format(T=T)};\n" for t, c, type_ in V11_COLUMNS),
+    # The run tokens a token opened, counted against their cap (server.spaces.tokens).
+    12: "CREATE INDEX tokens_by_parent ON tokens (parent) WHERE parent IS NOT NULL;\n",
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 11  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 12  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
 #                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens), rate counters;
 #                    9: the access generation, moved by every write to ACCESS_TABLES (server.catalog.access);
 #                    10: indexes for the memories page (a partition by time written, a memory's deliveries);
-#                    11: a memory's data (server.memories.data)
+#                    11: a memory's data (server.memories.data); 12: run tokens by their opener (a cap)
 
 # The tables whose rows decide what a caller may do, kept between requests under the access
 # generation (server.catalog.access): a trigger on each moves it, in the writing transaction.

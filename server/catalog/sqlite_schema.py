@@ -145,6 +145,8 @@ CREATE TABLE IF NOT EXISTS runs (
     expires_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_opened ON runs (opened_at);
+-- Version 12: the run tokens a token opened, counted against their cap (server.spaces.tokens).
+CREATE INDEX IF NOT EXISTS tokens_by_parent ON tokens (parent) WHERE parent IS NOT NULL;
 CREATE TABLE IF NOT EXISTS run_labels (
     run TEXT NOT NULL,
     label TEXT NOT NULL,            -- a mark: personal, space:NAME, source:NAME

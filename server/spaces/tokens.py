@@ -32,7 +32,15 @@ from server.barrier.runs import standing_run
 from server.catalog import Catalog
 from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
-from server.errors import UNAUTHORIZED_MESSAGE, Forbidden, InvalidInput, NotFound, SpaceNotFound, Unauthorized
+from server.errors import (
+    UNAUTHORIZED_MESSAGE,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    SpaceNotFound,
+    TooManyRequests,
+    Unauthorized,
+)
 from server.inputs import MAX_RUN_TTL, RUN_TTL  # a run token's life: default and bound, as interfaces state them
 from server.models import Token
 from server.spaces import contains, validate_space_name
@@ -42,6 +50,9 @@ from server.spaces.registry import Registry
 PREFIX = "esfis_"
 TOKEN = re.compile(r"esfis_[A-Za-z0-9_-]{43}")
 TOKEN_ID = re.compile(r"tok_[a-z0-9]{12}")
+# Live run tokens one token (or OAuth connection) may hold at once: a harness opens one a
+# session, and sessions end; an agent minting them to fill the tokens table meets this first.
+MAX_LIVE_RUNS = 1000
 
 
 def hash_token(secret: str) -> str:
@@ -156,6 +167,24 @@ class TokenBook:
         )
         return secret if done.rowcount == 1 else None
 
+    def _room_for_a_run(self, tx, parent: str) -> None:
+        """Refuse a run token past ``MAX_LIVE_RUNS`` live ones of the same opener; the answer
+        says when the first of them expires (or to revoke some)."""
+        now = to_micros(self.clock())
+        row = tx.one(
+            "SELECT count(*) AS n, min(expires_at) AS first FROM tokens "
+            "WHERE parent = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+            (parent, now),
+        )
+        if int(row["n"]) >= MAX_LIVE_RUNS:
+            wait = max(1, (int(row["first"] or now) - now) // 1_000_000 + 1)
+            refused = TooManyRequests(
+                f"this token holds {MAX_LIVE_RUNS} live run tokens already: revoke some "
+                "(esfis token revoke) or wait for the first to expire"
+            )
+            refused.retry_after = int(wait)
+            raise refused
+
     def _insert(self, token: Token) -> str:
         secret = PREFIX + secrets.token_urlsafe(32)
         with self.catalog.transaction() as tx:
@@ -163,6 +192,8 @@ class TokenBook:
             # to nothing, which a new space of that name must never inherit.
             if token.space is not None and tx.one("SELECT 1 FROM spaces WHERE name = ?", (token.space,)) is None:
                 raise SpaceNotFound(f"no space named {token.space!r} (esfis space list shows them)")
+            if token.parent is not None:
+                self._room_for_a_run(tx, token.parent)
             tx.execute(
                 "INSERT INTO tokens (id, hash, ai, space, operator, created_at, runs_only, run_id, parent, parent_run, "
                 "expires_at, approvals, client, client_id, resource) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
