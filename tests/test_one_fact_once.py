@@ -198,3 +198,13 @@ def test_copies_never_leave_a_recall_short_of_its_limit(service, acme):
     assert sorted(m.text for m in result.memories[1:]) == sorted(others)
     assert result.memories[0].id == copies[-1].id  # the later one wins
     assert service.operator.delivery(result.delivery_id).cut["copy"] == 11
+
+
+def test_identifiers_that_differ_are_different_facts():
+    """A value written with joiners is compared whole: incident a-3 is not incident b-3, however
+    close the two texts embed (two servers wrote both, tests/http/test_several_servers.py)."""
+    from server.memories.duplicates import same_fact
+
+    assert not same_fact("Globex incident a-3", "Globex incident b-3", cosine=0.99)
+    assert not same_fact("ticket INC-1204 is open", "ticket INC-1205 is open", cosine=0.99)
+    assert same_fact("Globex incident a-3 is resolved", "globex incident a-3 resolved", cosine=0.99)

@@ -54,7 +54,8 @@ def test_a_catalog_made_before_the_index_change_is_upgraded_on_open(tmp_path: Pa
         ("p", "a", "b"),
     )
     catalog.close()
-    assert {n for n in names if not n.startswith("sqlite_autoindex")} == {"memories_by_digest16"}
+    # The old three are gone; the digest's index and the memories page's (schema 10) are there.
+    assert {n for n in names if not n.startswith("sqlite_autoindex")} == {"memories_by_digest16", "memories_by_written"}
     assert "memories_by_digest16" in " ".join(r["detail"] for r in plan)
 
 

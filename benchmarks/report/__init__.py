@@ -36,6 +36,7 @@ from benchmarks.report.recall_path import (
     section_mcp_http,
     section_memories_page,
     section_overhead,
+    section_recall_filter,
     section_runs,
     section_several,
 )
@@ -54,6 +55,7 @@ MODULES: dict[str, str] = {
     "test_real_text_ivf.py": "IVF image on real text",
     "test_large_partition.py": "One large partition: cold start, shared memory, steady HTTP recall",
     "test_memories_page.py": "Settings › Memories: a page of 50 in one large space",
+    "test_recall_filter.py": "Recall's filter over data: what it costs",
     "test_http_recall.py": "HTTP recall end to end",
     "test_recall_overhead.py": "The recall path's own cost, embedding left out",
     "test_run_bookkeeping.py": "Run bookkeeping's cost to a recall",
@@ -84,6 +86,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_real_text_ivf.py": section_ivf_text,
     "test_large_partition.py": section_large,
     "test_memories_page.py": section_memories_page,
+    "test_recall_filter.py": section_recall_filter,
     "test_recall_overhead.py": section_overhead,
     "test_run_bookkeeping.py": section_runs,
     "test_embedding.py": section_embedding,

@@ -224,3 +224,24 @@ def section_memories_page(rows: list[dict], checks: Checks) -> list[str]:
             )
         out += [f"{cell}, pages of {r.get('page', 50)}:", "", *table(body, ["figure", "measured"])]
     return out
+
+
+def section_recall_filter(rows: list[dict], checks: Checks) -> list[str]:
+    """Recall's filter over data (``test_recall_filter.py``): p50 of each arm, through the façade."""
+    out = []
+    for r in rows:
+        body = [
+            [what, fmt(r.get(f"{arm}_p50_ms"))]
+            for arm, what in (
+                ("none", "no filter"),
+                ("selective", "a selective equality (1 % match, none near the query)"),
+                ("broad", "a numeric range matching half"),
+                ("no_query", "a filter and no query (the newest that match)"),
+            )
+        ]
+        out += [
+            f"{r.get('memories', 0):,} memories, each with data, recall p50 ms:",
+            "",
+            *table(body, ["recall", "p50 ms"]),
+        ]
+    return out

@@ -49,6 +49,9 @@ MOST_SCORED = 256  # of those, the ones sharing the most
 _SPACES = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?;:,…]+$")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# A value written as one token with its joiners: an identifier (INC-1234, a-3), a version (v2.1),
+# a path (secret/acme-stg), a time (10:30). Two of them differ as wholes: a-3 is not b-3.
+_TOKEN = re.compile(r"[^\W_](?:[\w.\-/:]*[^\W_])?", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?…:;\n]\s*$")
 
 
@@ -60,14 +63,16 @@ def normalised(text: str) -> str:
 
 
 def _words(text: str) -> set[str]:
-    return {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFKC", text))}
+    """The words of ``text`` and its joined tokens (``a-3`` besides ``a`` and ``3``), case folded."""
+    text = unicodedata.normalize("NFKC", text)
+    return {w.casefold() for w in (*_WORD.findall(text), *_TOKEN.findall(text))}
 
 
 def names_and_numbers(text: str) -> set[str]:
-    """The words of ``text`` that carry a value: any with a digit, and any capitalised past a
-    sentence's start ("I" aside), case folded."""
+    """The words of ``text`` that carry a value: any with a digit (and any joined token with one,
+    whole: ``a-3``), and any capitalised past a sentence's start ("I" aside), case folded."""
     text = unicodedata.normalize("NFKC", text)
-    found: set[str] = set()
+    found: set[str] = {t.casefold() for t in _TOKEN.findall(text) if any(c.isdigit() for c in t)}
     for match in _WORD.finditer(text):
         word = match.group()
         if any(c.isdigit() for c in word):

@@ -31,7 +31,7 @@ async def test_recall_answers_the_one_recall_shape_and_nothing_else(fleet, seede
     assert set(answer) == {"memories"}
     top = answer["memories"][0]
     # The same shape as POST /v1/recall and esfis recall --json (server.shapes.RecalledOut).
-    assert set(top) == {"id", "text", "space", "score", "created_at", "valid_until", "labels"}
+    assert set(top) == {"id", "text", "space", "score", "created_at", "valid_until", "labels", "data"}
     assert (top["id"], top["space"]) == (seeded["auth0"], "acme")
     assert 0 < top["score"] <= 1
     labels = top["labels"]
@@ -45,8 +45,8 @@ async def test_recall_answers_the_one_recall_shape_and_nothing_else(fleet, seede
 async def test_recall_takes_no_space_argument(fleet):
     tools = {t.name: t for t in (await fleet["acme"].client.list_tools()).tools}
     assert sorted(tools) == ["check_approval", "forget", "open_context", "recall", "remember", "replace", "share"]
-    assert set(tools["recall"].input_schema["properties"]) == {"query", "limit"}
-    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal", "labels"}
+    assert set(tools["recall"].input_schema["properties"]) == {"query", "limit", "as_of", "filter"}
+    assert set(tools["remember"].input_schema["properties"]) == {"text", "personal", "labels", "dedupe", "data"}
     assert "acme" in tools["recall"].description and "globex" not in tools["recall"].description
 
 
