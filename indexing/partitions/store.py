@@ -191,6 +191,11 @@ class VectorStore:
     def vector(self, key: str, id_: str) -> np.ndarray | None:
         return self.live.current(key).vector_of(id_)
 
+    def vectors(self, key: str, ids: Sequence[str]) -> list[np.ndarray | None]:
+        """Rows' vectors, the partition brought up to date once for all of them."""
+        part = self.live.current(key)
+        return [part.vector_of(id_) for id_ in ids]
+
     def row_ids(self, key: str) -> list[str]:
         return self.live.current(key).live_ids()
 

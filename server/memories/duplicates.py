@@ -143,21 +143,62 @@ def check_write(
 
 def fold_copies(hits: Sequence[Hit], vectors: np.ndarray) -> list[int]:
     """Of ``hits`` (best first, with their ``vectors``, unit length), the positions to keep: of two
-    that are the same fact, the later written wins, the earlier is dropped."""
+    that are the same fact, the later written wins, the earlier is dropped.
+
+    Only pairs that could be the same fact are looked at: equal normalised texts, or a cosine of
+    ``SAME_FACT_COSINE`` and more (one matrix product). The lexical check runs on those alone,
+    each text's words read once: a recall's candidates are mostly unlike, and comparing every
+    pair's words was most of a small partition's recall."""
     if len(hits) < 2:
         return list(range(len(hits)))
-    cosines = vectors @ vectors.T
+    close = np.argwhere(np.triu(vectors @ vectors.T >= SAME_FACT_COSINE, k=1))
     norms = [normalised(h.text) for h in hits]
+    pairs = {(int(i), int(j)) for i, j in close}
+    alike: dict[str, list[int]] = {}
+    for j, norm in enumerate(norms):
+        pairs.update((i, j) for i in alike.setdefault(norm, []))
+        alike[norm].append(j)
+    if not pairs:
+        return list(range(len(hits)))
+    texts = _Texts(hits)
     dropped: set[int] = set()
-    for i in range(len(hits)):
-        if i in dropped:
+    for i, j in sorted(pairs):  # the order every pair was once compared in: the same outcome
+        if i in dropped or j in dropped:
             continue
-        for j in range(i + 1, len(hits)):
-            if j in dropped:
-                continue
-            if norms[i] == norms[j] or same_fact(hits[i].text, hits[j].text, float(cosines[i, j])):
-                earlier = i if (hits[i].created_at, hits[i].id) < (hits[j].created_at, hits[j].id) else j
-                dropped.add(earlier)
-                if earlier == i:
-                    break
+        if norms[i] == norms[j] or texts.agree(i, j):
+            earlier = i if (hits[i].created_at, hits[i].id) < (hits[j].created_at, hits[j].id) else j
+            dropped.add(earlier)
     return [i for i in range(len(hits)) if i not in dropped]
+
+
+class _Texts:
+    """``lexical_agrees`` over a recall's hits, each text read once and only as far as asked: its
+    names and numbers, then its words, then its content terms (a pair mostly fails on names)."""
+
+    def __init__(self, hits: Sequence[Hit]) -> None:
+        self.hits = hits
+        self._names: dict[int, set[str]] = {}
+        self._words: dict[int, set[str]] = {}
+        self._terms: dict[int, set[str]] = {}
+
+    def names(self, i: int) -> set[str]:
+        if i not in self._names:
+            self._names[i] = names_and_numbers(self.hits[i].text)
+        return self._names[i]
+
+    def words(self, i: int) -> set[str]:
+        if i not in self._words:
+            self._words[i] = _words(self.hits[i].text)
+        return self._words[i]
+
+    def terms(self, i: int) -> set[str]:
+        if i not in self._terms:
+            self._terms[i] = set(query_terms(self.hits[i].text))
+        return self._terms[i]
+
+    def agree(self, i: int, j: int) -> bool:
+        if not (self.names(i) <= self.words(j) and self.names(j) <= self.words(i)):
+            return False
+        terms_a, terms_b = self.terms(i), self.terms(j)
+        union = terms_a | terms_b
+        return not union or len(terms_a & terms_b) / len(union) >= SAME_TERMS

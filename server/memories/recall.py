@@ -158,7 +158,13 @@ def _folded(
     differ are never copies of each other (a filter over data may want either)."""
     if len(ranked) < 2:
         return ranked, 0
-    vectors = [store.vector(partition_key(space), hit.id) for hit, space in ranked]
+    rows_of: dict[str | None, list[int]] = {}
+    for i, (_, space) in enumerate(ranked):
+        rows_of.setdefault(space, []).append(i)
+    vectors: list[np.ndarray | None] = [None] * len(ranked)
+    for space, rows in rows_of.items():  # one look at each partition's version, not one a row
+        for i, vector in zip(rows, store.vectors(partition_key(space), [ranked[i][0].id for i in rows])):
+            vectors[i] = vector
     if any(v is None for v in vectors):  # forgotten meanwhile: the catalog's check already ran
         return ranked, 0
     alike: dict[str, list[int]] = {}
