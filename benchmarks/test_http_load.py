@@ -33,6 +33,8 @@ import pytest
 
 from benchmarks.arms import ScopeFirst
 from benchmarks.conftest import FULL, RATES, REPO
+from benchmarks.load_client import TOPICS
+from benchmarks.server_stages import Scrape, shares
 from benchmarks.synthetic import build_store
 from indexing.embedding.embedder import load_embedder
 from server.catalog import open_catalog
@@ -135,6 +137,21 @@ def _ms(samples: list[float], q: float) -> float | None:
     return round(float(np.percentile(samples, q) * 1000), 2) if samples else None
 
 
+def _embedding_cpu_ms() -> float:
+    """CPU per query embedding alone (this process's user+system time, the default embedder), over
+    the load clients' own queries: what issue 58 holds a recall's CPU under load against."""
+    embedder = load_embedder(None)
+    queries = [f"how do {topic} work here?" for topic in TOPICS]
+    for query in queries:
+        embedder.embed_query(query)
+    rounds = 20 if FULL else 3
+    started = time.process_time()
+    for _ in range(rounds):
+        for query in queries:
+            embedder.embed_query(query)
+    return round((time.process_time() - started) / (rounds * len(queries)) * 1000, 3)
+
+
 def _cpu_s(pids: list[int]) -> float:
     """User and system CPU seconds used so far by ``pids`` (each process's own, its threads')."""
     total = 0
@@ -219,17 +236,21 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
             )
         # CPU per request of each kind alone (issue 34: recall ≤ 6 ms, remember ≤ 8 ms), the main
         # run's clients on recalls only, then on writes only.
-        cpu_alone = {}
+        cpu_alone: dict = {}
+        operator = server.client(server.token("--operator"))
         for kind, share in (("recall", 0.0), ("remember", 1.0)):
-            before = _cpu_s(servers)
+            before, scraped = _cpu_s(servers), Scrape.of(operator)
             tally, seconds = clients.step(
                 assignment[:MAIN_CLIENTS], STEP_SECONDS, seed=77 + int(share), write_share=share
             )
             everything.merge(tally)
+            if kind == "recall":  # where the recalls' wall time went, in the server (waits included)
+                cpu_alone["recall_stages"] = shares(scraped, Scrape.of(operator))
             cpu_alone[f"server_cpu_ms_per_{kind}"] = round(
                 1000 * (_cpu_s(servers) - before) / max(1, len(tally.all_s)), 2
             )
             cpu_alone[f"{kind}_only_rps"] = round(len(tally.all_s) / seconds, 1)
+        operator.close()
         main: dict[str, Tally | float] = {}
 
         def run_main() -> None:
@@ -261,6 +282,7 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
     finally:
         catalog_handle.close()
 
+    embedding_cpu_ms = _embedding_cpu_ms()
     served = [c["clients"] for c in curve if c["p95_ms"] is not None and c["p95_ms"] <= P95_TARGET_MS]
     by_clients = {c["clients"]: c for c in curve}
     benchmark.extra_info.update(
@@ -284,6 +306,8 @@ def test_http_load_mixed_recalls_and_writes(benchmark, tmp_path, request, catalo
             "server_peak_rss_mb": round(peak_rss, 1),
             "curve": curve,
             **cpu_alone,
+            "embedding_cpu_ms": embedding_cpu_ms,
+            "recall_cpu_per_embedding_cpu": round(cpu_alone["server_cpu_ms_per_recall"] / embedding_cpu_ms, 3),
             "one_client_p50_ms": by_clients[1]["p50_ms"],
             "max_clients_p99_ms": by_clients[CURVE[-1]]["p99_ms"],
             "max_clients_errors": by_clients[CURVE[-1]]["errors"],

@@ -46,6 +46,17 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
                     for kind in ("recall", "remember")
                 ),
             ],
+            [
+                "server CPU per recall against one query embedding's CPU alone",
+                checks.check(
+                    "load.recall_cpu_vs_embedding",
+                    f"recall, {catalog}",
+                    r["server_cpu_ms_per_recall"],
+                    r["embedding_cpu_ms"],
+                )
+                if r.get("embedding_cpu_ms") and r.get("server_cpu_ms_per_recall")
+                else "–",
+            ],
             ["most clients served at p95 ≤ 50 ms", fmt(r.get("most_clients_p95_le_50ms"))],
             ["test", r["outcome"]],
         ]
@@ -102,6 +113,18 @@ def section_load(rows: list[dict], checks: Checks) -> list[str]:
                     "clients' CPU ms / request",
                     "p95 ms before",
                 ],
+            )
+        stages = r.get("recall_stages")
+        if stages:
+            out += [
+                f"Where the recalls' time went in the server under {r.get('clients')} clients, recalls only "
+                f"({catalog}): wall milliseconds per recall by stage (waits for the cores and the interpreter "
+                "lock included), from the server's own /metrics.",
+                "",
+            ]
+            out += table(
+                [[stage, fmt(f["ms"]), f"{f['share']:.0%}"] for stage, f in stages.items()],
+                ["stage", "ms per recall", "share"],
             )
     return out
 

@@ -112,7 +112,50 @@ def _against_fastest(rows: list[dict], classes: list[str], checks: Checks) -> li
         "esfis HTTP p50 ms (target)",
         "esfis HTTP less the embedding, ms",
     ]
-    return [lead, ""] + table(body, head)
+    return [lead, ""] + table(body, head) + _stages(http, classes)
+
+
+STAGE_NAMES = {
+    "embedding": "query embedding",
+    "search": "partition search",
+    "fusion": "BM25 fusion, feedback, merge",
+    "catalog": "catalog reads (counts, validity, labels, data)",
+    "fold": "folding copies",
+    "delivery_log": "delivery log and run step (one commit)",
+    "encoding": "the answer's JSON",
+    "rest": "the rest: HTTP, routing, validation, the gate's token and rate count, thread hand-offs, scope",
+}
+
+
+def _stages(http: dict, classes: list[str]) -> list[str]:
+    """Where the server's time went, per class, from the server's own /metrics (``server_stages``),
+    and what HTTP alone costs this client (its /healthz round trip)."""
+    if not any(http["classes"][name].get("stages") for name in classes):
+        return []
+    floor = http.get("http_floor_p50_ms")
+    lead = (
+        "Where esfis's HTTP recall spends its time, per class: milliseconds per recall in the server (mean, from "
+        "its own /metrics: each stage's histogram against the recall route's whole time) and each stage's share. "
+        "The client's own time and the loopback are the client's mean less the server's. "
+        f"HTTP alone, the same client's round trip to `/healthz`: p50 {fmt(floor)} ms."
+    )
+    head = ["stage"] + [f"{name}: ms (share)" for name in classes]
+    body = []
+    for stage, said in STAGE_NAMES.items():
+        row: list[object] = [said]
+        for name in classes:
+            f = http["classes"][name].get("stages", {}).get(stage)
+            row.append("–" if f is None else f"{fmt(f['ms'])} ({f['share']:.0%})")
+        body.append(row)
+    server = ["the server, whole (mean)"]
+    client = ["the client and the loopback (client's mean less the server's)"]
+    for name in classes:
+        figures = http["classes"][name]
+        whole = figures.get("stages", {}).get("server", {}).get("ms")
+        server.append(fmt(whole))
+        mean = figures.get("mean_ms")
+        client.append("–" if whole is None or mean is None else fmt(mean - whole))
+    return [lead, ""] + table(body + [server, client], head)
 
 
 def section_peers_quality(rows: list[dict], checks: Checks) -> list[str]:

@@ -244,7 +244,9 @@ class Esfis:
             return delivery_id
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
+        logged = time.perf_counter()
         delivery_id = self._parts.commits.run(bookkeeping)
+        time_stage("delivery_log", time.perf_counter() - logged)
         return Recall([shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:

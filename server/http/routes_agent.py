@@ -14,6 +14,7 @@ FastAPI runs them in its thread pool, so embedding and LanceDB work never block 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
@@ -34,6 +35,7 @@ from server.http.schemas import (
     RunIn,
     Text,
 )
+from server.metrics import time_stage
 from server.models import Caller, Held, Token
 from server.shapes import (
     ApprovalOut,
@@ -143,7 +145,10 @@ async def recall(body: RecallIn, agent: AsAgent) -> Response:
 
     def answer() -> bytes:
         result = agent.service.recall(agent.at(body), body.query, limit=body.limit, as_of=body.as_of, where=body.filter)
-        return RecallOut.of(result.memories).model_dump_json(by_alias=True).encode()
+        encoding = time.perf_counter()
+        encoded = RecallOut.of(result.memories).model_dump_json(by_alias=True).encode()
+        time_stage("encoding", time.perf_counter() - encoding)
+        return encoded
 
     # The hot path: the whole recall (caller, embedding, search, catalog, encoding) in one trip to
     # a worker thread, and the answer sent as encoded, not validated against its model again.

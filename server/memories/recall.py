@@ -68,7 +68,9 @@ def run_recall(
     at = now if as_of is None else as_of
     depth = limit + RUNNERS_UP if depth is None else depth
     reached_keys = [partition_key(s) for s in scope.reached]
+    reading = time.perf_counter()
     counts, total = book.counts(reached_keys)
+    catalog_s = time.perf_counter() - reading
     cut = {
         "space": total - sum(live for live, _ in counts.values()),
         "policy": sum(counts.get(partition_key(s), (0, 0))[0] for s, _ in scope.denied),
@@ -111,10 +113,14 @@ def run_recall(
         pool, cut["filter"] = newest_matching(
             book, store, scope.allowed, data_filter, at=at, as_of=as_of is not None, count=depth
         )
+    reading = time.perf_counter()
     current = book.current_labels([hit.id for hit, _ in pool], at, as_of=as_of is not None)
     ranked = [pair for pair in pool if pair[0].id in current]
     data = book.data_of([hit.id for hit, _ in ranked])
+    folding = time.perf_counter()
+    time_stage("catalog", catalog_s + folding - reading)  # validity's last word, labels, data, counts
     ranked, cut["copy"] = _folded(ranked, store, data)
+    time_stage("fold", time.perf_counter() - folding)
     if cut["copy"] and len(ranked) < limit and len(pool) >= depth and depth < MAX_DEPTH:
         # Copies took places a recall owes other memories: look deeper (rare: a write refuses copies).
         return run_recall(
@@ -169,7 +175,8 @@ def _folded(
         return ranked, 0
     alike: dict[str, list[int]] = {}
     for i, (hit, _) in enumerate(ranked):
-        alike.setdefault(compact(data.get(hit.id, {})), []).append(i)
+        held = data.get(hit.id)
+        alike.setdefault(compact(held) if held else "", []).append(i)
     kept: list[int] = []
     for group in alike.values():
         found = fold_copies([ranked[i][0] for i in group], np.stack([vectors[i] for i in group]))  # type: ignore[misc]
