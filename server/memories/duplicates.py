@@ -153,7 +153,7 @@ def fold_copies(hits: Sequence[Hit], vectors: np.ndarray) -> list[int]:
         return list(range(len(hits)))
     close = np.argwhere(np.triu(vectors @ vectors.T >= SAME_FACT_COSINE, k=1))
     norms = [normalised(h.text) for h in hits]
-    pairs = {(int(i), int(j)) for i, j in close}
+    pairs = {(i, j) for i, j in close.tolist()}
     alike: dict[str, list[int]] = {}
     for j, norm in enumerate(norms):
         pairs.update((i, j) for i in alike.setdefault(norm, []))
