@@ -114,9 +114,8 @@ def run_recall(
             book, store, scope.allowed, data_filter, at=at, as_of=as_of is not None, count=depth
         )
     reading = time.perf_counter()
-    current = book.current_labels([hit.id for hit, _ in pool], at, as_of=as_of is not None)
+    current, data = book.current_with_data([hit.id for hit, _ in pool], at, as_of=as_of is not None)
     ranked = [pair for pair in pool if pair[0].id in current]
-    data = book.data_of([hit.id for hit, _ in ranked])
     folding = time.perf_counter()
     time_stage("catalog", catalog_s + folding - reading)  # validity's last word, labels, data, counts
     ranked, cut["copy"] = _folded(ranked, store, data)
