@@ -13,7 +13,7 @@ import pytest
 
 from server.catalog import open_catalog
 from server.catalog.access import AccessCache, one_request
-from server.spaces.rates import RateBook
+from server.spaces.rates import RateBook, RateCount, RateKey
 from tests.catalogs import settings_for
 from tests.conftest import MovableClock
 
@@ -82,3 +82,35 @@ def test_a_hit_leaves_the_requests_access_generation_alone(catalogs):
         RateBook(catalog).incr("token:t", 60)
         cache.generation()
         assert cache.reads == read  # a write transaction would have made it look again
+
+
+def _rows(catalog) -> tuple[int, int]:
+    """The rows in the table, and the row count the triggers keep."""
+    return catalog.one("SELECT count(*) AS n FROM rate_counters")["n"], catalog.one("SELECT n FROM rate_rows")["n"]
+
+
+def test_a_full_table_counts_a_newcomers_capped_key_in_its_overflow_key(catalogs):
+    """Strangers add rows (an address each): once the table holds ``max_rows``, a capped key with
+    no row is counted in its limit's overflow key, limited as one; a key with its row, and a
+    key never capped (a token's), go on counting in their own; pruned, the room comes back."""
+    clock = MovableClock()
+    book = RateBook(catalogs[0], clock=clock, max_rows=3)
+
+    def hit(key: str, overflow: str | None = "address:overflow", expiry_s: int = 60) -> RateCount:
+        return book.hit_many([RateKey(key, expiry_s, overflow)])[0]
+
+    assert [hit(f"address:{i}").key for i in range(3)] == ["address:0", "address:1", "address:2"]
+    newcomers = [hit(f"address:{i}") for i in range(3, 8)]  # full: five strangers, one count
+    assert [(h.key, h.count) for h in newcomers] == [("address:overflow", i) for i in range(1, 6)]
+    assert newcomers[0].ends == pytest.approx((clock() + timedelta(seconds=60)).timestamp())
+    assert hit("address:1").count == 2  # a key with its row keeps its own count
+    token = book.hit_many([RateKey("token:tok_1", 60), RateKey("address:9", 60, "address:overflow")])
+    assert [(h.key, h.count) for h in token] == [("token:tok_1", 1), ("address:overflow", 6)]  # a token is never capped
+    assert _rows(catalogs[0]) == (5, 5)  # three addresses, the overflow key, the token: never one a stranger
+    clock.advance(seconds=61)
+    book.prune()
+    assert _rows(catalogs[0]) == (0, 0)
+    assert hit("address:5").key == "address:5"  # room again: a newcomer has its own count
+    second = RateBook(catalogs[1], clock=clock, max_rows=1)  # another worker sees the same rows
+    assert second.hit_many([RateKey("address:6", 60, "address:overflow")])[0].key == "address:overflow"
+    assert _rows(catalogs[1]) == (2, 2)

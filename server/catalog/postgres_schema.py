@@ -18,6 +18,7 @@ from server.catalog.shared import (
     V7_COLUMNS,
     V8_COLUMNS,
     V11_COLUMNS,
+    V13_COLUMNS,
     refuse_newer,
 )
 
@@ -191,6 +192,27 @@ CREATE INDEX deliveries_by_space ON deliveries (space, at);
     11: "".join(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {c} {type_.format(T=T)};\n" for t, c, type_ in V11_COLUMNS),
     # The run tokens a token opened, counted against their cap (server.spaces.tokens).
     12: "CREATE INDEX tokens_by_parent ON tokens (parent) WHERE parent IS NOT NULL;\n",
+    # Who asked for a consent (IF NOT EXISTS: step 8's table has it in a catalog made at this
+    # version), and the rate counters' rows, counted by triggers (server.spaces.rates' cap): a
+    # row per insert, the statement's count per delete (the upkeep's prune takes many at once).
+    13: "".join(f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {c} {type_.format(T=T)};\n" for t, c, type_ in V13_COLUMNS)
+    + """
+CREATE TABLE rate_rows (one INTEGER PRIMARY KEY CHECK (one = 1), n BIGINT NOT NULL);
+INSERT INTO rate_rows (one, n) SELECT 1, count(*) FROM rate_counters;
+CREATE FUNCTION rate_rows_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE rate_rows SET n = n + 1 WHERE one = 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER rate_rows_on_insert AFTER INSERT ON rate_counters FOR EACH ROW EXECUTE FUNCTION rate_rows_added();
+CREATE FUNCTION rate_rows_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE rate_rows SET n = n - (SELECT count(*) FROM gone) WHERE one = 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER rate_rows_on_delete AFTER DELETE ON rate_counters REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION rate_rows_removed();
+""",
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

@@ -8,14 +8,15 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 12  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 13  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
 #                    answers a token's approvals; 8: OAuth connections (clients, consent, refresh tokens), rate counters;
 #                    9: the access generation, moved by every write to ACCESS_TABLES (server.catalog.access);
 #                    10: indexes for the memories page (a partition by time written, a memory's deliveries);
-#                    11: a memory's data (server.memories.data); 12: run tokens by their opener (a cap)
+#                    11: a memory's data (server.memories.data); 12: run tokens by their opener (a cap);
+#                    13: the address that asked for a consent, the rate counters' row count (caps)
 
 # The tables whose rows decide what a caller may do, kept between requests under the access
 # generation (server.catalog.access): a trigger on each moves it, in the writing transaction.
@@ -53,6 +54,9 @@ V8_COLUMNS = (
 # Version 11's columns: a memory's data, compact JSON, NULL for none (server.memories.data).
 V11_COLUMNS = (("memories", "data", "{T}"), ("approvals", "data", "{T}"))  # a held write's data too
 
+# Version 13's columns: the address that asked for a consent (a share of MAX_PENDING per address).
+V13_COLUMNS = (("oauth_requests", "address", "{T}"),)
+
 # Version 8's tables (server.spaces.connections): OAuth clients, the requests that wait for the
 # operator's consent (and, once approved, their one-minute code), and refresh tokens. Every
 # secret is kept as its sha256 only.
@@ -76,7 +80,8 @@ CREATE TABLE IF NOT EXISTS oauth_requests (
     ai {T},
     space {T},                      -- NULL: everywhere
     decided_by {T},
-    token_id {T}                    -- the connection's token, once the code is exchanged
+    token_id {T},                   -- the connection's token, once the code is exchanged
+    address {T}                     -- who asked (version 13): a share of the pending ones each
 );
 CREATE INDEX IF NOT EXISTS oauth_requests_by_expiry ON oauth_requests (expires_at);
 CREATE TABLE IF NOT EXISTS oauth_refresh (

@@ -76,6 +76,7 @@ class SqliteCatalog:
             # then on the triggers keep it, in every process, old versions' writes included.
             tx.execute("INSERT OR IGNORE INTO totals (one, live) SELECT 1, coalesce(sum(live), 0) FROM partitions")
             tx.execute("INSERT OR IGNORE INTO access_generation (one, value) VALUES (1, random())")
+            tx.execute("INSERT OR IGNORE INTO rate_rows (one, n) SELECT 1, count(*) FROM rate_counters")
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -18,6 +18,7 @@ from server.catalog.shared import (
     V7_COLUMNS,
     V8_COLUMNS,
     V11_COLUMNS,
+    V13_COLUMNS,
     refuse_newer,
 )
 
@@ -212,6 +213,15 @@ SCHEMA += APPROVALS_TABLE.format(T="TEXT", I="INTEGER") + OAUTH_TABLES.format(T=
 SCHEMA += (
     "CREATE TABLE IF NOT EXISTS access_generation (one INTEGER PRIMARY KEY CHECK (one = 1), value INTEGER NOT NULL);\n"
 )
+# The rate counters' rows, counted by triggers (seeded at open, as totals is): a hit reads one
+# row to know whether the table is full (server.spaces.rates), never a count of the table.
+SCHEMA += """
+CREATE TABLE IF NOT EXISTS rate_rows (one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS rate_rows_on_insert AFTER INSERT ON rate_counters
+BEGIN UPDATE rate_rows SET n = n + 1 WHERE one = 1; END;
+CREATE TRIGGER IF NOT EXISTS rate_rows_on_delete AFTER DELETE ON rate_counters
+BEGIN UPDATE rate_rows SET n = n - 1 WHERE one = 1; END;
+"""
 SCHEMA += "".join(
     f"CREATE TRIGGER IF NOT EXISTS access_on_{event.lower()}_{table} AFTER {event} ON {table} "
     "BEGIN UPDATE access_generation SET value = random() WHERE one = 1; END;\n"
@@ -231,7 +241,7 @@ def migrate(tx: Any) -> None:
     delivery_columns = {r["name"] for r in tx.all("PRAGMA table_info(deliveries)")}
     if delivery_columns and "token_scope" not in delivery_columns:
         tx.execute("ALTER TABLE deliveries ADD COLUMN token_scope TEXT")
-    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS, *V8_COLUMNS, *V11_COLUMNS):  # versions 6 to 8, 11
+    for table, column, type_ in (*V6_COLUMNS, *V7_COLUMNS, *V8_COLUMNS, *V11_COLUMNS, *V13_COLUMNS):  # 6 to 8, 11, 13
         present = {r["name"] for r in tx.all(f"PRAGMA table_info({table})")}
         if present and column not in present:
             tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T='TEXT').replace('BIGINT', 'INTEGER')}")

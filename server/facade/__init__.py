@@ -13,6 +13,7 @@ from server.models import (  # the places that are not a space
     Token,  # what the operator's token verbs answer, for the interfaces' annotations
 )
 from server.spaces import validate_space_name  # the naming rule, for an interface that reads names in bulk
+from server.spaces.rates import RateCount, RateKey  # what the HTTP rate limits count through Esfis.rates
 
 __all__ = [
     "EVERYWHERE",
@@ -21,6 +22,8 @@ __all__ = [
     "MemoryFilter",
     "Operator",
     "Parts",
+    "RateCount",
+    "RateKey",
     "Token",
     "backup_home",
     "export_home",

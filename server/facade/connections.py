@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from server.spaces.connections import Consent, Issued, Refresh, StoredClient, check_request_id
+from server.spaces.rates import RateCount, RateKey
 
 if TYPE_CHECKING:
     from server.facade.parts import Parts
@@ -32,8 +33,8 @@ class Connections:
     def consented(self, client_id: str) -> bool:
         return self._book.consented(client_id)
 
-    def ask(self, client_id: str, client_name: str, params: dict[str, Any]) -> str:
-        return self._book.ask(client_id, client_name, params)
+    def ask(self, client_id: str, client_name: str, params: dict[str, Any], *, address: str) -> str:
+        return self._book.ask(client_id, client_name, params, address=address)
 
     def code(self, code: str) -> Consent | None:
         return self._book.code(code)
@@ -81,6 +82,9 @@ class RateCounters:
 
     def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
         return self._book.incr_many(keys)
+
+    def hit_many(self, hits: list[RateKey]) -> list[RateCount]:
+        return self._book.hit_many(hits)
 
     def get(self, key: str) -> int:
         return self._book.get(key)

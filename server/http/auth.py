@@ -17,6 +17,14 @@ The token is looked up on every request (no cache), off the event loop: a token 
 is refused on the next request. The lookup has threads of its own (``AUTH_THREADS``), so routes
 that fill the shared pool never stop a request from being authenticated and answered.
 
+**A spent window, refused on the loop.** A token or an address this worker saw spend its rate
+window is refused with 429 and ``Retry-After`` on the event loop, before the thread hop, the
+lookup and the body (``Limiter.refused_in_memory``), so a hammering caller costs a dict read,
+not a thread and a parse that the others' requests wait behind. A token is known there by its
+secret's sha256 (as the tokens table keeps it), mapped to its id, whose counter key the limiter
+remembers; the secret itself is never kept. A token revoked inside its spent window is refused
+with 429 until the window ends, then with 401.
+
 **A share per token.** A token has at most ``TOKEN_CALLS`` requests in flight in one worker
 (a stream an MCP session keeps open, ``GET /mcp``, is not counted); another answers 429 with
 ``Retry-After`` at once. So no one agent, however many calls it opens, holds the threads the
@@ -25,7 +33,9 @@ others need.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -55,6 +65,7 @@ T = TypeVar("T")
 BODY_LIMIT = 64 * 1024
 AUTH_THREADS = 8  # threads for token lookups, apart from the routes' pool
 TOKEN_CALLS = 32  # requests in flight per token and worker, beyond which it answers 429
+SPENT_BEARERS = 10_000  # spent tokens a worker knows by their secret's digest, before it drops the done ones
 IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
 IMPORT_PATH = "/v1/import"
 MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
@@ -96,6 +107,8 @@ class Gate:
         self.limiter = limiter  # the rate limits (server.http.rate_limits), shared by every worker
         self.token_calls = token_calls
         self._in_flight: dict[str, int] = {}
+        self._spent_bearers: dict[str, str] = {}  # a spent token's secret's sha256 → its id
+        self._spent_lock = threading.Lock()  # learnt on the gate's threads
         self._auth_threads: anyio.CapacityLimiter | None = None  # made on the event loop, at first use
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -110,7 +123,7 @@ class Gate:
             return
         if path in OAUTH_PATHS:
             try:
-                await self._in_threads(lambda: self._hit("oauth", _address(scope)))
+                await self._counted("oauth", _address(scope))
             except TooManyRequests as exc:
                 body = {"error": "temporarily_unavailable", "error_description": exc.message}
                 headers_out = {"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"}
@@ -120,7 +133,7 @@ class Gate:
             # A token is looked up here too (the operator's), so a stranger's scrapes count
             # against its address as its /v1 requests do.
             try:
-                await self._in_threads(lambda: self._hit("address", _address(scope)))
+                await self._counted("address", _address(scope))
             except TooManyRequests as exc:
                 await from_esfis(exc)(scope, receive, send)
                 return
@@ -136,8 +149,10 @@ class Gate:
     ) -> None:
         """A ``/v1`` or ``/mcp`` request: its token, its bounds, its share of calls in flight."""
         try:
+            address = _address(scope)
+            self._refuse_spent(headers, address)  # on the loop: no thread, no lookup, no body
             opening_run = path == RUNS_PATH and scope["method"] == "POST"
-            token = await self._authenticate(headers, _address(scope), opening_run)
+            token = await self._authenticate(headers, address, opening_run)
             self._bound(token, path)
         except Unauthorized as exc:
             await self._unauthorized(exc, path)(scope, receive, send)
@@ -219,10 +234,59 @@ class Gate:
             hits = [("address", address), ("token", token.id)] + ([("runs", token.id)] if opening_run else [])
             limiter = self.limiter()
             if limiter is not None:
-                limiter.hit_all(hits)
+                try:
+                    limiter.hit_all(hits)
+                except TooManyRequests:
+                    if limiter.refused_in_memory("token", token.id) is not None:
+                        self._learn_spent(value, token.id)
+                    raise
             return token
 
         return await self._in_threads(checked)
+
+    def _refuse_spent(self, headers: list[tuple[bytes, bytes]], address: str) -> None:
+        """``TooManyRequests`` when this worker saw the request's address, or its token, spend
+        its window: cheap enough for the event loop (a dict read or two, a sha256 of the
+        secret only while some token is spent)."""
+        limiter = self.limiter()
+        if limiter is None:
+            return
+        refusal = limiter.refused_in_memory("address", address)
+        if refusal is None and self._spent_bearers:
+            values = [v for k, v in headers if k == b"authorization"]
+            digest = _bearer_digest(values[0].decode("latin-1")) if len(values) == 1 else None
+            token_id = self._spent_bearers.get(digest) if digest is not None else None
+            if digest is not None and token_id is not None:
+                refusal = limiter.refused_in_memory("token", token_id)
+                if refusal is None:  # its window is over: a fresh count from now on
+                    self._spent_bearers.pop(digest, None)
+        if refusal is not None:
+            raise refusal
+
+    def _learn_spent(self, authorization: str | None, token_id: str) -> None:
+        digest = _bearer_digest(authorization) if authorization is not None else None
+        if digest is None:
+            return
+        with self._spent_lock:
+            if len(self._spent_bearers) >= SPENT_BEARERS:
+                limiter = self.limiter()
+                self._spent_bearers = {
+                    d: t
+                    for d, t in self._spent_bearers.items()
+                    if limiter is not None and limiter.refused_in_memory("token", t) is not None
+                }
+            self._spent_bearers[digest] = token_id
+
+    async def _counted(self, limit: str, who: str) -> None:
+        """One hit of ``who`` under ``limit``: refused from memory on the loop, else counted on
+        the gate's threads."""
+        limiter = self.limiter()
+        if limiter is None:
+            return
+        refusal = limiter.refused_in_memory(limit, who)
+        if refusal is not None:
+            raise refusal
+        await self._in_threads(lambda: limiter.hit(limit, who))
 
     def _hit(self, limit: str, who: str) -> None:
         limiter = self.limiter()
@@ -233,6 +297,14 @@ class Gate:
         if self._auth_threads is None:
             self._auth_threads = anyio.CapacityLimiter(AUTH_THREADS)
         return await anyio.to_thread.run_sync(call, limiter=self._auth_threads)
+
+
+def _bearer_digest(authorization: str) -> str | None:
+    """The sha256 of a ``Bearer`` header's secret (the tokens table's own hash of it), else None."""
+    scheme, sep, secret = authorization.partition(" ")
+    if not sep or scheme.lower() != "bearer" or not secret:
+        return None
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 def _address(scope: Scope) -> str:

@@ -22,6 +22,12 @@ discovery documents, ``/docs``, a page's static files) is not counted: a count i
 write, dearer than the answer it would guard. An address is the connection's
 peer, or what a proxy forwards when uvicorn trusts it (``--forwarded-allow-ips``; by default
 127.0.0.1 only). A counter's key names the limit and a token id or an address, never a secret.
+
+The limits counted per address are capped in the catalog (``server.spaces.rates.MAX_ROWS``):
+with the counters' table full, an address that has no counter yet is counted in its limit's
+overflow key, one count for all such newcomers. A worker refuses a caller whose window it saw
+spent from memory, on the event loop (``Limiter.refused_in_memory``, asked by the gate before
+any thread hop or body read), so a hammering caller costs each worker a dict read a request.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from limits.storage import Storage
 from limits.strategies import FixedWindowRateLimiter
 
 from server.errors import InvalidInput, TooManyRequests
+from server.facade import RateCount, RateKey
 
 if TYPE_CHECKING:
     from server.facade import Esfis
@@ -50,6 +57,9 @@ DEFAULTS = {
     "oauth": "60/minute",
     "sign_in": "10/15minutes",
 }
+# The limits that count an address: a stranger's to multiply, so their counters are capped.
+BY_ADDRESS = ("address", "oauth", "sign_in")
+OVERFLOW = "(overflow)"  # the who of a capped limit's overflow key: never an address
 SAID = {
     "token": "this token made too many requests",
     "address": "too many requests from this address",
@@ -76,8 +86,8 @@ class CatalogStorage(Storage):
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         return self.service().rates.incr(key, expiry, amount)
 
-    def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
-        return self.service().rates.incr_many(keys)
+    def hit_many(self, hits: list[RateKey]) -> list[RateCount]:
+        return self.service().rates.hit_many(hits)
 
     def get(self, key: str) -> int:
         return self.service().rates.get(key)
@@ -160,12 +170,25 @@ class Limiter:
             ends = self._spent.get(item.key_for(name, who))
             if ends is not None and ends > now:
                 raise _refused(name, item, ends)
-        counts = self.storage.incr_many([(item.key_for(name, who), item.get_expiry()) for name, who, item in active])
-        for (name, who, item), count in zip(active, counts, strict=True):
-            if count > item.amount:
-                reset = self.strategy.get_window_stats(item, name, who).reset_time
-                self._remember_spent(item.key_for(name, who), reset)
-                raise _refused(name, item, reset)
+        counted = self.storage.hit_many(
+            [RateKey(item.key_for(name, who), item.get_expiry(), _overflow(name, item)) for name, who, item in active]
+        )
+        for (name, who, item), hit in zip(active, counted, strict=True):
+            if hit.count > item.amount:
+                self._remember_spent(item.key_for(name, who), hit.ends)
+                raise _refused(name, item, hit.ends)
+
+    def refused_in_memory(self, name: str, who: str) -> TooManyRequests | None:
+        """The refusal a hit of ``who`` under ``name`` gets from this worker's memory of spent
+        windows, else None: a dict read, no catalog, no lock, so the gate asks it on the event
+        loop before any thread hop or body read."""
+        item: RateLimitItem | None = getattr(self.limits, name)
+        if item is None:
+            return None
+        ends = self._spent.get(item.key_for(name, who))
+        if ends is None or ends <= time.time():
+            return None
+        return _refused(name, item, ends)
 
     def test(self, name: str, who: str) -> None:
         """``TooManyRequests`` when ``who`` has no room left under ``name``; counts nothing."""
@@ -182,6 +205,11 @@ class Limiter:
                 now = time.time()
                 self._spent = {k: v for k, v in self._spent.items() if v > now}
             self._spent[key] = ends
+
+
+def _overflow(name: str, item: RateLimitItem) -> str | None:
+    """The key a newcomer under ``name`` is counted in when the counters are full (None: never capped)."""
+    return item.key_for(name, OVERFLOW) if name in BY_ADDRESS else None
 
 
 def _refused(name: str, item: RateLimitItem, reset: float) -> TooManyRequests:

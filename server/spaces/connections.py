@@ -20,8 +20,9 @@ What is kept, and how long:
   are kept to catch it).
 
 Strangers reach the endpoints that write here, so their rows are bounded (``MAX_PENDING``
-requests, ``MAX_CLIENTS`` clients of each kind: a flood of registrations leaves documents room,
-and the reverse) and pruned (``prune``: a client of either kind that has no connection and no
+requests, at most ``MAX_PENDING_PER_ADDRESS`` of them from one address, so one stranger cannot
+keep the operator's own host from asking; ``MAX_CLIENTS`` clients of each kind: a flood of
+registrations leaves documents room, and the reverse) and pruned (``prune``: a client of either kind that has no connection and no
 request a day after it was first stored).
 """
 
@@ -47,6 +48,7 @@ CODE_S = 60  # an approved request's code is good this long, once
 ACCESS_S = 3600  # the default life of a connection's access token (ESFIS_OAUTH_TOKEN_S)
 REFRESH_DAYS = 30  # a refresh token's life
 MAX_PENDING = 1000  # requests waiting for consent, at most
+MAX_PENDING_PER_ADDRESS = 20  # of them from one address (the peer, or a trusted proxy's forwarded one)
 MAX_CLIENTS = 10_000  # clients of each kind (registered, document), at most
 UNUSED_CLIENT_S = 86_400  # a client with no connection and no request is pruned after a day
 KEPT_USED_REFRESH = 32  # a connection's used refresh tokens kept to catch a replay: the newest ones
@@ -154,20 +156,34 @@ class ConnectionBook:
 
     # -- consent ----------------------------------------------------------------------------
 
-    def ask(self, client_id: str, client_name: str, params: dict[str, Any]) -> str:
-        """A request that waits for the operator; its id is the consent page's address."""
+    def ask(self, client_id: str, client_name: str, params: dict[str, Any], *, address: str) -> str:
+        """A request that waits for the operator; its id is the consent page's address.
+        ``TooManyRequests`` when ``MAX_PENDING`` wait, or ``MAX_PENDING_PER_ADDRESS`` from
+        ``address`` (then ``retry_after``: when the first of them expires)."""
         now = self.clock()
+        address = address[:200]
         request_id = secrets.token_urlsafe(REQUEST_ID_BYTES)
         with self.catalog.transaction() as tx:
             waiting = tx.one(
-                "SELECT count(*) AS n FROM oauth_requests WHERE status = 'pending' AND expires_at > ?",
-                (to_micros(now),),
+                "SELECT count(*) AS n, coalesce(sum(CASE WHEN address = ? THEN 1 ELSE 0 END), 0) AS mine, "
+                "min(CASE WHEN address = ? THEN expires_at END) AS first_ends "
+                "FROM oauth_requests WHERE status = 'pending' AND expires_at > ?",
+                (address, address, to_micros(now)),
             )
             if waiting is not None and waiting["n"] >= MAX_PENDING:
                 raise TooManyRequests("too many connections wait for the operator's consent: try later")
+            if waiting is not None and waiting["mine"] >= MAX_PENDING_PER_ADDRESS:
+                wait = max(1, -(-(waiting["first_ends"] - to_micros(now)) // 1_000_000))
+                refusal = TooManyRequests(
+                    f"{MAX_PENDING_PER_ADDRESS} connections from this address wait for the operator's consent "
+                    f"already: ask the operator to answer them, or try again in {wait} s"
+                )
+                refusal.retry_after = wait
+                raise refusal
             tx.execute(
-                "INSERT INTO oauth_requests (id, client_id, client_name, params, status, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                "INSERT INTO oauth_requests "
+                "(id, client_id, client_name, params, status, created_at, expires_at, address) "
+                "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
                 (
                     request_id,
                     client_id,
@@ -175,6 +191,7 @@ class ConnectionBook:
                     json.dumps(params),
                     to_micros(now),
                     to_micros(now + timedelta(seconds=CONSENT_S)),
+                    address,
                 ),
             )
         return request_id

@@ -6,20 +6,53 @@ whom it counts: a token id, an address; never a secret), a count and the end of 
 upsert per hit that returns the count it left, atomic by itself (``Catalog.write_returning``),
 so two workers never both see room for the last call, and a hit costs one statement, not a
 transaction under the catalog's write lock. Counters past their window are pruned by the server's upkeep.
+
+**A cap on the rows.** A stranger picks its address (an IPv6 block holds billions), so between
+two prunes the rows could grow with every new address. A key that may be a stranger's is hit
+*capped*: once the table holds ``MAX_ROWS`` rows, a capped key with no row of its own is counted
+in its limit's overflow key instead (one count for every newcomer under that limit, limited as
+one), so the rows stop at ``MAX_ROWS`` plus one overflow key a limit. A key that has its row
+goes on counting in it, so a caller already counted keeps its own count; a token's keys are
+never capped (tokens are the operator's to make, and bounded). The row count is kept by triggers
+(``rate_rows``), so knowing whether the table is full costs a one-row read in the hit's
+statement, not a count; writers at the same instant on PostgreSQL may each take the last room.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from server.catalog import Catalog
 from server.clock import Clock, system_clock, to_micros
 
 MAX_KEY = 300
+MAX_ROWS = 100_000  # rows before a newcomer's capped key is counted in its limit's overflow key
+
+
+@dataclass(frozen=True)
+class RateCount:
+    """One key's hit: the key it was counted under (its own, or its overflow key), the count
+    after it, and when that window ends (seconds since the epoch)."""
+
+    key: str
+    count: int
+    ends: float
+
+
+@dataclass(frozen=True)
+class RateKey:
+    """A key to hit once: its window's length, and for a capped key its overflow key."""
+
+    key: str
+    expiry_s: int
+    overflow: str | None = None  # None: never capped (a token's key)
 
 
 class RateBook:
-    def __init__(self, catalog: Catalog, clock: Clock = system_clock) -> None:
+    def __init__(self, catalog: Catalog, clock: Clock = system_clock, max_rows: int = MAX_ROWS) -> None:
         self.catalog = catalog
         self.clock = clock
+        self.max_rows = max_rows
 
     def incr(self, key: str, expiry_s: int, amount: int = 1) -> int:
         """The count after adding ``amount``; a window past its end starts again."""
@@ -37,22 +70,44 @@ class RateBook:
         return int(rows[0]["count"]) if rows else amount
 
     def incr_many(self, keys: list[tuple[str, int]]) -> list[int]:
-        """``incr`` of each (key, expiry) by one, in one statement: a request's counters (its
-        address's and its token's) cost one write, not one each. The keys must differ."""
+        """``incr`` of each (key, expiry) by one, in one statement (never capped)."""
+        return [hit.count for hit in self.hit_many([RateKey(key, expiry_s) for key, expiry_s in keys])]
+
+    def hit_many(self, hits: list[RateKey]) -> list[RateCount]:
+        """Each key hit once, in one statement: a request's counters (its address's and its
+        token's) cost one write, not one each. A capped key with no row, the table full, is
+        counted under its overflow key. The keys, and their overflow keys, must differ."""
         now = to_micros(self.clock())
-        keys = [(key[:MAX_KEY], expiry_s) for key, expiry_s in keys]
-        values = ", ".join(["(?, 1, ?)"] * len(keys))
-        params = tuple(v for key, expiry_s in keys for v in (key, now + expiry_s * 1_000_000))
+        hits = [RateKey(h.key[:MAX_KEY], h.expiry_s, h.overflow and h.overflow[:MAX_KEY]) for h in hits]
+        rows_sql: list[str] = []
+        params: list[object] = []
+        for hit in hits:
+            ends = now + hit.expiry_s * 1_000_000
+            if hit.overflow is None:
+                rows_sql.append("(?, 1, ?)")
+                params += [hit.key, ends]
+            else:  # its own key while there is room, or while it has its row already
+                rows_sql.append(
+                    "(CASE WHEN (SELECT n FROM rate_rows WHERE one = 1) < ? "
+                    "OR EXISTS (SELECT 1 FROM rate_counters WHERE key = ?) THEN ? ELSE ? END, 1, ?)"
+                )
+                params += [self.max_rows, hit.key, hit.key, hit.overflow, ends]
         rows = self.catalog.write_returning(
-            f"INSERT INTO rate_counters (key, count, expires_at) VALUES {values} ON CONFLICT (key) DO UPDATE SET "
+            f"INSERT INTO rate_counters (key, count, expires_at) VALUES {', '.join(rows_sql)} "
+            "ON CONFLICT (key) DO UPDATE SET "
             "count = CASE WHEN rate_counters.expires_at <= ? THEN excluded.count "
             "ELSE rate_counters.count + excluded.count END, "
             "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
-            "ELSE rate_counters.expires_at END RETURNING key, count",
+            "ELSE rate_counters.expires_at END RETURNING key, count, expires_at",
             (*params, now, now),
         )
-        counts = {row["key"]: int(row["count"]) for row in rows}
-        return [counts.get(key, 1) for key, _ in keys]
+        counted = {row["key"]: (int(row["count"]), int(row["expires_at"]) / 1_000_000) for row in rows}
+        answers: list[RateCount] = []
+        for hit in hits:
+            key = hit.overflow if hit.overflow is not None and hit.key not in counted else hit.key
+            count, window_ends = counted.get(key, (1, (now + hit.expiry_s * 1_000_000) / 1_000_000))
+            answers.append(RateCount(key, count, window_ends))
+        return answers
 
     def get(self, key: str) -> int:
         row = self.catalog.one("SELECT count, expires_at FROM rate_counters WHERE key = ?", (key[:MAX_KEY],))

@@ -3,7 +3,7 @@ with OAuth on (both catalogs): clients read from a metadata document are capped 
 registered ones; an ``/authorize`` error goes back only to a client the operator has said yes to,
 and is shown on esfis's own page otherwise (RFC 9700 §4.11.2); a client's name is shown inert on
 every page that names it; a connection refreshing as fast as it may keeps a bounded number of
-refresh rows."""
+refresh rows; one address holds at most its share of the consents waiting for the operator."""
 
 from __future__ import annotations
 
@@ -19,8 +19,16 @@ import httpx
 import pytest
 
 from server.catalog import open_catalog
+from server.errors import TooManyRequests
 from server.settings import Settings
-from server.spaces.connections import KEPT_USED_REFRESH, MAX_CLIENTS, UNUSED_CLIENT_S, ConnectionBook
+from server.spaces.connections import (
+    CONSENT_S,
+    KEPT_USED_REFRESH,
+    MAX_CLIENTS,
+    MAX_PENDING_PER_ADDRESS,
+    UNUSED_CLIENT_S,
+    ConnectionBook,
+)
 from server.spaces.tokens import TokenBook
 from tests.conftest import MovableClock
 from tests.http.conftest import Server, start_server, stop_server
@@ -257,3 +265,60 @@ def test_a_connection_refreshing_as_fast_as_it_may_keeps_a_bounded_number_of_row
     assert len(rows) == KEPT_USED_REFRESH + 1  # the newest used ones, and the one in use
     assert refresh(served.url, link.client_id, used[-1]).status_code == 400  # replayed: refused …
     assert refresh(served.url, link.client_id, current).status_code == 400  # … and the connection ended
+
+
+# -- consents waiting for the operator: a share per address -------------------------------------
+
+
+def test_one_address_holds_at_most_its_share_of_the_pending_consents(home):
+    """``MAX_PENDING`` requests may wait for the operator; one address fills at most
+    ``MAX_PENDING_PER_ADDRESS`` of them (429, ``Retry-After``: when its first expires), so a
+    stranger cannot keep every other host from asking. A decided one frees a place; so does
+    time. On the catalog under test."""
+    from tests.catalogs import settings_for
+
+    catalog = open_catalog(settings_for(home))
+    clock = MovableClock()
+    book = ConnectionBook(catalog, TokenBook(catalog), clock)
+    try:
+
+        def ask(address: str) -> str:
+            params = {"redirect_uri": CALLBACK, "code_challenge": pkce()[1], "state": "s", "resource": "r"}
+            return book.ask("https://host.example/client.json", "Host", params, address=address)
+
+        mine = [ask("203.0.113.7") for _ in range(MAX_PENDING_PER_ADDRESS - 1)]
+        clock.advance(seconds=60)
+        mine.append(ask("203.0.113.7"))
+        with pytest.raises(TooManyRequests) as refused:
+            ask("203.0.113.7")
+        assert str(MAX_PENDING_PER_ADDRESS) in refused.value.message and "this address" in refused.value.message
+        assert refused.value.retry_after == CONSENT_S - 60  # the first of them expires then
+        ask("198.51.100.2")  # another address has its own share
+        book.deny(mine[-1], by="operator")
+        ask("203.0.113.7")  # a decided one frees its place
+        with pytest.raises(TooManyRequests):
+            ask("203.0.113.7")
+        clock.advance(seconds=CONSENT_S - 59)  # the first 19 expired
+        ask("203.0.113.7")
+    finally:
+        catalog.close()
+
+
+def test_a_stranger_past_its_share_of_pending_consents_is_told_so_on_esfis_page(served):
+    """Over HTTP: the request past the address's share is shown why on esfis's own page (an
+    unconsented client: never sent to its redirect URI), and asks nothing of the operator."""
+    client_id = register(served.url).json()["client_id"]
+    catalog = catalog_of(served)
+    try:
+        pending = "SELECT address FROM oauth_requests WHERE status = 'pending'"
+        already = len(catalog.all(pending))  # the module's other tests, from this address too
+        waiting = [authorize(served.url, client_id, pkce()[1]) for _ in range(MAX_PENDING_PER_ADDRESS - already)]
+        assert all(r.status_code == 302 and "/oauth/connect/" in r.headers["location"] for r in waiting)
+        refused = authorize(served.url, client_id, pkce()[1])
+        assert refused.status_code == 400 and "location" not in refused.headers
+        assert "temporarily_unavailable" in refused.text and "from this address wait" in refused.text
+        assert [r["address"] for r in catalog.all(pending)] == ["127.0.0.1"] * MAX_PENDING_PER_ADDRESS
+    finally:
+        with catalog.transaction() as tx:  # leave the address its share for any test after
+            tx.execute("DELETE FROM oauth_requests WHERE status = 'pending'")
+        catalog.close()

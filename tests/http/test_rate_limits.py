@@ -217,3 +217,116 @@ def test_a_token_at_its_limit_hammering_costs_no_catalog_write_a_request(two):
     finally:
         catalog.close()
     assert counts and max(counts) <= 6 + 2  # the limit, and the one refusal each of the two workers counted
+
+
+# -- in one worker, in process: the gate over a real service (both catalogs) -------------------
+
+
+class _Watched:
+    """The service as the gate sees it, counting the token lookups (each one a thread hop)."""
+
+    def __init__(self, service) -> None:
+        self.service = service
+        self.lookups = 0
+
+    def authenticate(self, authorization):
+        self.lookups += 1
+        return self.service.authenticate(authorization)
+
+
+def _call(gate, secret: str, address: str) -> tuple[int, dict[bytes, bytes], int]:
+    """One ``POST /v1/recall`` through the gate: its status, its headers, the body reads it made."""
+    import anyio
+
+    sent: list[dict] = []
+    reads = 0
+
+    async def receive() -> dict:
+        nonlocal reads
+        reads += 1
+        return {"type": "http.request", "body": b'{"query": "x"}', "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/recall",
+        "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {secret}".encode()), (b"content-type", b"application/json")],
+        "client": (address, 40000),
+    }
+    anyio.run(gate, scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], dict(start["headers"]), reads
+
+
+def test_a_spent_window_is_refused_on_the_loop_before_any_thread_hop_or_body_read(fake_service, clock):
+    """A token, or an address, this worker saw spend its window is refused on the event loop:
+    no thread hop, no token lookup, no body read (``benchmarks/test_hostile_neighbour.py``: a
+    hammering token held threads a good token's recall waited behind), with ``Retry-After``
+    still the window's end, and no secret kept; another token, from elsewhere, is served."""
+    from datetime import UTC, datetime
+
+    from starlette.responses import PlainTextResponse
+
+    from server.http.auth import Gate
+    from server.http.rate_limits import Limiter, RateLimits
+
+    clock.now = datetime.now(UTC)  # the limiter's windows end on the wall clock
+    op = fake_service.operator
+    _, hammering = op.create_token(ai="claude-code")
+    _, quiet = op.create_token(ai="cursor")
+    limiter = Limiter(
+        lambda: fake_service, RateLimits.from_env({"ESFIS_RATE_TOKEN": "2/minute", "ESFIS_RATE_ADDRESS": "4/minute"})
+    )
+    watched = _Watched(fake_service)
+    gate = Gate(PlainTextResponse("served"), lambda: watched, limiter=lambda: limiter)
+    hops: list[str] = []
+    in_threads = gate._in_threads
+
+    async def counted_hop(call):
+        hops.append("hop")
+        return await in_threads(call)
+
+    gate._in_threads = counted_hop
+
+    assert [_call(gate, hammering, "10.0.0.1")[0] for _ in range(3)] == [200, 200, 429]  # spent, in the catalog
+    before = (len(hops), watched.lookups)
+    status, headers, reads = _call(gate, hammering, "10.0.0.2")  # the token, from anywhere
+    assert (status, reads) == (429, 0) and (len(hops), watched.lookups) == before
+    assert 55 <= int(headers[b"retry-after"]) <= 60
+    assert hammering not in repr(gate._spent_bearers) and hammering.split("_", 1)[1] not in repr(limiter._spent)
+    assert _call(gate, quiet, "10.0.0.3")[0] == 200  # another token: looked up and served
+
+    assert [_call(gate, f"esfis_{i:043d}", "10.0.0.4")[0] for i in range(5)] == [401] * 4 + [429]  # address spent
+    before = (len(hops), watched.lookups)
+    status, headers, reads = _call(gate, quiet, "10.0.0.4")  # a good token from that address waits too
+    assert (status, reads) == (429, 0) and (len(hops), watched.lookups) == before
+    assert 55 <= int(headers[b"retry-after"]) <= 60
+
+
+def test_with_the_counters_full_a_new_address_is_limited_in_its_limits_overflow_key(fake_service, clock):
+    """``server.spaces.rates.MAX_ROWS``: with the table full, addresses that have no counter yet
+    share their limit's overflow count (its window's end in ``Retry-After``); an address with
+    its counter, and a token, keep their own."""
+    from datetime import UTC, datetime
+
+    from server.errors import TooManyRequests
+    from server.http.rate_limits import Limiter, RateLimits
+
+    clock.now = datetime.now(UTC)
+    limiter = Limiter(lambda: fake_service, RateLimits.from_env({"ESFIS_RATE_ADDRESS": "2/minute"}))
+    limiter.hit("address", "10.0.0.1")
+    fake_service._parts.rates.max_rows = 1  # full from here on
+    limiter.hit("address", "10.0.0.2")
+    limiter.hit("address", "10.0.0.3")  # two newcomers: the overflow's two
+    with pytest.raises(TooManyRequests) as refused:
+        limiter.hit("address", "10.0.0.4")
+    assert 55 <= refused.value.retry_after <= 60
+    limiter.hit("address", "10.0.0.1")  # its own count: its second
+    limiter.hit_all([("token", "tok_aaaaaaaaaaaa")])  # never capped
+    keys = {r["key"] for r in fake_service._parts.rates.catalog.all("SELECT key FROM rate_counters")}
+    assert not any("10.0.0.2" in k or "10.0.0.3" in k or "10.0.0.4" in k for k in keys)
+    assert any("(overflow)" in k for k in keys) and any("tok_aaaaaaaaaaaa" in k for k in keys)

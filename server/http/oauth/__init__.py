@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from server.http.oauth.address import MCP_PATH, PRM_PATH, OAuthSite, site_for, site_from_env
 from server.http.oauth.client_secrets import HashedSecretAuthenticator
 from server.http.oauth.documents import DocumentError, is_document_id
-from server.http.oauth.provider import CONNECT_PATH, EsfisProvider
+from server.http.oauth.provider import ASKING_ADDRESS, CONNECT_PATH, EsfisProvider
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -113,7 +113,11 @@ def routes(service: Callable[[], Esfis], site: OAuthSite) -> list[Route]:
                 return JSONResponse(
                     {"error": "invalid_client", "error_description": str(exc)}, status_code=400, headers=NO_STORE
                 )
-        answer = await authorization.handle(request)
+        asking = ASKING_ADDRESS.set(request.client.host if request.client else "unknown")  # as the gate counts it
+        try:
+            answer = await authorization.handle(request)
+        finally:
+            ASKING_ADDRESS.reset(asking)
         location = answer.headers.get("location")
         if location is None or to_consent(location, site) or not error_redirect(location):
             return answer

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 CONNECT_PATH = "/oauth/connect"  # the consent's landing page (server.web.routes_connect)
 CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")  # S256: base64url of 32 bytes, unpadded
 DOCUMENT_S = 600
+# Who asks at /authorize (the peer, or a trusted proxy's forwarded address), set by its route:
+# the SDK calls ``authorize`` with no request, and a share of the pending consents is per address.
+ASKING_ADDRESS: ContextVar[str] = ContextVar("esfis_oauth_asking_address", default="unknown")
 
 
 class EsfisProvider:
@@ -119,6 +123,7 @@ class EsfisProvider:
                     "scopes": params.scopes or [],
                     "resource": resource,
                 },
+                address=ASKING_ADDRESS.get(),
             )
         except EsfisError as exc:
             raise AuthorizeError("temporarily_unavailable", exc.message) from None
