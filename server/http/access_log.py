@@ -5,12 +5,19 @@ capabilities and names a log must not keep: a context reference (``/v1/context/c
 memories), memory ids, ``?space=`` and ``?cwd=``. So the server turns uvicorn's off and logs the
 route's template instead (``GET /v1/context/{ref} 200 2.1ms``), never a reference, an id, a
 token, a query string or a body. A request that matched no route is logged as ``(no route)``.
+
+Refusals of a rate limit (429) are not logged one by one: a caller past its limit can send
+thousands a second, and a line each would cost the server a third of what refusing them costs
+and fill the disk at that rate. They are counted by route and written as one line a second
+(``POST /v1/recall 429 ×4,120 in 1.0s``); ``/metrics`` still counts each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import Counter
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,11 +37,36 @@ def route_template(scope: Scope) -> str:
     return root + path if isinstance(root, str) else path
 
 
+REFUSALS_EVERY_S = 1.0  # how often the summed rate-limit refusals are written
+
+
+class Refusals:
+    """429s counted by route on the event loop, written as one line per route every
+    ``REFUSALS_EVERY_S`` (a timer armed by the first of each period: nothing runs while none come)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.since = 0.0
+
+    def add(self, method: str, route: str) -> None:
+        if not self.counts:
+            self.since = time.perf_counter()
+            asyncio.get_running_loop().call_later(REFUSALS_EVERY_S, self.write)
+        self.counts[(method, route)] += 1
+
+    def write(self) -> None:
+        seconds = time.perf_counter() - self.since
+        for (method, route), count in sorted(self.counts.items()):
+            log.info("%s %s 429 ×%s in %.1fs", method, route, f"{count:,}", seconds)
+        self.counts.clear()
+
+
 class AccessLog:
     """Pure ASGI middleware, outermost, so it sees the status every other layer answered."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.refusals = Refusals()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,5 +88,8 @@ class AccessLog:
             method = method if isinstance(method, str) else "?"
             seconds = time.perf_counter() - started
             route = route_template(scope)
-            log.info("%s %s %d %.1fms", method, route, status, seconds * 1000)
+            if status == 429:
+                self.refusals.add(method, route)
+            else:
+                log.info("%s %s %d %.1fms", method, route, status, seconds * 1000)
             count_request(method, route, status, seconds)  # /metrics: the same template, never a path

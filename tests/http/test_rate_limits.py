@@ -219,6 +219,24 @@ def test_a_token_at_its_limit_hammering_costs_no_catalog_write_a_request(two):
     assert counts and max(counts) <= 6 + 2  # the limit, and the one refusal each of the two workers counted
 
 
+def test_a_flood_of_refusals_is_logged_as_one_line_a_second_not_a_line_each(two):
+    """A token past its limit sends 40 more: the access log writes no line per refusal, but one
+    line a second per route and worker whose counts add up to every 429 answered (a line each
+    cost a third of what refusing does, and filled the disk at the flood's rate)."""
+    import time
+
+    hammer = two.client(two.agent_token())
+    answers = [hammer.post("/v1/recall", json={"query": "anything"}).status_code for _ in range(46)]
+    refused = answers.count(429)
+    assert answers[:6] == [200] * 6 and refused == 40
+    time.sleep(1.5)  # each worker writes its sum a second after its first refusal
+    lines = [line for line in two.log.read_text().splitlines() if " 429 " in line]
+    assert not [line for line in lines if re.search(r" 429 [0-9.]+ms$", line)]  # none logged one by one
+    summed = [re.search(r" 429 ×([0-9,]+) in [0-9.]+s$", line) for line in lines]
+    assert all(summed), lines
+    assert sum(int(m.group(1).replace(",", "")) for m in summed if m) >= refused  # earlier tests' too
+
+
 # -- in one worker, in process: the gate over a real service (both catalogs) -------------------
 
 
