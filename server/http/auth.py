@@ -127,6 +127,7 @@ class Gate:
             except TooManyRequests as exc:
                 body = {"error": "temporarily_unavailable", "error_description": exc.message}
                 headers_out = {"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"}
+                headers_out["Connection"] = "close"  # as every 429 (server.http.errors)
                 await JSONResponse(body, status_code=429, headers=headers_out)(scope, receive, send)
                 return
         elif path == METRICS_PATH:

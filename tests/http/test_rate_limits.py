@@ -219,6 +219,33 @@ def test_a_token_at_its_limit_hammering_costs_no_catalog_write_a_request(two):
     assert counts and max(counts) <= 6 + 2  # the limit, and the one refusal each of the two workers counted
 
 
+def test_a_refusal_closes_its_connection_so_a_flood_pays_a_new_one_each_time(two):
+    """Past its limit, each 429 says ``Connection: close`` and the server closes the connection:
+    a caller that keeps sending pays a new connection a request, not one kept alive."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(two.url)
+    secret = two.agent_token()
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    statuses = []
+    try:
+        for _ in range(8):
+            connection.request("POST", "/v1/recall", body='{"query": "anything"}', headers=headers)
+            answer = connection.getresponse()
+            answer.read()
+            statuses.append(answer.status)
+            if answer.status == 429:
+                assert answer.getheader("Connection") == "close"
+                assert connection.sock is None  # closed after the answer; the next request reconnects
+            else:
+                assert connection.sock is not None  # below the limit, kept alive
+    finally:
+        connection.close()
+    assert statuses == [200] * 6 + [429] * 2
+
+
 def test_a_flood_of_refusals_is_logged_as_one_line_a_second_not_a_line_each(two):
     """A token past its limit sends 40 more: the access log writes no line per refusal, but one
     line a second per route and worker whose counts add up to every 429 answered (a line each
