@@ -22,7 +22,8 @@ from starlette.routing import Route
 
 from server.facade import Esfis
 from server.http.access_log import AccessLog
-from server.http.auth import MCP_PATH, Gate
+from server.http.auth import Gate
+from server.http.bodies import MCP_PATH
 from server.http.docs import mount_docs
 from server.http.errors import install_error_handlers
 from server.http.html_policy import HtmlPolicy

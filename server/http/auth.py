@@ -34,7 +34,6 @@ others need.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable
 from typing import Annotated, TypeVar
@@ -43,50 +42,43 @@ import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.errors import (
     UNAUTHORIZED_MESSAGE,
-    BadRequest,
     EsfisError,
     Forbidden,
-    PayloadTooLarge,
     TooManyRequests,
     Unauthorized,
 )
 from server.facade import Esfis, one_request
+from server.http.bodies import (
+    IMPORT_PATH,
+    MCP_PATH,
+    asks_to_forget,
+    body_limit,
+    counting,
+    framing_refusal,
+    read_body,
+    replay,
+    too_large,
+)
 from server.http.errors import error_response, from_esfis
 from server.http.oauth.address import OAuthSite
 from server.http.rate_limits import Limiter
-from server.inputs import size
 from server.models import Token
 
 T = TypeVar("T")
-BODY_LIMIT = 64 * 1024
 AUTH_THREADS = 8  # threads for token lookups, apart from the routes' pool
 TOKEN_CALLS = 32  # requests in flight per token and worker, beyond which it answers 429
 SPENT_BEARERS = 10_000  # spent tokens a worker knows by their secret's digest, before it drops the done ones
-IMPORT_BODY_LIMIT = 1024 * 1024 * 1024
-IMPORT_PATH = "/v1/import"
-MCP_PATH = "/mcp"  # MCP over HTTP (server.http.mcp): the same tokens, checked the same way
 METRICS_PATH = "/metrics"  # the operator's scrape (server.http.metrics): counted per address
 RUNS_PATH = "/v1/runs"  # POST opens a run token: a limit of its own
-MEMORIES_PATH = "/v1/memories/"  # DELETE forgets: a limit of its own, as MCP's forget tool
 OAUTH_PATHS = ("/register", "/authorize", "/token", "/revoke")  # open to anyone: per address
 TOKEN_KEY = "esfis.token"
-SINGLE_HEADERS = (b"authorization", b"cookie", b"x-esfis-run")
-RUN_HEADER = b"x-esfis-run"
 
 # Declared for OpenAPI (/docs "Authorize", schemathesis); the gate does the checking.
 bearer = HTTPBearer(auto_error=False, description="a token from `esfis token create`")
-
-
-def body_limit(path: str) -> int:
-    return IMPORT_BODY_LIMIT if path == IMPORT_PATH else BODY_LIMIT
-
-
-def too_large(limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(f"the request body is over the limit of {size(limit)} for this endpoint")
 
 
 class Gate:
@@ -187,19 +179,19 @@ class Gate:
             await from_esfis(too_large(limit))(scope, receive, send)
             return
         if path == IMPORT_PATH:
-            await self.app(scope, _counting(receive, limit), send)
+            await self.app(scope, counting(receive, limit), send)
             return
         # JSON bodies are small: read the whole body here, so an overflow answers 413 in the
         # one shape before any route runs, then replay it.
         try:
-            body = await _read_body(receive, limit)
+            body = await read_body(receive, limit)
             token: Token | None = scope.get(TOKEN_KEY)
             if token is not None and asks_to_forget(scope["method"], path, body):
                 await self._in_threads(lambda: self._hit("forgets", token.id))
         except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     def _bound(self, token: Token, path: str) -> None:
         """An OAuth connection's token is good for the one resource it was issued for (RFC
@@ -313,89 +305,6 @@ def _address(scope: Scope) -> str:
     uvicorn sets it)."""
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
-
-
-def asks_to_forget(method: str, path: str, body: bytes) -> bool:
-    """Whether a request asks for a forget: ``DELETE /v1/memories/{id}``, or an MCP call of the
-    ``forget`` tool (alone or in a batch). The body is parsed only when it may name the tool: it
-    holds ``forget``, or an escape (``forg\\u0065t`` names it as well)."""
-    if method == "DELETE":
-        return path.startswith(MEMORIES_PATH)
-    if path != MCP_PATH or (b"forget" not in body and b"\\u" not in body):
-        return False
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False  # the MCP layer answers what is wrong with it
-    except RecursionError:  # nested past the interpreter's stack: refused here, never a 500
-        raise BadRequest("the JSON body is nested too deeply") from None
-    calls = message if isinstance(message, list) else [message]
-    return any(
-        isinstance(call, dict)
-        and call.get("method") == "tools/call"
-        and isinstance(call.get("params"), dict)
-        and call["params"].get("name") == "forget"
-        for call in calls
-    )
-
-
-def framing_refusal(headers: list[tuple[bytes, bytes]]) -> BadRequest | None:
-    """Why a request's headers cannot be taken as they are (lower-cased names), or None."""
-    names = [k for k, _ in headers]
-    for name in SINGLE_HEADERS:
-        if names.count(name) > 1:
-            return BadRequest(f"the request gives the {name.decode().title()} header more than once")
-    if RUN_HEADER in names:
-        return BadRequest(
-            "X-Esfis-Run is not taken: the requests of one token are one run, and a caller "
-            "never names its own; a harness opens a run token per agent session with POST /v1/runs"
-        )
-    return None
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-def _counting(receive: Receive, limit: int) -> Receive:
-    size = 0
-
-    async def counting() -> Message:
-        nonlocal size
-        message = await receive()
-        if message["type"] == "http.request":
-            size += len(message.get("body", b""))
-            if size > limit:
-                raise too_large(limit)
-        return message
-
-    return counting
 
 
 # -- dependencies ---------------------------------------------------------------------------

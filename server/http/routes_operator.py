@@ -19,7 +19,8 @@ from server import shapes
 from server.clock import iso
 from server.errors import InvalidInput
 from server.facade import EVERYWHERE, PERSONAL, MemoryFilter
-from server.http.auth import IMPORT_BODY_LIMIT, OperatorToken, service_of
+from server.http.auth import OperatorToken, service_of
+from server.http.bodies import IMPORT_BODY_LIMIT
 from server.http.schemas import (
     ERRORS,
     BackupIn,

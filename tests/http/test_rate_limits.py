@@ -173,7 +173,7 @@ def test_forgets_have_a_limit_of_their_own_over_http_and_mcp(forgetful):
     ],
 )
 def test_what_counts_as_a_forget(method, path, body, forgets):
-    from server.http.auth import asks_to_forget
+    from server.http.bodies import asks_to_forget
 
     assert asks_to_forget(method, path, body) is forgets
 
