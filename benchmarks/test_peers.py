@@ -205,7 +205,7 @@ def test_esfis_over_http(benchmark, tmp_path):
         token = server.token("--ai", "bench")
         with server.client(token) as client, server.client(server.token("--operator")) as operator:
             floor = []  # the same client's round trip to the server's cheapest answer: HTTP alone
-            for at in range(len(questions) + 2):
+            for _ in range(len(questions) + 2):
                 started = time.perf_counter()
                 client.get("/healthz").raise_for_status()
                 floor.append(time.perf_counter() - started)
