@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from starlette.routing import Route
 
 from server.facade import Esfis
+from server.http import early_refusal
 from server.http.access_log import AccessLog
 from server.http.auth import Gate
 from server.http.bodies import MCP_PATH
@@ -115,6 +116,7 @@ def create_app(
     mount_oauth(app, lambda: app.state.service, site)  # /authorize, /token, … and their metadata
     limiter = Limiter(lambda: app.state.service, RateLimits.from_env(os.environ))
     app.state.limiter = limiter  # the settings pages' sign-in counts its failures there
+    early_refusal.watch(limiter)  # esfis serve's connections from a spent address are refused as they open
     app.add_middleware(Gate, service=lambda: app.state.service, site=lambda: site, limiter=lambda: limiter)
     app.add_middleware(HtmlPolicy)  # every HTML answer carries a Content-Security-Policy
     app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status

@@ -28,6 +28,7 @@ from fastapi import FastAPI
 
 from server.errors import InvalidInput
 from server.facade import Esfis, open_service
+from server.http import early_refusal
 from server.http.app import create_app
 from server.http.log_queue import write_logs_off_the_loop
 from server.http.mcp import Redacting
@@ -126,6 +127,7 @@ def serve(
         access_log=False,
         log_config=log_config(),
         timeout_graceful_shutdown=GRACE_S,
+        http=early_refusal.PROTOCOL,  # a peer past its address limit is refused as it connects
     )
     if workers == 1:
         uvicorn.run(create_app(_then(serving_service, opened), public_url=public_url), **common)

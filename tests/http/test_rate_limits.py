@@ -90,6 +90,42 @@ def test_an_address_is_limited_whatever_the_tokens_it_sends(strangers):
     _too_many(good.post("/v1/recall", json={"query": "x"}))  # the good token from that address waits too
 
 
+def _from(server: Server, source: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One ``POST /v1/recall`` with a bad token on a new connection from ``source``."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(server.url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10, source_address=(source, 0))
+    try:
+        sent = {"Authorization": f"Bearer esfis_{0:043d}", "Content-Type": "application/json", **(headers or {})}
+        connection.request("POST", "/v1/recall", body='{"query": "x"}', headers=sent)
+        answer = connection.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        connection.close()
+
+
+def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(strangers):
+    """Once a worker saw an address spend its window, a new connection from that peer is answered
+    429 (Retry-After, the error shape, closed) before its request is parsed: the log's summed line
+    names no route but the connection. A trusted proxy (the loopback) forwarding that address is
+    refused by the gate instead, and forwarding another address it is served."""
+    import json
+    import time
+
+    statuses = [_from(strangers, "127.0.0.3")[0] for _ in range(11)]
+    assert statuses == [401] * 10 + [429]  # the gate counted the address and saw it spent
+    status, headers, body = _from(strangers, "127.0.0.3")
+    assert status == 429 and headers["connection"] == "close" and 1 <= int(headers["retry-after"]) <= 60
+    assert json.loads(body)["error"]["code"] == "too_many_requests"
+    assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "127.0.0.3"})[0] == 429  # by the gate
+    assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "198.51.100.7"})[0] == 401  # served
+    time.sleep(1.5)  # the summed lines are written a second after their first refusal
+    log = strangers.log.read_text()
+    assert re.search(r"- \(connection\) 429 ×1 in [0-9.]+s", log), log[-2000:]
+
+
 def test_the_oauth_endpoints_are_limited_per_address_with_an_oauth_error(strangers):
     assert [register(strangers.url).status_code for _ in range(3)] == [201, 201, 201]
     refused = register(strangers.url)

@@ -1,0 +1,111 @@
+"""A connection from an address past its rate limit, refused as it opens (``esfis serve``'s HTTP
+protocol: uvicorn's httptools protocol with one check in front).
+
+A caller that keeps sending past its limit is refused with 429, and each refusal through the app
+costs the server a new connection (a 429 closes its own), HTTP parsing, the middlewares and the
+gate: about 290 µs of CPU (ad hoc, two workers), so a flood of them took a core from everyone
+else on a small machine (``benchmarks/test_hostile_neighbour.py``). Here, as a connection is
+made, its peer is looked up in this worker's memory of spent address windows (the same memory the
+gate reads, ``Limiter.refused_in_memory``); when the window is spent, the connection answers its
+first request with a ready-made 429 (``Retry-After``, ``Connection: close``, the error shape of
+every other answer) and closes, without parsing the request or entering the app. A peer that
+sends nothing is closed after ``SILENT_S``.
+
+Only a peer that is the caller is refused this way: a trusted proxy (uvicorn's
+``FORWARDED_ALLOW_IPS``, by default the loopback) speaks for many callers, told apart by the
+address it forwards with each request, so its connections always reach the gate, which refuses
+the forwarded address alone. Refusals here are counted in ``/metrics``
+(``esfis_refusals_total{code="too_many_requests"}``) and logged summed, a line a second
+(``- (connection) 429 ×N in 1.0s``), as the access log sums the gate's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import lru_cache
+from typing import Protocol
+
+from uvicorn.middleware.proxy_headers import _TrustedHosts
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from server.http.access_log import Refusals
+from server.http.rate_limits import Limiter
+from server.metrics import count_refusal
+
+PROTOCOL = "server.http.early_refusal:RefusingProtocol"  # uvicorn's ``http`` setting
+SILENT_S = 5.0  # a refused connection that sends no request is closed after this long
+_watched: list[Limiter] = []  # the serving app's limiter (one app a worker process)
+_summary = Refusals()
+
+
+class Proxies(Protocol):
+    def __contains__(self, host: str, /) -> bool: ...
+
+
+def watch(limiter: Limiter) -> None:
+    """Make ``limiter``'s memory of spent windows the one new connections are checked against."""
+    _watched[:] = [limiter]
+
+
+def refusal_bytes(peer: str, proxies: Proxies) -> bytes | None:
+    """The whole HTTP answer refusing a connection from ``peer``, or None to serve it; a peer
+    among ``proxies`` (trusted to forward its callers' addresses) is always served."""
+    refusal = _watched[0].refused_in_memory("address", peer) if _watched else None
+    if refusal is None or peer in proxies:
+        return None
+    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+    head = (
+        "HTTP/1.1 429 Too Many Requests\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        f"retry-after: {refusal.retry_after}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class RefusingProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, refusing a peer past its address limit as its connection
+    opens (see the module)."""
+
+    _refusal: bytes | None = None
+    _silence: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else None
+        refusal = None
+        if host is not None:
+            given = self.config.forwarded_allow_ips
+            allowed = given if isinstance(given, str) else tuple(given)
+            refusal = refusal_bytes(host, _trusted(allowed) if self.config.proxy_headers else ())
+        if refusal is None:
+            super().connection_made(transport)
+            return
+        self._refusal = refusal
+        self.transport = transport
+        self._silence = self.loop.call_later(SILENT_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refusal is None:
+            super().data_received(data)
+            return
+        if not self.transport.is_closing():  # answered after its request came, so none is lost to a reset
+            self.transport.write(self._refusal)
+            self.transport.close()
+            count_refusal("too_many_requests")
+            _summary.add("-", "(connection)")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._refusal is None:
+            super().connection_lost(exc)
+            return
+        if self._silence is not None:
+            self._silence.cancel()
+
+
+@lru_cache(maxsize=4)
+def _trusted(allowed: str | tuple[str, ...]) -> _TrustedHosts:
+    """uvicorn's own reading of ``FORWARDED_ALLOW_IPS`` (a comma-separated string, or a list)."""
+    return _TrustedHosts(allowed if isinstance(allowed, str) else list(allowed))
