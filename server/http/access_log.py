@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -64,9 +65,10 @@ class Refusals:
 class AccessLog:
     """Pure ASGI middleware, outermost, so it sees the status every other layer answered."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, on_refused: Callable[[str], None] | None = None) -> None:
         self.app = app
         self.refusals = Refusals()
+        self.on_refused = on_refused  # told the address of every 429 (server.http.early_refusal)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -90,6 +92,9 @@ class AccessLog:
             route = route_template(scope)
             if status == 429:
                 self.refusals.add(method, route)
+                client = scope.get("client")
+                if self.on_refused is not None and client:
+                    self.on_refused(str(client[0]))
             else:
                 log.info("%s %s %d %.1fms", method, route, status, seconds * 1000)
             count_request(method, route, status, seconds)  # /metrics: the same template, never a path

@@ -119,7 +119,8 @@ def create_app(
     early_refusal.watch(limiter)  # esfis serve's connections from a spent address are refused as they open
     app.add_middleware(Gate, service=lambda: app.state.service, site=lambda: site, limiter=lambda: limiter)
     app.add_middleware(HtmlPolicy)  # every HTML answer carries a Content-Security-Policy
-    app.add_middleware(AccessLog)  # added last: outermost, it sees every answer's status
+    # Added last: outermost, it sees every answer's status, and tells each 429's address.
+    app.add_middleware(AccessLog, on_refused=early_refusal.note_refused)
     app.include_router(agent_router)
     app.include_router(operator_router)
     mount_web(app, public_url=public_url)  # the operator's web page, under /settings/SEGMENT/

@@ -3,13 +3,14 @@ protocol: uvicorn's httptools protocol with one check in front).
 
 A caller that keeps sending past its limit is refused with 429, and each refusal through the app
 costs the server a new connection (a 429 closes its own), HTTP parsing, the middlewares and the
-gate: about 290 µs of CPU (ad hoc, two workers), so a flood of them took a core from everyone
-else on a small machine (``benchmarks/test_hostile_neighbour.py``). Here, as a connection is
-made, its peer is looked up in this worker's memory of spent address windows (the same memory the
-gate reads, ``Limiter.refused_in_memory``); when the window is spent, the connection answers its
+gate: about 300 µs of CPU (ad hoc, two workers). Here, as a connection is made, its peer is
+looked up in this worker's memory: an address whose window it saw spent (the memory the gate
+reads, ``Limiter.refused_in_memory``), or one that kept sending after ``CUTOFF_REFUSALS`` 429s
+in a window (``Persistence``: a token past its limit is refused from memory and no longer counted
+against its address, so the address window alone would not tell). Such a connection answers its
 first request with a ready-made 429 (``Retry-After``, ``Connection: close``, the error shape of
-every other answer) and closes, without parsing the request or entering the app. A peer that
-sends nothing is closed after ``SILENT_S``.
+every other answer) and closes, without parsing the request or entering the app: about 140 µs a
+refusal in the same flood. A peer that sends nothing is closed after ``SILENT_S``.
 
 Only a peer that is the caller is refused this way: a trusted proxy (uvicorn's
 ``FORWARDED_ALLOW_IPS``, by default the loopback) speaks for many callers, told apart by the
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from functools import lru_cache
 from typing import Protocol
 
@@ -35,12 +38,51 @@ from server.metrics import count_refusal
 
 PROTOCOL = "server.http.early_refusal:RefusingProtocol"  # uvicorn's ``http`` setting
 SILENT_S = 5.0  # a refused connection that sends no request is closed after this long
+CUTOFF_REFUSALS = 100  # 429s answered to one address in a window, past which it is cut off (Persistence)
+CUTOFF_WINDOW_S = 60.0
+CUTOFF_KEPT = 10_000  # addresses whose refusals a worker counts at once
 _watched: list[Limiter] = []  # the serving app's limiter (one app a worker process)
 _summary = Refusals()
 
 
 class Proxies(Protocol):
     def __contains__(self, host: str, /) -> bool: ...
+
+
+class Persistence:
+    """Addresses that keep sending after being refused: ``CUTOFF_REFUSALS`` 429s answered to one
+    address within ``CUTOFF_WINDOW_S`` cut it off for the rest of that window (a caller past its
+    token's limit is refused from memory, never counted against its address again, so its
+    address window alone would not say it floods). Bounded: ``CUTOFF_KEPT`` addresses at most,
+    the oldest windows dropped first."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, tuple[float, int]] = {}  # address → (its window's end, 429s in it)
+
+    def refused(self, address: str) -> None:
+        now = time.monotonic()
+        ends, count = self._windows.get(address, (0.0, 0))
+        if ends <= now:
+            if len(self._windows) >= CUTOFF_KEPT:
+                self._windows = {a: w for a, w in self._windows.items() if w[0] > now}
+                if len(self._windows) >= CUTOFF_KEPT:
+                    del self._windows[min(self._windows, key=lambda a: self._windows[a][0])]
+            ends, count = now + CUTOFF_WINDOW_S, 0
+        self._windows[address] = (ends, count + 1)
+
+    def cut_off(self, address: str) -> int | None:
+        """Seconds until ``address`` is served again, when it is cut off."""
+        ends, count = self._windows.get(address, (0.0, 0))
+        left = ends - time.monotonic()
+        return max(1, math.ceil(left)) if count >= CUTOFF_REFUSALS and left > 0 else None
+
+
+persistence = Persistence()
+
+
+def note_refused(address: str) -> None:
+    """A 429 was answered to ``address`` (the access log tells every one, on the event loop)."""
+    persistence.refused(address)
 
 
 def watch(limiter: Limiter) -> None:
@@ -51,15 +93,21 @@ def watch(limiter: Limiter) -> None:
 def refusal_bytes(peer: str, proxies: Proxies) -> bytes | None:
     """The whole HTTP answer refusing a connection from ``peer``, or None to serve it; a peer
     among ``proxies`` (trusted to forward its callers' addresses) is always served."""
-    refusal = _watched[0].refused_in_memory("address", peer) if _watched else None
-    if refusal is None or peer in proxies:
+    spent = _watched[0].refused_in_memory("address", peer) if _watched else None
+    if spent is not None:
+        message, wait = spent.message, spent.retry_after
+    elif (left := persistence.cut_off(peer)) is not None:
+        message, wait = f"this address kept sending past its limits: try again in {left} s", left
+    else:
         return None
-    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+    if peer in proxies:
+        return None
+    body = json.dumps({"error": {"code": "too_many_requests", "message": message}}).encode()
     head = (
         "HTTP/1.1 429 Too Many Requests\r\n"
         "content-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
-        f"retry-after: {refusal.retry_after}\r\n"
+        f"retry-after: {wait}\r\n"
         "connection: close\r\n\r\n"
     )
     return head.encode() + body

@@ -126,6 +126,36 @@ def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(s
     assert re.search(r"- \(connection\) 429 ×1 in [0-9.]+s", log), log[-2000:]
 
 
+@pytest.fixture(scope="module")
+def persistent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("persistent")
+    server = start_server(root / "esfis-home", root / "work", ESFIS_RATE_TOKEN="3/minute", ESFIS_RATE_ADDRESS="off")
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def test_an_address_that_keeps_sending_past_its_tokens_limit_is_cut_off_as_it_connects(persistent):
+    """A token past its limit is refused from memory, never counted against its address again; an
+    address that keeps sending anyway is cut off after ``CUTOFF_REFUSALS`` 429s: its next
+    connections are answered 429 as they open. Another address is served meanwhile."""
+    import json
+
+    from server.http.early_refusal import CUTOFF_REFUSALS
+
+    secret = persistent.agent_token()
+    statuses = [_from(persistent, "127.0.0.4", {"Authorization": f"Bearer {secret}"})[0] for _ in range(3)]
+    statuses += [
+        _from(persistent, "127.0.0.4", {"Authorization": f"Bearer {secret}"})[0] for _ in range(CUTOFF_REFUSALS)
+    ]
+    assert statuses == [200] * 3 + [429] * CUTOFF_REFUSALS  # every one refused by the gate
+    status, headers, body = _from(persistent, "127.0.0.4", {"Authorization": f"Bearer {secret}"})
+    assert status == 429 and headers["connection"] == "close"
+    assert "kept sending past its limits" in json.loads(body)["error"]["message"]
+    assert _from(persistent, "127.0.0.5", {"Authorization": f"Bearer {persistent.agent_token()}"})[0] == 200
+
+
 def test_the_oauth_endpoints_are_limited_per_address_with_an_oauth_error(strangers):
     assert [register(strangers.url).status_code for _ in range(3)] == [201, 201, 201]
     refused = register(strangers.url)
