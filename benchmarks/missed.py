@@ -153,11 +153,12 @@ MISSED_BECAUSE: dict[str, str] = {
         "(partial/hostile-neighbour-*.json): 3.05× at 6f685ba (126,102 hostile requests); 6.64× at "
         "b6f261b, once a spent window was refused on the event loop (156,312: the cheaper a refusal, "
         "the faster a closed-loop attacker sends); 4.82× once the access log summed its 429s "
-        "(187,074); 2.87× at d975e39, every 429 closing its connection (56,310). The hostile client "
+        "(187,074); 2.87× at d975e39, every 429 closing its connection (56,310); 3.12× with the "
+        "refusal at the connection (143,964, c0d05a5 dirty; the server's CPU a refusal 142 µs against "
+        "290). The hostile client "
         "runs on the same two cores as the server and the good token's client: it keeps about one "
-        "core busy, and the server still spends about 290 µs of CPU on each refusal (a new "
-        "connection, HTTP parsing, the gate; ad hoc), so the good token's recalls, 10–13 ms of CPU "
-        "each, share what is left. Refusing a flood before Python belongs to a proxy in front "
+        "core busy whatever a refusal costs (the cheaper, the faster it loops), so the good token's "
+        "recalls, 10–13 ms of CPU each, share what is left. Refusing a flood before Python belongs to a proxy in front "
         "(docs/serving.md). Not met."
     ),
     "load.max_p99_ms": (
