@@ -23,13 +23,13 @@ the forwarded address alone. Refusals here are counted in ``/metrics``
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import math
 import time
 from functools import lru_cache
 from typing import Protocol
 
-from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.http.access_log import Refusals
@@ -154,6 +154,30 @@ class RefusingProtocol(HttpToolsProtocol):
 
 
 @lru_cache(maxsize=4)
-def _trusted(allowed: str | tuple[str, ...]) -> _TrustedHosts:
-    """uvicorn's own reading of ``FORWARDED_ALLOW_IPS`` (a comma-separated string, or a list)."""
-    return _TrustedHosts(allowed if isinstance(allowed, str) else list(allowed))
+def _trusted(allowed: str | tuple[str, ...]) -> Proxies:
+    """``FORWARDED_ALLOW_IPS`` read as uvicorn reads it (a comma-separated string or a list of
+    addresses, networks, ``*``, or other literals), in esfis's own code: uvicorn's reader is private."""
+    return TrustedProxies([h.strip() for h in allowed.split(",")] if isinstance(allowed, str) else list(allowed))
+
+
+class TrustedProxies:
+    """The peers trusted to forward their callers' addresses (``FORWARDED_ALLOW_IPS``)."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.everyone = "*" in hosts
+        self.literals: set[str] = set()
+        self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for host in filter(None, hosts):
+            try:
+                self.networks.append(ipaddress.ip_network(host, strict=False))
+            except ValueError:
+                self.literals.add(host)
+
+    def __contains__(self, host: str, /) -> bool:
+        if self.everyone or host in self.literals:
+            return True
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in network for network in self.networks)

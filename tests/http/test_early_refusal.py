@@ -1,0 +1,64 @@
+"""``server.http.early_refusal``'s logic alone: whom it trusts as a proxy (read as uvicorn reads
+``FORWARDED_ALLOW_IPS``), when an address that keeps sending is cut off, and the answer it sends.
+Over a real ``esfis serve``: ``tests/http/test_rate_limits.py``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from server.http import early_refusal
+from server.http.early_refusal import CUTOFF_REFUSALS, Persistence, _trusted, refusal_bytes
+
+
+@pytest.mark.parametrize(
+    "allowed, host, trusted",
+    [
+        ("127.0.0.1,::1", "127.0.0.1", True),
+        ("127.0.0.1,::1", "::1", True),
+        ("127.0.0.1,::1", "127.0.0.2", False),
+        ("10.0.0.0/8", "10.200.3.4", True),
+        ("10.0.0.0/8", "11.0.0.1", False),
+        (("192.0.2.7", "unix:/run/esfis.sock"), "unix:/run/esfis.sock", True),
+        ("*", "203.0.113.9", True),
+        ("", "127.0.0.1", False),
+    ],
+)
+def test_proxies_are_read_as_uvicorn_reads_forwarded_allow_ips(allowed, host, trusted):
+    assert (host in _trusted(allowed)) is trusted
+
+
+def test_an_address_is_cut_off_only_past_its_refusals_and_only_for_its_window(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(early_refusal.time, "monotonic", lambda: now[0])
+    seen = Persistence()
+    for _ in range(CUTOFF_REFUSALS - 1):
+        seen.refused("198.51.100.7")
+    assert seen.cut_off("198.51.100.7") is None  # one short
+    seen.refused("198.51.100.7")
+    assert seen.cut_off("198.51.100.7") == 60 and seen.cut_off("198.51.100.8") is None
+    now[0] += 59.5
+    assert seen.cut_off("198.51.100.7") == 1
+    now[0] += 1
+    assert seen.cut_off("198.51.100.7") is None  # its window is over
+    seen.refused("198.51.100.7")
+    assert seen.cut_off("198.51.100.7") is None  # a new window counts from one
+
+
+def test_the_answer_is_a_whole_429_in_the_error_shape_and_a_proxy_is_never_refused(monkeypatch):
+    seen = Persistence()
+    for _ in range(CUTOFF_REFUSALS):
+        seen.refused("198.51.100.7")
+    monkeypatch.setattr(early_refusal, "persistence", seen)
+    monkeypatch.setattr(early_refusal, "_watched", [])
+    answer = refusal_bytes("198.51.100.7", _trusted("127.0.0.1"))
+    assert answer is not None
+    head, body = answer.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "HTTP/1.1 429 Too Many Requests"
+    assert "connection: close" in lines and f"content-length: {len(body)}" in lines
+    assert any(line.startswith("retry-after: ") and int(line.split(": ")[1]) >= 1 for line in lines)
+    assert json.loads(body)["error"]["code"] == "too_many_requests"
+    assert refusal_bytes("198.51.100.7", _trusted("198.51.100.0/24")) is None  # a proxy speaks for many
+    assert refusal_bytes("198.51.100.9", _trusted("127.0.0.1")) is None  # not cut off
