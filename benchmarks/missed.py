@@ -141,9 +141,13 @@ MISSED_BECAUSE: dict[str, str] = {
         "above, stage by stage. Not met."
     ),
     "load.recall_cpu_vs_embedding": (
-        "Not in 9963a2d's run (the figure came after it). In quick mode at d975e39 (3,000 memories, a "
-        "busy machine) the server spent 7.21 ms of CPU a recall against 2.27 ms for one of the load's "
-        "queries embedded alone (3.2×). The load profile of 54884e5 (profile-load-54884e5.json) gives "
+        "Not in 9963a2d's run (the figure came after it). A partial full-mode run of the SQLite load at "
+        "6521af4 (partial/http-load-sqlite-full-6521af4.json, quiet machine): 8.02 ms of the server's "
+        "CPU a recall against 1.63 ms for one of the load's short queries embedded alone (4.9×; 10.97 "
+        "ms at 788ded1, before this stop's cuts). Under 16 clients the recalls' wall time went to the "
+        "rest (HTTP, the gate, hand-offs: 27.8 of 73.9 ms), the embedding (15.3), the catalog (13.9: "
+        "reads wait for the worker's one SQLite connection while commits hold it) and the delivery "
+        "log (11.3). The load profile of 54884e5 (profile-load-54884e5.json) gives "
         "the embedding 55 % of busy samples under 16 clients: the rest is the exact scans of the "
         "clients' spaces (up to 18,632 rows), relevance, the catalog, the delivery log, two thread "
         "hand-offs a request and HTTP, each a few per cent. Not met."
