@@ -15,7 +15,6 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 RECALL_ROUTE = ("POST", "/v1/recall")
-STAGES = ("embedding", "search", "fusion", "catalog", "fold", "delivery_log", "encoding")
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ def shares(before: Scrape, after: Scrape) -> dict[str, dict[str, float]]:
         return {}
     whole = (after.recall_seconds - before.recall_seconds) / recalls * 1000
     out: dict[str, dict[str, float]] = {}
-    for stage in STAGES:
+    for stage in after.stages:  # whatever stages the server names: none falls into the rest unnamed
         ms = (after.stages.get(stage, 0.0) - before.stages.get(stage, 0.0)) / recalls * 1000
         out[stage] = {"ms": round(ms, 4), "share": round(ms / whole, 4) if whole else 0.0}
     rest = whole - sum(f["ms"] for f in out.values())

@@ -140,9 +140,10 @@ def _stages(http: dict, classes: list[str]) -> list[str]:
         f"HTTP alone, the same client's round trip to `/healthz`: p50 {fmt(floor)} ms."
     )
     head = ["stage"] + [f"{name}: ms (share)" for name in classes]
+    named = {stage for name in classes for stage in http["classes"][name].get("stages", {})} - {"server", "rest"}
     body = []
-    for stage, said in STAGE_NAMES.items():
-        row: list[object] = [said]
+    for stage in [*(s for s in STAGE_NAMES if s in named), *sorted(named - set(STAGE_NAMES)), "rest"]:
+        row: list[object] = [STAGE_NAMES.get(stage, stage)]
         for name in classes:
             f = http["classes"][name].get("stages", {}).get(stage)
             row.append("–" if f is None else f"{fmt(f['ms'])} ({f['share']:.0%})")

@@ -54,7 +54,9 @@ class Persistence:
     address within ``CUTOFF_WINDOW_S`` cut it off for the rest of that window (a caller past its
     token's limit is refused from memory, never counted against its address again, so its
     address window alone would not say it floods). Bounded: ``CUTOFF_KEPT`` addresses at most,
-    the oldest windows dropped first."""
+    the oldest window dropped first, in constant time (a window is put last when it starts and
+    all last as long, so the dict's order is the windows' order of ending): a caller with many
+    addresses makes no refusal dearer."""
 
     def __init__(self) -> None:
         self._windows: dict[str, tuple[float, int]] = {}  # address → (its window's end, 429s in it)
@@ -63,10 +65,9 @@ class Persistence:
         now = time.monotonic()
         ends, count = self._windows.get(address, (0.0, 0))
         if ends <= now:
+            self._windows.pop(address, None)  # a new window goes last
             if len(self._windows) >= CUTOFF_KEPT:
-                self._windows = {a: w for a, w in self._windows.items() if w[0] > now}
-                if len(self._windows) >= CUTOFF_KEPT:
-                    del self._windows[min(self._windows, key=lambda a: self._windows[a][0])]
+                del self._windows[next(iter(self._windows))]  # the first to end
             ends, count = now + CUTOFF_WINDOW_S, 0
         self._windows[address] = (ends, count + 1)
 

@@ -89,12 +89,7 @@ def names_and_numbers(text: str) -> set[str]:
 def lexical_agrees(a: str, b: str) -> bool:
     """Every name and number of either text is a word of the other, and their content terms
     overlap by ``SAME_TERMS`` at least."""
-    words_a, words_b = _words(a), _words(b)
-    if not (names_and_numbers(a) <= words_b and names_and_numbers(b) <= words_a):
-        return False
-    terms_a, terms_b = set(query_terms(a)), set(query_terms(b))
-    union = terms_a | terms_b
-    return not union or len(terms_a & terms_b) / len(union) >= SAME_TERMS
+    return _Texts([a, b]).agree(0, 1)
 
 
 def same_fact(a: str, b: str, cosine: float) -> bool:
@@ -160,7 +155,7 @@ def fold_copies(hits: Sequence[Hit], vectors: np.ndarray) -> list[int]:
         alike[norm].append(j)
     if not pairs:
         return list(range(len(hits)))
-    texts = _Texts(hits)
+    texts = _Texts([h.text for h in hits])
     dropped: set[int] = set()
     for i, j in sorted(pairs):  # the order every pair was once compared in: the same outcome
         if i in dropped or j in dropped:
@@ -172,31 +167,34 @@ def fold_copies(hits: Sequence[Hit], vectors: np.ndarray) -> list[int]:
 
 
 class _Texts:
-    """``lexical_agrees`` over a recall's hits, each text read once and only as far as asked: its
-    names and numbers, then its words, then its content terms (a pair mostly fails on names)."""
+    """The lexical check over texts compared in pairs (a recall's hits), each text read once and
+    only as far as asked: its names and numbers, then its words, then its content terms (a pair
+    mostly fails on names)."""
 
-    def __init__(self, hits: Sequence[Hit]) -> None:
-        self.hits = hits
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = texts
         self._names: dict[int, set[str]] = {}
         self._words: dict[int, set[str]] = {}
         self._terms: dict[int, set[str]] = {}
 
     def names(self, i: int) -> set[str]:
         if i not in self._names:
-            self._names[i] = names_and_numbers(self.hits[i].text)
+            self._names[i] = names_and_numbers(self.texts[i])
         return self._names[i]
 
     def words(self, i: int) -> set[str]:
         if i not in self._words:
-            self._words[i] = _words(self.hits[i].text)
+            self._words[i] = _words(self.texts[i])
         return self._words[i]
 
     def terms(self, i: int) -> set[str]:
         if i not in self._terms:
-            self._terms[i] = set(query_terms(self.hits[i].text))
+            self._terms[i] = set(query_terms(self.texts[i]))
         return self._terms[i]
 
     def agree(self, i: int, j: int) -> bool:
+        """Every name and number of either text is a word of the other, and their content terms
+        overlap by ``SAME_TERMS`` at least."""
         if not (self.names(i) <= self.words(j) and self.names(j) <= self.words(i)):
             return False
         terms_a, terms_b = self.terms(i), self.terms(j)

@@ -62,3 +62,19 @@ def test_the_answer_is_a_whole_429_in_the_error_shape_and_a_proxy_is_never_refus
     assert json.loads(body)["error"]["code"] == "too_many_requests"
     assert refusal_bytes("198.51.100.7", _trusted("198.51.100.0/24")) is None  # a proxy speaks for many
     assert refusal_bytes("198.51.100.9", _trusted("127.0.0.1")) is None  # not cut off
+
+
+def test_the_addresses_counted_are_bounded_and_the_first_window_to_end_goes_first(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(early_refusal.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(early_refusal, "CUTOFF_KEPT", 3)
+    seen = Persistence()
+    for address in ("a", "b", "c"):
+        for _ in range(CUTOFF_REFUSALS):
+            seen.refused(address)
+        now[0] += 1
+    now[0] += 58  # a's window is over: refused again, it starts a new one, last
+    seen.refused("a")
+    seen.refused("d")  # full: b, the first to end, is dropped
+    assert list(seen._windows) == ["c", "a", "d"]
+    assert seen.cut_off("b") is None and seen.cut_off("c") == 1 and seen.cut_off("a") is None
