@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from indexing.embedding.embedder import load_embedder
 from indexing.embedding.testing import HashingEmbedder
@@ -24,6 +25,14 @@ ESFIS_BIN = str(Path(sys.executable).with_name("esfis"))
 # The environment the server gives torch before loading it (``before_torch``), here for the whole
 # session: the tests that build a torch embedder themselves load it offline and quiet too.
 torch_defaults()
+
+# Property tests draw the same examples on every run of the suite (CI included): a red run is
+# a change's doing, never the luck of a draw. ``scripts/test-properties`` runs them with fresh
+# seeds (the ``random`` profile, --hypothesis-profile=random); keep what it finds as an
+# ``@example`` beside the property.
+hypothesis_settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.register_profile("random", derandomize=False, print_blob=True)
+hypothesis_settings.load_profile("fixed")
 
 
 class MovableClock:

@@ -3,7 +3,14 @@ across a space tree, with random grants and approvals, never leave a memory wher
 reach data they could not reach before, unless a grant or an approval in the trail explains
 that write. The test keeps its own account of where each text's data came from (what the
 writing run had been delivered), independent of esfis's labels, and also checks that the labels
-are at least that wide: labels travel with the data."""
+are at least that wide: labels travel with the data.
+
+Every outcome a write can have today is modelled: stored (the memory holds what the run knew),
+refused (nothing written), and a duplicate under one fact once (nothing stored: the answer is
+the existing memory, whose labels stay as they were, and the run has now read it). A replace
+whose new text copies another memory's is stored like any other. The example kept below is the
+sequence that found the duplicate case (issue 67); ``scripts/test-properties`` runs these
+properties with fresh random seeds."""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from indexing.embedding.testing import HashingEmbedder
@@ -35,6 +42,11 @@ action = st.one_of(
 )
 
 
+def labelled(memory) -> set[str]:
+    """The spaces whose data a memory's labels say it holds."""
+    return {s for s in (memory.space, *memory.from_spaces) if s is not None}
+
+
 def holds(target: str | None, space: str) -> bool:
     return target is not None and contains(target, space)
 
@@ -48,6 +60,10 @@ class Clock:
 @given(
     standings=st.lists(st.sampled_from(STANDINGS), min_size=RUNS, max_size=RUNS),
     actions=st.lists(action, min_size=5, max_size=30),
+)
+@example(  # a remember that one fact once answers with an earlier memory (issue 67)
+    standings=[None, None, None, "a"],
+    actions=[("recall", 0), ("recall", 0), ("remember", 3, False, False), ("recall", 3), ("remember", 3, False, False)],
 )
 def test_no_write_leaves_data_where_its_readers_do_not_reach_it(standings, actions):
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,11 +79,13 @@ def run_world(svc, standings, actions):
         svc.operator.create_space(name)
     truth: dict[str, set[str]] = {}  # memory id → spaces whose data it holds (the test's account)
     explained: dict[str, bool] = {}  # memory id → its write relied on a grant or an approval
+    written: dict[str, set[str]] = {}  # memory id → its labels' spaces as its write stored them
     for space in STANDINGS:
         memory = svc.remember(
             svc.caller("seeder", space=space), f"fact word about {space or 'me'}", personal=space is None
         )
         truth[memory.id] = set() if space is None else {space}
+        written[memory.id] = labelled(memory)
     knows = [set() for _ in range(RUNS)]
     where = list(standings)
     refs: list[tuple[str, set[str]]] = []
@@ -81,7 +99,15 @@ def run_world(svc, standings, actions):
             knows[r] |= truth[i]
 
     def wrote(r, memory, extra=frozenset()):
+        if memory.duplicate_of is not None:
+            # One fact once: nothing stored, the existing memory answered (and now read by the run).
+            assert memory.duplicate_of in truth, memory.duplicate_of
+            assert labelled(svc._parts.memories.load(memory.duplicate_of)) == written[memory.duplicate_of]
+            delivered(r, [memory.duplicate_of])
+            return
+        assert memory.id not in truth, memory.id  # a stored write is a new memory
         truth[memory.id] = knows[r] | set(extra)
+        written[memory.id] = labelled(memory)
         _, trail = svc.operator.trail(caller(r).run_id)
         last = [t.step for t in trail]
         gate = next(s for s in reversed(last) if s.kind == "gate")
@@ -138,7 +164,6 @@ def run_world(svc, standings, actions):
         memory = svc._parts.memories.load(memory_id)
         if memory is None or memory.forgotten:
             continue
-        labelled = {s for s in (memory.space, *memory.from_spaces) if s is not None}
-        assert spaces <= labelled, (memory_id, spaces, labelled)  # labels travel with the data
+        assert spaces <= labelled(memory), (memory_id, spaces, labelled(memory))  # labels travel with the data
         leaks = {s for s in spaces if not holds(memory.space, s)}
         assert not leaks or explained.get(memory_id), (memory_id, memory.space, leaks)
