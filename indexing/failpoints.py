@@ -1,15 +1,28 @@
 """Failpoints: named steps of a write where a test has the process killed, as ``kill -9``
-would, to prove that a crash at exactly that step leaves the store whole.
+would, or the disk fail, to prove that a crash or a fault at exactly that step leaves the store
+whole.
 
 They are armed once, at the edge: ``ESFIS_FAILPOINT`` (``Settings.failpoints``), a comma-separated
 list of names, each optionally ``NAME@N`` for the N-th time the step is reached (default the
-first), and ``=stop`` to stop the process there (SIGSTOP) instead, so that a test can act
-while it waits and then let it go on (SIGCONT); ``open_service`` arms them. Unarmed, a step
-costs one dict lookup. The names:
+first), and an action: ``=stop`` stops the process there (SIGSTOP) instead, so that a test can
+act while it waits and then let it go on (SIGCONT); ``=enospc`` and ``=eio`` raise the
+``OSError`` a full disk or a failing one raises there (``ENOSPC``, ``EIO``), once, and the
+process goes on, as it would on a disk that fills and frees. A write through
+``indexing.durable.write_all`` at such a step writes half its bytes before the error, as a full
+disk's short write does. ``open_service`` arms them. Unarmed, a step costs one dict lookup.
+The names:
 
     write:after-journal    the write's ids are in its journal, no vector written yet
     write:after-vectors    the vectors are on disk, the catalog not committed
     write:after-commit     the catalog committed (a replace's old row not yet closed in its table)
+    journal:write          a write's line goes into its process's journal (faults: the line cut short)
+    small:write            a small partition's file is written to its temporary name (faults: cut short)
+    small:sync             ... and fsynced, not yet renamed over the old one
+    tail:append            a remember's frame is appended to its partition's tail (faults: cut short)
+    tail:sync              ... and fdatasynced
+    lance:commit           a LanceDB table's write (a promotion, a fold, an import's batch) is made
+    lance:sync             ... and its new files are fsynced
+    catalog:commit         the catalog's write transaction is about to commit
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
     dedupe:after-fold      esfis dedupe superseded one copy by its earliest memory (each one: ``@N`` for the N-th)
     forget-where:after-intents  a forget by filter marked its memories forgotten, with intents, no text purged
@@ -34,6 +47,7 @@ costs one dict lookup. The names:
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import threading
@@ -42,13 +56,15 @@ from collections.abc import Iterable
 
 _armed: dict[str, int] = {}
 _stops: set[str] = set()  # armed names that stop the process instead of killing it
+_faults: dict[str, int] = {}  # armed names that raise an OSError instead: its errno
+FAULTS = {"enospc": errno.ENOSPC, "eio": errno.EIO}
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 
 
 def arm(names: Iterable[str]) -> None:
     """Arm these failpoints (``NAME`` or ``NAME@N``), disarming any others."""
-    armed, stops = {}, set()
+    armed, stops, faults = {}, set(), {}
     for spec in names:
         spec, _, action = spec.strip().partition("=")
         name, _, nth = spec.partition("@")
@@ -56,27 +72,47 @@ def arm(names: Iterable[str]) -> None:
             armed[name] = int(nth) if nth else 1
             if action == "stop":
                 stops.add(name)
+            elif action in FAULTS:
+                faults[name] = FAULTS[action]
+            elif action:
+                raise ValueError(f"failpoint {name}: unknown action {action!r} (stop, enospc or eio)")
     with _lock:
         _armed.clear()
         _armed.update(armed)
         _stops.clear()
         _stops.update(stops)
+        _faults.clear()
+        _faults.update(faults)
         _seen.clear()
 
 
 def hit(name: str) -> None:
-    """Kill this process with SIGKILL (or stop it, for ``=stop``) if ``name`` is armed and
-    reached for the N-th time."""
+    """Kill this process with SIGKILL (or stop it, for ``=stop``; or raise its ``OSError``, for
+    ``=enospc`` and ``=eio``) if ``name`` is armed and reached for the N-th time."""
     if not _armed or name not in _armed:
         return
     with _lock:
         _seen[name] += 1
         if _seen[name] != _armed[name]:
             return
+        fault = _faults.get(name)
+    if fault is not None:
+        raise OSError(fault, f"{os.strerror(fault)} (failpoint {name})")
     os.kill(os.getpid(), signal.SIGSTOP if name in _stops else signal.SIGKILL)
+
+
+def faulted(name: str) -> bool:
+    """Whether the next ``hit(name)`` raises a fault (a writer then cuts its write short first)."""
+    if not _armed or name not in _faults:
+        return False
+    with _lock:
+        return _seen[name] + 1 == _armed.get(name)
 
 
 def armed() -> list[str]:
     """The armed names as ``arm`` takes them, for a child process to arm the same."""
     with _lock:
-        return [f"{name}@{nth}" + ("=stop" if name in _stops else "") for name, nth in _armed.items()]
+        actions = {name: "=stop" for name in _stops} | {
+            name: "=" + next(k for k, v in FAULTS.items() if v == code) for name, code in _faults.items()
+        }
+        return [f"{name}@{nth}" + actions.get(name, "") for name, nth in _armed.items()]

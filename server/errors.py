@@ -39,8 +39,18 @@ every interface maps errors in one place (``cli.main``, ``http.errors``, ``mcp``
     │   └── BackupUnderWay          backup_under_way 409  another backup is writing into that folder
     ├── PayloadTooLarge             too_large       413
     ├── TooManyRequests             too_many_requests 429 a token's calls in flight over its share
+    ├── DiskFull                    disk_full       507   no room under ESFIS_HOME (or its reserve reached): nothing
+    │                                                     was written; reads go on; writes work again once there is room
+    ├── Unavailable                 unavailable     503   come back later (Retry-After): nothing was written
+    │   ├── CatalogUnavailable      catalog_unavailable 503  the catalog cannot be reached (PostgreSQL down,
+    │   │                                                 restarting, failing over)
+    │   └── StorageFailed           storage_failed  503   the disk or the object store failed a read or write (EIO)
     ├── NotServed                   not_served      503   this server does not serve that here (/mcp with several workers)
     └── StoreUnavailable            store_error     500   model or store cannot be used
+
+Errors with a ``retry_after`` (seconds) tell a caller when to come back: HTTP sends it as
+``Retry-After``. ``server.faults`` turns what the disk, the object store and the catalog raise
+(an ``OSError``, SQLite's, psycopg's) into the leaves above; every interface maps through it.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ class EsfisError(Exception):
     code = "error"
     status = 500
     exit_code = 1  # the CLI's exit status
+    retry_after: int | None = None  # seconds a caller should wait before trying again
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -224,6 +235,32 @@ class TooManyRequests(EsfisError):
     code = "too_many_requests"
     status = 429
     retry_after = 1
+
+
+class DiskFull(EsfisError):
+    """The volume under ESFIS_HOME (or the catalog's) has no room left for a write: it was
+    refused whole, and nothing of it stays. Reads go on; writes work again once there is room."""
+
+    code = "disk_full"
+    status = 507
+    retry_after = 30
+
+
+class Unavailable(EsfisError):
+    """Something esfis stands on is down for now; the call changed nothing and can be sent again."""
+
+    code = "unavailable"
+    status = 503
+    retry_after = 2
+
+
+class CatalogUnavailable(Unavailable):
+    code = "catalog_unavailable"
+
+
+class StorageFailed(Unavailable):
+    code = "storage_failed"
+    retry_after = 5
 
 
 class NotServed(EsfisError):

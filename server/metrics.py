@@ -15,6 +15,7 @@ whom nor on what.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -22,16 +23,24 @@ STAGES = ("embedding", "search", "fusion")
 
 _made: dict[str, Any] | None = None
 _off = False
+_making = threading.Lock()
 
 
 def _metrics() -> dict[str, Any] | None:
+    if _made is not None or _off:
+        return _made
+    with _making:  # made once: two threads making them at once registered each twice (a 500)
+        return _make()
+
+
+def _make() -> dict[str, Any] | None:
     global _made, _off
     if _made is not None or _off:
         return _made
     if not os.environ.get(DIR):
         _off = True
         return None
-    from prometheus_client import Counter, Histogram  # multiprocess: the library reads DIR on import
+    from prometheus_client import Counter, Gauge, Histogram  # multiprocess: the library reads DIR on import
 
     _made = {
         "requests": Counter("esfis_http_requests", "HTTP requests answered", ["method", "route", "status"]),
@@ -50,6 +59,15 @@ def _metrics() -> dict[str, Any] | None:
         "imported": Counter("esfis_import_rows", "rows an import wrote, skipped or refused", ["outcome"]),
         "refusals": Counter("esfis_refusals", "calls answered with an esfis error, by its code", ["code"]),
         "upkeep": Counter("esfis_upkeep_runs", "rounds of the server's upkeep", ["task"]),
+        # Every worker writes the same readings of one volume: the scrape shows the latest.
+        "disk_free": Gauge(
+            "esfis_disk_free_bytes", "bytes free on the volume under ESFIS_HOME", multiprocess_mode="mostrecent"
+        ),
+        "disk_full": Gauge(
+            "esfis_disk_full",
+            "1 while writes are refused for want of room (below the reserve), else 0",
+            multiprocess_mode="mostrecent",
+        ),
     }
     return _made
 
@@ -79,6 +97,14 @@ def count_refusal(code: str) -> None:
     made = _metrics()
     if made is not None:
         made["refusals"].labels(code).inc()
+
+
+def show_disk(free: int, full: bool) -> None:
+    """The volume's room, as a write last found it (``server.faults``)."""
+    made = _metrics()
+    if made is not None:
+        made["disk_free"].set(free)
+        made["disk_full"].set(1 if full else 0)
 
 
 def count_upkeep(task: str) -> None:

@@ -15,6 +15,7 @@ BATCH_WINDOW_MS = 2.0  # the default: the most a server's query waits for others
 APPROVAL_HOURS = 24.0  # the default: a call held for the operator expires after this long
 APPROVAL_WAIT_S = 300.0  # the default: how long an MCP host's prompt may take before it counts as declined
 OAUTH_TOKEN_S = 3600  # the default: an OAuth connection's access token lives this long
+DISK_RESERVE_MB = 64  # the default: free room under home that writes leave to reads' bookkeeping
 
 # What the torch runtime's libraries read from the environment when they are imported: the model
 # is a local folder, never the hub; no progress bars; no tokenizer threads to fork a server into.
@@ -54,6 +55,9 @@ class Settings:
     # ESFIS_BACKUP_KEY: 64 hex characters that key backups' manifests (server.bulk.backup_manifest);
     # None: the home's backup.key. Never shown.
     backup_key: str | None = field(default=None, repr=False)
+    # ESFIS_DISK_RESERVE_MB: writes stop while the volume under home has less free than this (at
+    # most 5% of the volume), so reads keep room for their bookkeeping (server.faults).
+    disk_reserve_mb: int = DISK_RESERVE_MB
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -78,6 +82,9 @@ class Settings:
             oauth=_switch(env, "ESFIS_OAUTH"),
             oauth_token_s=int(_number(env, "ESFIS_OAUTH_TOKEN_S", OAUTH_TOKEN_S, low=60, high=86_400, unit="seconds")),
             backup_key=env.get("ESFIS_BACKUP_KEY") or None,
+            disk_reserve_mb=int(
+                _number(env, "ESFIS_DISK_RESERVE_MB", DISK_RESERVE_MB, low=0, high=1 << 20, unit="MiB")
+            ),
         )
 
     @property

@@ -40,6 +40,7 @@ VOCABULARY = (
     "server.home",
     "server.arenas",
     "server.metrics",
+    "server.faults",
 )
 # What an interface may import from server/: the façade, the light door (where a caller stands,
 # from the catalog alone), and the shared vocabulary.
@@ -53,7 +54,13 @@ INDEXING_ROOMS = {
     "indexing.partitions": ("indexing.relevance",),
 }
 # The vocabulary the rooms share, at the top of indexing/: it imports no room.
-INDEXING_VOCABULARY = ("indexing.errors", "indexing.failpoints", "indexing.identity", "indexing.rows")
+INDEXING_VOCABULARY = (
+    "indexing.errors",
+    "indexing.failpoints",
+    "indexing.durable",
+    "indexing.identity",
+    "indexing.rows",
+)
 
 
 def modules() -> dict[str, Path]:

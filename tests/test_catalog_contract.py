@@ -11,7 +11,7 @@ import time
 import pytest
 
 from server.catalog import SCHEMA_VERSION, open_catalog
-from server.errors import StoreUnavailable
+from server.errors import CatalogUnavailable, StoreUnavailable
 from server.settings import Settings
 from tests import catalogs
 from tests.catalogs import settings_for
@@ -97,9 +97,10 @@ def test_the_catalog_url_names_the_backend(tmp_path):
 
 def test_an_unreachable_postgresql_is_one_clear_error_without_the_password(tmp_path):
     url = "postgresql://esfis:hunter2@127.0.0.1:1/esfis?connect_timeout=2"
-    with pytest.raises(StoreUnavailable, match="cannot open the PostgreSQL catalog") as raised:
+    with pytest.raises(CatalogUnavailable, match="cannot open the PostgreSQL catalog") as raised:
         open_catalog(Settings(home=tmp_path, model=None, catalog=url))
     assert "hunter2" not in str(raised.value)
+    assert raised.value.status == 503 and raised.value.retry_after  # come back later, never a 500
 
 
 @pytest.mark.postgresql

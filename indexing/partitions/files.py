@@ -13,6 +13,7 @@ The writes here run under the partition's write lock (``VectorStore._writing``);
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from indexing import failpoints
+from indexing import durable, failpoints
 from indexing.partitions import small_file
 from indexing.partitions import tail as tail_file
 from indexing.partitions.layout import Layout, schema, table_name
@@ -162,11 +163,14 @@ class PartitionFiles:
 
     def write_table(self, key: str, table: pa.Table, *, mode: str, fold: str | None = None) -> Any:
         """Write rows into the partition's table (``mode``: ``create`` or ``append``); a fold's
-        commit carries the tail's id (``tail.FOLD_ID``), which ``tail.settle`` looks for."""
+        commit carries the tail's id (``tail.FOLD_ID``), which ``tail.settle`` looks for. On a
+        local disk, what the commit wrote is fsynced before this returns (``durable.sync_tree``)."""
         import lance
 
         table_schema = schema(self.dimension, secrets.token_hex(8) if mode == "create" else None)
-        return lance.write_dataset(
+        since = time.time_ns() - durable.CLOCK_SLACK_NS
+        failpoints.hit("lance:commit")
+        written = lance.write_dataset(
             table.replace_schema_metadata(table_schema.metadata),
             self.layout.uri(key),
             schema=table_schema,
@@ -174,3 +178,7 @@ class PartitionFiles:
             session=self.session(),
             transaction_properties={tail_file.FOLD_ID: fold} if fold else None,
         )
+        if not self.location.remote:  # an object store's put is durable when it answers
+            failpoints.hit("lance:sync")
+            durable.sync_tree(Path(self.layout.uri(key)), since)
+        return written

@@ -33,6 +33,10 @@ def purge(key: str, ids: list[str], *, files: PartitionFiles, images: ImageCache
     if table is None:
         return
     quoted = ", ".join(f"'{i}'" for i in ids)
+    if not table.count_rows(filter=f"id IN ({quoted})"):
+        # A refused write's rows that never reached the table (a full disk cut its tail frame,
+        # or its fold): nothing to rewrite, and a rewrite on a full disk would fail anyway.
+        return
     table.delete(f"id IN ({quoted})")
     failpoints.hit("purge:after-delete")
     compaction.rewrite(lambda: images.latest(key))  # opens it in the store's session
@@ -51,8 +55,11 @@ def _purge_small(key: str, ids: list[str], *, files: PartitionFiles, live: LiveP
     """A small partition's purge: the file rewritten without the rows (the rename frees the
     old one), and a killed write's temporary file removed."""
     small = files.small_path(key)
+    small_file.remove_temp(small)  # a refused write's temporary file may hold its rows, whole or cut
     held = small_file.read(small)
-    if held is not None:  # a kill before the rename leaves the rows in the old file
+    if held is not None and len(small_file.without(held, ids)) < held.num_rows:
+        # A kill before the rename leaves the rows in the old file: rewritten only when it holds
+        # them (a refused write's rows never reached it; a full disk has no room for a copy).
         small_file.write(small, small_file.without(held, ids), failpoint="purge:after-delete")
     small_file.remove_temp(small)
     part = live.held(key)

@@ -11,8 +11,9 @@ is held in memory, ``partition.py``).
 
 Every change rewrites the file whole (at most ``SMALL_BYTES``: 256 short memories of 384
 dimensions are about 400 KB, and long texts make a space a table sooner) into
-``<table>.arrow.tmp`` and renames it over the file, so a kill at any point leaves the
-partition either before the write or after it; the temporary name is fixed because writers
+``<table>.arrow.tmp``, fdatasyncs it and renames it over the file (then fsyncs the folder), so a
+kill or a full disk at any point leaves the partition either before the write or after it
+(``indexing.durable``: a short write raises, never renames a cut file over a whole one); the temporary name is fixed because writers
 hold the partition's lock, and a purge removes a temporary file a killed write left (it may
 hold a forgotten text). The rename frees the old file: a purged row's text is on no file.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indexing import failpoints
+from indexing import durable, failpoints
 
 SMALL_ROWS = 256  # past this many rows a partition becomes a LanceDB table
 SMALL_BYTES = 1 << 20  # ... or past a file this large: what one remember may rewrite
@@ -77,12 +78,15 @@ def write(path: Path, table: pa.Table | pa.Buffer, *, failpoint: str | None = No
     temp = temp_of(path)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, table)
+        durable.write_all(fd, table, failpoint="small:write")  # every byte, or raise: never a short file
+        failpoints.hit("small:sync")
+        durable.sync(fd)
     finally:
         os.close(fd)
     if failpoint is not None:
         failpoints.hit(failpoint)
     os.replace(temp, path)
+    durable.sync_dir(path.parent)
 
 
 def temp_of(path: Path) -> Path:

@@ -28,6 +28,7 @@ Acme recall never touched Globex.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -61,6 +62,8 @@ from indexing.partitions.manifest import check_manifest
 from indexing.partitions.partition import LivePartition
 from indexing.partitions.stats import IndexStats
 from indexing.rows import PartitionResult, Row, RowBatch
+
+log = logging.getLogger("esfis.indexing")
 
 # The layout's names, read by backup, restore and reindex through the store's door.
 __all__ = ["IN_USE", "IndexStats", "Layout", "Location", "VectorStore", "key_of", "table_name"]
@@ -308,7 +311,13 @@ class VectorStore:
     def _compact_if_due(self, key: str, table: Any) -> None:
         """Inside a write: the routine compaction when due, and the image refreshed after it."""
         if self.compaction.due(key):
-            compaction.compact(table)
+            try:
+                compaction.compact(table)
+            except OSError:
+                # Upkeep, not the write: a compaction a full or failing disk refused committed
+                # nothing, the write it followed is whole, and a later one compacts.
+                log.warning("partition %s: compaction put off", key, exc_info=True)
+                return
             self.images.refresh(key, force=False)
             self.live.drop(key)
 

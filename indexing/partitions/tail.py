@@ -13,7 +13,8 @@ write is an append.
 its rows and its CRC-32, then the CRC-32 of those twelve bytes (``FRAME``), then the payload, an
 Arrow IPC message. The first frame is the schema (its metadata carries the tail's id), each later
 one a record batch, so the payloads in order are an Arrow IPC stream. A write appends one frame
-(``O_APPEND``): rewriting the file and renaming it over the old one cost a remember a millisecond
+(``O_APPEND``), every byte of it (a full disk's short write raises, ``indexing.durable``), then
+fdatasyncs it: rewriting the file and renaming it over the old one cost a remember a millisecond
 and more under load (ext4 writes a file renamed over another back at once). A frame cut short, or a
 last frame that fails its CRC, ends the file for a reader: a write under way (its rows count once
 the version moves, after it), or one a kill cut; the next writer cuts such an end off before it
@@ -59,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indexing import failpoints
+from indexing import durable, failpoints
 from indexing.errors import PartitionCorrupt
 from indexing.partitions import small_file
 
@@ -136,7 +137,12 @@ def append(tail: Path, table: pa.Table, fold: Callable[[pa.Table, str], Any]) ->
             if frames.rows + table.num_rows <= TAIL_ROWS and frames.end + len(added) <= TAIL_BYTES:
                 fd = os.open(tail, os.O_WRONLY | os.O_APPEND)  # raw os calls: once a remember
                 try:
-                    os.write(fd, added)
+                    # Every byte, then on disk, or raise (``indexing.durable``): a short frame
+                    # that went unnoticed was cut away by the next writer, an acknowledged
+                    # remember with it. One that raises is cut by the failed write's purge.
+                    durable.write_all(fd, added, failpoint="tail:append")
+                    failpoints.hit("tail:sync")
+                    durable.sync(fd)
                 finally:
                     os.close(fd)
                 return None

@@ -80,6 +80,7 @@ from server.bulk.rows import LineTooLong, Row, RowError, check_row, parse_line
 from server.catalog import Catalog
 from server.clock import Clock
 from server.errors import InvalidInput
+from server.faults import DiskRoom
 from server.inputs import DEFAULT_BATCH, MAX_BATCH
 from server.memories import MemoryBook
 from server.metrics import count_import
@@ -131,6 +132,8 @@ class Stores(Protocol):
     def embedder(self) -> Embedder: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def room(self) -> DiskRoom: ...
 
 
 def check_batch_size(batch_size: object) -> int:
@@ -247,7 +250,7 @@ class _Importer:
                 create_spaces=self.create_spaces,
             )
             writer = Writer(
-                MemoryBook(writes, parts.store),
+                MemoryBook(writes, parts.store, room=parts.room),
                 journal=journal,
                 vectors_in=vectors,
                 stop=stop,

@@ -38,11 +38,12 @@ from typing import Any
 
 import psycopg
 
+from indexing import failpoints
 from server.catalog.access import note_write
 from server.catalog.postgres_schema import migrate, version
 from server.catalog.scrub_rounds import ScrubRounds
 from server.catalog.shared import SCHEMA_VERSION, Dialect, redacted
-from server.errors import InvalidInput, StoreUnavailable
+from server.errors import CatalogUnavailable, DiskFull, InvalidInput
 
 POSTGRES = Dialect(
     values="jsonb_array_elements_text(CAST(? AS jsonb))",
@@ -80,7 +81,7 @@ class PostgresCatalog:
             conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_maker, application_name="esfis")
             conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
+            raise CatalogUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
         return conn
 
     def _connection(self) -> psycopg.Connection:
@@ -96,9 +97,14 @@ class PostgresCatalog:
         try:
             yield
         except psycopg.errors.LockNotAvailable as exc:
-            raise StoreUnavailable(f"the catalog's write lock was not free within {LOCK_TIMEOUT}") from exc
+            raise CatalogUnavailable(f"the catalog's write lock was not free within {LOCK_TIMEOUT}") from exc
+        except psycopg.errors.DiskFull as exc:
+            raise DiskFull(f"the PostgreSQL catalog's disk is full: the call was refused ({exc})") from exc
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+            # The server went away (a restart, a failover, the network): come back later. A
+            # transaction cut here did not commit, or its outcome is not known (a COMMIT cut
+            # short): the write path keeps such a write's vectors for the catalog to settle.
+            raise CatalogUnavailable(f"the PostgreSQL catalog cannot be reached now: {exc}") from exc
         except psycopg.DataError as exc:
             # PostgreSQL's text cannot hold NUL; SQLite's can, so an input no check caught (a
             # filter, say) must answer as bad input here, never as an internal error.
@@ -116,6 +122,7 @@ class PostgresCatalog:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                     yield Tx(conn)
+                    failpoints.hit("catalog:commit")
                 note_write()
             finally:
                 self._writing -= 1
@@ -143,7 +150,7 @@ class PostgresCatalog:
                     # digest's prefix. It reads every index of these tables: a forget's cost
                     # grows with the catalog.
                     self._connection().execute(f"VACUUM (INDEX_CLEANUP ON) {FORGET_TABLES}")
-            except StoreUnavailable:
+            except CatalogUnavailable:
                 if self._conn.broken:
                     raise
                 return False

@@ -17,10 +17,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from indexing import failpoints
 from server.catalog.access import note_write
 from server.catalog.scrub_rounds import ScrubRounds
 from server.catalog.shared import SCHEMA_VERSION, Dialect
@@ -55,7 +56,9 @@ class SqliteCatalog:
         self._scrubs = ScrubRounds(self._scrub)  # one at a time; callers meanwhile share the next
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            # FULL: each commit's WAL frames are fsynced before COMMIT returns, so an acknowledged
+            # write survives a power cut too (NORMAL may lose the last commits; docs/guarantees.md).
+            self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA busy_timeout=30000")
             self._conn.execute("PRAGMA secure_delete=ON")
@@ -90,12 +93,17 @@ class SqliteCatalog:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield Tx(self._conn)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            else:
+                failpoints.hit("catalog:commit")
                 self._conn.execute("COMMIT")
-                note_write()
+            except BaseException:
+                # A COMMIT that failed (a full disk: SQLITE_FULL) may leave the transaction open,
+                # or SQLite may have rolled it back itself: either way none of it stays, and the
+                # connection is free for the next writer (an open one would refuse every BEGIN).
+                if self._conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+            note_write()
 
     @contextmanager
     def bulk(self) -> Iterator[None]:

@@ -27,6 +27,7 @@ from typing import Any
 from server.cli import barrier, bulk, curation, memories, policies, serving  # noqa: F401  (each declares its commands)
 from server.cli.registry import FLAGS, Command, lay
 from server.errors import EsfisError, InvalidInput
+from server.faults import fault_of
 
 # The commands in the order ``esfis --help`` lists them.
 ORDER = (
@@ -52,6 +53,7 @@ ORDER = (
     "import",
     "reindex",
     "sweep",
+    "check",
     "dedupe",
     "token",
     "backup",
@@ -110,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EsfisError as exc:
         print(f"esfis: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        fault = fault_of(exc)  # a full disk, a failing one, a catalog gone: one line, not a traceback
+        if fault is None:
+            raise
+        print(f"esfis: error: {fault.message}", file=sys.stderr)
+        return fault.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -29,6 +29,7 @@ from server.settings import Settings, torch_defaults
 
 if TYPE_CHECKING:
     from server.bulk.backup import BackupReport
+    from server.bulk.check import CheckReport
     from server.bulk.export import ExportReport
     from server.bulk.reindex import ReindexReport
     from server.bulk.restore import RestoreReport
@@ -166,6 +167,22 @@ def export_home(
         close_all(catalog, store.coordination, store)
 
 
+def open_and_check(settings: Settings, *, repair: bool = False) -> CheckReport:
+    """``esfis check``: whether the home is whole, with ``repair`` mended where it can be
+    (``server.bulk.check``). Opened without the model (a check embeds nothing, and a home whose
+    model is gone is checked all the same) and without the recovery every service runs at open,
+    so a check without ``repair`` changes nothing, and sees what dead processes left."""
+    from server.bulk.check import HomeParts, check_home
+
+    failpoints.arm(settings.failpoints)
+    catalog, store = _open_without_model(settings)
+    try:
+        parts = HomeParts.over(home=settings.home, catalog=catalog, store=store, clock=system_clock)
+        return check_home(parts, repair=repair)
+    finally:
+        close_all(catalog, store.coordination, store)
+
+
 def _open_without_model(settings: Settings) -> tuple[Catalog, VectorStore]:
     """The catalog and the store for a command that reads vectors but never embeds."""
     from indexing.partitions.location import Location, read_manifest
@@ -268,6 +285,7 @@ def open_service(
             approval_hours=settings.approval_hours,
             oauth_token_s=settings.oauth_token_s,
             backup_key=settings.backup_key,
+            disk_reserve_mb=settings.disk_reserve_mb,
         )
     )
     service.recover()

@@ -22,11 +22,12 @@ from server.catalog import Catalog
 from server.catalog.access import AccessCache
 from server.clock import Clock
 from server.errors import InvalidInput, StoreUnavailable
+from server.faults import DiskRoom
 from server.memories import MemoryBook
 from server.memories.deliveries import DeliveryLog
 from server.memories.group_commit import GroupCommit
 from server.memories.journal import JOURNALS, WriteJournal
-from server.settings import APPROVAL_HOURS, TRAIL_DAYS
+from server.settings import APPROVAL_HOURS, DISK_RESERVE_MB, TRAIL_DAYS
 from server.spaces.connections import ACCESS_S, ConnectionBook
 from server.spaces.rates import RateBook
 from server.spaces.registry import Registry
@@ -58,6 +59,7 @@ class Parts:
     approvals: ApprovalBook
     connections: ConnectionBook
     rates: RateBook
+    room: DiskRoom  # whether the volume under home has room for a write (server.faults)
     backup_key: str | None = field(default=None, repr=False)  # ESFIS_BACKUP_KEY: what backups are keyed with
 
     @classmethod
@@ -73,9 +75,11 @@ class Parts:
         approval_hours: float = APPROVAL_HOURS,
         backup_key: str | None = None,
         oauth_token_s: int = ACCESS_S,
+        disk_reserve_mb: int = DISK_RESERVE_MB,
     ) -> Parts:
         """The books over one catalog and one store."""
         journal = WriteJournal(home / JOURNALS)
+        room = DiskRoom(home, reserve_mb=disk_reserve_mb)
         runs = RunBook(catalog, clock)
         grants = GrantBook(catalog, clock)
         approvals = ApprovalBook(catalog, clock, hours=approval_hours)
@@ -90,7 +94,7 @@ class Parts:
             clock=clock,
             registry=Registry(catalog, clock, access),
             journal=journal,
-            memories=MemoryBook(catalog, store, journal),
+            memories=MemoryBook(catalog, store, journal, room=room),
             deliveries=DeliveryLog(catalog),
             commits=GroupCommit(catalog),
             runs=runs,
@@ -101,6 +105,7 @@ class Parts:
             tokens=tokens,
             connections=ConnectionBook(catalog, tokens, clock, access_s=oauth_token_s),
             rates=RateBook(catalog, clock),
+            room=room,
             backup_key=backup_key,
         )
 

@@ -36,6 +36,7 @@ from server.clock import Clock, as_of_time, parse_time
 from server.errors import AlreadySuperseded, InvalidInput, MemoryNotFound, OutOfReach, StoreUnavailable
 from server.facade.callers import resolve_caller
 from server.facade.connections import Connections, RateCounters
+from server.facade.health import Standing, standing
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.shown import marks_of, shown, shown_recalled
@@ -148,6 +149,7 @@ class Esfis:
             )
         target = None if personal else caller.space
         scope = reach.writable(self._parts, caller, target)
+        self._parts.room.check()  # a full disk refuses before the model runs or the trail moves
         run = self._parts.gates.enter(caller)
         steps = self._parts.gates.write(
             caller,
@@ -289,6 +291,7 @@ class Esfis:
         scope = reach.writable(self._parts, caller, target)
         if old.superseded_by is not None:
             raise reach.superseded(self._parts, caller, old)
+        self._parts.room.check()
         run = self._parts.gates.enter(caller)
         carried = run.carried.with_marks(old.labels.marks())
         steps = self._parts.gates.write(
@@ -399,6 +402,10 @@ class Esfis:
             _ = self._parts.store.session  # imports the vector engine
         except IndexingError as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+    def standing(self) -> Standing:
+        """The disk's room and the catalog's reach, for ``/healthz`` (``server.facade.health``)."""
+        return standing(self._parts)
 
     def recover(self) -> None:
         """Finish what killed processes left (``server.facade.upkeep.recover``)."""

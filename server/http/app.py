@@ -17,6 +17,7 @@ from typing import Literal
 
 import anyio
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.routing import Route
 
@@ -59,9 +60,11 @@ class Warmup:
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded", "unavailable"]
     model: Literal["loading", "ready", "failed"]
     workers: int
+    disk: Literal["ok", "full"] = "ok"
+    catalog: Literal["ok", "unavailable"] = "ok"
 
 
 def create_app(
@@ -127,11 +130,25 @@ def create_app(
     mount_docs(app)  # /docs: Swagger UI from a packaged copy
     mount_metrics(app)  # /metrics: the operator's, for every worker
 
-    @app.get("/healthz", response_model=Health, tags=["health"])
-    async def healthz() -> dict:
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["health"],
+        responses={503: {"model": Health, "description": "the catalog cannot be reached: not ready"}},
+    )
+    async def healthz() -> JSONResponse:
         """Answers as soon as the server listens; ``model`` says whether every worker's model is
-        loaded (the least ready of them), ``workers`` how many workers answer."""
+        loaded (the least ready of them), ``workers`` how many workers answer. ``disk`` is
+        ``full`` while writes are refused for want of room (``status`` ``degraded``: reads go
+        on); ``catalog`` ``unavailable`` while it cannot be reached (503, ``status``
+        ``unavailable``: not ready). Both recover by themselves."""
         model, workers = server_health(app.state.warmup.state)
-        return {"status": "ok", "model": model, "workers": workers}
+        service = getattr(app.state, "service", None)
+        standing = None if service is None else await anyio.to_thread.run_sync(service.standing)
+        disk = "ok" if standing is None else standing.disk
+        catalog = "ok" if standing is None else standing.catalog
+        status = "unavailable" if catalog != "ok" else "degraded" if disk != "ok" else "ok"
+        body = {"status": status, "model": model, "workers": workers, "disk": disk, "catalog": catalog}
+        return JSONResponse(body, status_code=503 if catalog != "ok" else 200)
 
     return app

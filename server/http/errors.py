@@ -4,12 +4,15 @@
 
 Codes and statuses come from the classes in ``server.errors`` (the status lives on the class);
 FastAPI's validation errors, unknown routes (404) and wrong methods (405) are mapped into the
-same shape, and anything unexpected answers 500 ``internal`` without details.
+same shape; a fault of the disk or the catalog is said as such (``server.faults``: 507
+``disk_full``, 503 ``catalog_unavailable`` or ``storage_failed``, with ``Retry-After``), and
+anything else unexpected answers 500 ``internal`` without details.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.errors import EsfisError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests, Unauthorized
+from server.faults import fault_of
 from server.metrics import count_refusal
 
 log = logging.getLogger("esfis.http")
@@ -47,7 +51,12 @@ def error_response(status: int, code: str, message: str, headers: Mapping[str, s
 
 def from_esfis(exc: EsfisError) -> JSONResponse:
     count_refusal(exc.code)
-    headers = _past_a_limit(exc.retry_after) if isinstance(exc, TooManyRequests) else None
+    if isinstance(exc, TooManyRequests):
+        headers = _past_a_limit(exc.retry_after or 1)
+    elif exc.retry_after is not None:  # a full disk, a catalog away: when to come back
+        headers = {"Retry-After": str(exc.retry_after)}
+    else:
+        headers = None
     return error_response(exc.status, exc.code, exc.message, headers)
 
 
@@ -113,12 +122,20 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    fault = fault_of(exc)  # a full disk, a failing one, a catalog gone: never a 500
+    if fault is not None:
+        log.warning("%s %s: %s (%s)", request.method, request.url.path, fault.message, exc)
+        return from_esfis(fault)
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return error_response(500, "internal", "internal error; the server log has the details")
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(EsfisError, _esfis_error)
+    # What the disk and SQLite raise is answered where esfis errors are (no 500, no re-raise into
+    # the server's log as a crash); anything else of theirs is still internal.
+    app.add_exception_handler(OSError, _unexpected)
+    app.add_exception_handler(sqlite3.Error, _unexpected)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

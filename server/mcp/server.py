@@ -35,6 +35,7 @@ from pydantic import Field
 
 from server import inputs
 from server.errors import EsfisError, InvalidInput
+from server.faults import fault_of
 from server.mcp.descriptions import HTTP_INSTRUCTIONS, descriptions
 from server.mcp.opening import Opening as Opening  # where callers have always found it
 from server.mcp.person import PersonAtCall
@@ -114,6 +115,11 @@ async def _serve(call: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(call)
     except EsfisError as exc:
         raise _tool_error(exc) from None
+    except Exception as exc:
+        fault = fault_of(exc)  # a full disk, a failing one, a catalog gone: said in words
+        if fault is None:
+            raise
+        raise _tool_error(fault) from None
 
 
 WARM_AFTER_S = 1.0  # start warming this long after start even if the client sends nothing more

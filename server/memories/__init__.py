@@ -28,11 +28,14 @@ from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
 from server.clock import to_micros
 from server.errors import AlreadySuperseded
+from server.faults import DiskRoom
 from server.memories import forgetting
 from server.memories.data import Data, loaded
 from server.memories.input import MemoryBatch, NewMemory
+from server.memories.journal import WriteJournal
 from server.memories.listing import memory_of
 from server.memories.presence import Presence
+from server.memories.undo import Undo
 from server.models import Memory
 from server.spaces import partition_key
 
@@ -46,11 +49,17 @@ class Journal(Protocol):
 
 
 class MemoryBook:
-    def __init__(self, catalog: Catalog, store: VectorStore, journal: Journal | None = None) -> None:
-        """``journal``: None where the caller journals its writes itself (an import)."""
+    def __init__(
+        self, catalog: Catalog, store: VectorStore, journal: Journal | None = None, *, room: DiskRoom | None = None
+    ) -> None:
+        """``journal``: None where the caller journals its writes itself (an import). ``room``:
+        asked before every write of new memories (``server.faults``): a full disk refuses the
+        write before anything of it is written."""
         self.catalog = catalog
         self.store = store
         self.journal = journal
+        self.room = room
+        self.undo = Undo(catalog, store, journal if isinstance(journal, WriteJournal) else None)
         self.presence = Presence(catalog)  # what the catalog holds already: an import's checks
 
     def load(self, id_: str) -> Memory | None:
@@ -97,6 +106,9 @@ class MemoryBook:
         vectors are on disk, so a crash never leaves a catalog entry without its vector."""
         if not len(batch):
             return
+        if self.room is not None:
+            self.room.check()
+        self.undo.settle()
         key = partition_key(batch.space)
         with nullcontext() if self.journal is None else self.journal.writing(key, batch.ids):
             failpoints.hit("write:after-journal")
@@ -112,6 +124,8 @@ class MemoryBook:
         written. The caller's journal names every id first (the importer's). ``also`` runs
         first in the transaction (an import's new spaces), with rows or without."""
         batches = [b for b in batches if len(b)]
+        if batches and self.room is not None:
+            self.room.check()
         if not batches:
             if also is not None:
                 with self.catalog.transaction() as tx:
@@ -158,7 +172,11 @@ class MemoryBook:
         also: Callable[[Tx], None] | None,
     ) -> None:
         if vectors_in is None:
-            self.store.add(key, batch.rows())
+            try:
+                self.store.add(key, batch.rows())
+            except BaseException as exc:  # a full disk mid-append: what it cut short goes
+                self.undo.refused(key, batch.ids, exc)
+                raise
             failpoints.hit("write:after-vectors")
         else:
             adding = vectors_in.submit(self.store.add, key, batch.rows(), compact=False)
@@ -172,13 +190,10 @@ class MemoryBook:
                 if vectors_in is not None:
                     adding.result()
                     failpoints.hit("write:after-vectors")
-        except BaseException:
+        except BaseException as exc:
             if vectors_in is not None:
                 wait([adding])
-            try:
-                self.store.purge(key, batch.ids)
-            except Exception:  # the first error is the one to report; orphans stay harmless:
-                pass  # recall ignores rows the catalog does not name, an import's journal purges them
+            self.undo.refused(key, batch.ids, exc)  # purged, or kept while the commit's outcome is unknown
             raise
         failpoints.hit("write:after-commit")
         if vectors_in is not None:
@@ -186,9 +201,20 @@ class MemoryBook:
             # next batch's catalog rows can go in meanwhile (its vectors queue behind it).
             vectors_in.submit(self._compact, key)
         if supersedes is not None:
-            old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (supersedes[0],))
-            if old is not None:
-                self.store.end_validity(old["partition"], supersedes[0], to_micros(supersedes[1]))
+            self._end_in_partition(*supersedes)
+
+    def _end_in_partition(self, old_id: str, at: datetime) -> None:
+        """After a replace's commit: the old row's validity closed in its partition too. The
+        catalog is the truth a recall checks every candidate against; the partition's copy only
+        keeps a superseded row out of the top k, so a disk that refuses this refuses nothing
+        acknowledged (``esfis check --repair`` closes it later)."""
+        old = self.catalog.one("SELECT partition FROM memories WHERE id = ?", (old_id,))
+        if old is None:
+            return
+        try:
+            self.store.end_validity(old["partition"], old_id, to_micros(at))
+        except OSError:
+            log.warning("partition %s: a superseded row's validity stays open there for now", old["partition"])
 
     def write_restored(self, key: str, rows: RowBatch, meta: list[tuple]) -> None:
         """Store memories as an export recorded them (``server.bulk.export``): their own ids, writers,

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from indexing import durable
+
 JOURNALS = "imports"  # the folder under ESFIS_HOME (named for the imports, whose journals came first)
 
 
@@ -55,6 +57,7 @@ class WriteJournal:
         self._path: Path | None = None
         self._pid = 0
         self._in_flight = 0
+        self._kept: dict[tuple[str, tuple[str, ...]], bytes] = {}  # lines of writes whose outcome is not known
         self._lock = threading.Lock()
 
     @contextmanager
@@ -65,7 +68,12 @@ class WriteJournal:
             if self._fd is None or self._pid != os.getpid():  # a forked child keeps a journal of its own
                 self._fd, self._path = create_locked(self.directory, "writes", append=True)
                 self._pid = os.getpid()
-            os.write(self._fd, line)
+            end = os.lseek(self._fd, 0, os.SEEK_END)
+            try:
+                durable.write_all(self._fd, line, failpoint="journal:write")
+            except OSError:
+                os.ftruncate(self._fd, end)  # a line cut short would glue itself to the next one
+                raise
             self._in_flight += 1
         try:
             yield
@@ -73,13 +81,34 @@ class WriteJournal:
             with self._lock:
                 self._in_flight -= 1
                 if self._in_flight == 0:
-                    os.ftruncate(self._fd, 0)  # nothing in flight: nothing a sweep need read
+                    self._empty()
+
+    def keep(self, partition: str, ids: list[str]) -> None:
+        """Keep a write's line past its end: its catalog commit's outcome is not known (the
+        connection was cut under it), so its vectors stay until someone settles it: this
+        process (``release``, once it has asked the catalog) or, if it dies first, the sweep."""
+        with self._lock:
+            self._kept[(partition, tuple(ids))] = (json.dumps({partition: ids}) + "\n").encode()
+
+    def release(self, partition: str, ids: list[str]) -> None:
+        """The kept write is settled: its line may go."""
+        with self._lock:
+            self._kept.pop((partition, tuple(ids)), None)
+            if self._in_flight == 0 and self._fd is not None and self._pid == os.getpid():
+                self._empty()
+
+    def _empty(self) -> None:
+        """Nothing in flight: the file holds only the kept lines (often none), all a sweep need read."""
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        if self._kept:
+            durable.write_all(self._fd, b"".join(self._kept.values()))
 
     def close(self) -> None:
         """Remove the journal (nothing in flight: it names nothing a sweep would purge)."""
         with self._lock:
             if self._fd is not None and self._pid == os.getpid():
-                if self._in_flight == 0 and self._path is not None:
+                if self._in_flight == 0 and not self._kept and self._path is not None:
                     self._path.unlink(missing_ok=True)  # still locked: no sweep reads it meanwhile
                 os.close(self._fd)
             self._fd = None

@@ -1,0 +1,213 @@
+"""A full disk and a failing one at every step of every write (issue 68): ``ENOSPC`` and ``EIO``
+raised through the failpoints (``indexing.failpoints``, ``=enospc`` and ``=eio``; a write
+through ``indexing.durable`` is cut short first, as a full disk's short write is), in process,
+on the catalog under test. After each fault, writes go on by themselves; then the home is
+reopened and must be whole:
+
+- every acknowledged write is there, with its text, and recalled;
+- the refused write left nothing: no catalog row, no partition row (``assert_whole``: the
+  catalog and the partitions agree, row for row, counts included, and no journal is left);
+- the refusal was said as what it is: ``DiskFull`` for ENOSPC, ``StorageFailed`` for EIO.
+
+Partitions here outgrow their forms after four rows (``SMALL_ROWS``, ``TAIL_ROWS``), so a dozen
+remembers cross every form a write can take: the small file, its promotion to a table, the
+tail, and the tail's fold into the table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from indexing import failpoints
+from indexing.embedding.testing import HashingEmbedder
+from indexing.partitions import small_file, tail
+from server.bulk.importer import import_stream
+from server.errors import DiskFull, EsfisError, MemoryNotFound, StorageFailed
+from server.facade import Esfis, open_service
+from server.faults import fault_of
+from tests.catalogs import settings_for
+from tests.test_faults import assert_whole, id_of
+
+ROWS = 4  # a small file and a tail outgrow themselves past this many rows here
+WRITES = 13  # small file (1-4), promotion (5), tail (6-9), fold (10), tail again
+EXPECTED = {"enospc": DiskFull, "eio": StorageFailed}
+
+# (failpoint, which time it is reached): each step a remember's write takes, in the order above.
+REMEMBER_STEPS = [
+    ("journal:write", 1),
+    ("small:write", 1),
+    ("small:sync", 1),
+    ("catalog:commit", 1),
+    ("lance:commit", 1),  # the promotion's table
+    ("lance:sync", 1),
+    ("promote:after-table", 1),
+    ("tail:append", 1),
+    ("tail:sync", 1),
+    ("fold:after-rename", 1),
+    ("lance:commit", 2),  # the fold's append
+    ("lance:sync", 2),
+]
+
+
+@pytest.fixture(autouse=True)
+def small_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(small_file, "SMALL_ROWS", ROWS)
+    monkeypatch.setattr(tail, "TAIL_ROWS", ROWS)
+    yield
+    failpoints.arm(())
+
+
+def opened(home: Path) -> Esfis:
+    return open_service(settings_for(home), embedder=HashingEmbedder())
+
+
+def refusal(exc: BaseException) -> EsfisError:
+    """What an interface answers for ``exc``: an esfis error, never an internal one."""
+    fault = exc if isinstance(exc, EsfisError) else fault_of(exc)
+    assert fault is not None, f"an unmapped failure, a 500 over HTTP: {exc!r}"
+    return fault
+
+
+def text_of(i: int) -> str:
+    return f"acme fact number {i}: the build runs on runner pool {i * 7}"
+
+
+def remember_all(svc: Esfis, n: int, *, start: int = 0) -> tuple[dict[str, str], list[tuple[str, EsfisError]]]:
+    """Remember ``n`` facts; (acknowledged id → text, [(refused text, its refusal)])."""
+    caller = svc.caller("claude-code", space="acme")
+    acknowledged: dict[str, str] = {}
+    refused: list[tuple[str, EsfisError]] = []
+    for i in range(start, start + n):
+        try:
+            acknowledged[svc.remember(caller, text_of(i)).id] = text_of(i)
+        except Exception as exc:
+            refused.append((text_of(i), refusal(exc)))
+    return acknowledged, refused
+
+
+def assert_kept(svc: Esfis, home: Path, acknowledged: dict[str, str], refused: list[str]) -> None:
+    """Every acknowledged memory whole and recalled, nothing of a refused one, the home whole."""
+    caller = svc.caller("claude-code", space="acme")
+    for id_, text in acknowledged.items():
+        assert svc.get(caller, id_).text == text
+    recalled = {m.id for m in svc.recall(caller, "acme fact build runner pool", limit=100).memories}
+    assert set(acknowledged) <= recalled, f"acknowledged but not recalled: {set(acknowledged) - recalled}"
+    for text in refused:
+        assert id_of(svc, text) is None, f"a refused write left a catalog row: {text!r}"
+    assert_whole(svc, home)
+
+
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+@pytest.mark.parametrize(("step", "nth"), REMEMBER_STEPS, ids=[f"{s}@{n}" for s, n in REMEMBER_STEPS])
+def test_a_remember_refused_by_the_disk_at_any_step_loses_nothing_acknowledged(home, step, nth, fault):
+    svc = opened(home)
+    svc.operator.create_space("acme")
+    failpoints.arm([f"{step}@{nth}={fault}"])
+    acknowledged, refused = remember_all(svc, WRITES)
+    failpoints.arm(())
+    more, again = remember_all(svc, 3, start=WRITES)  # writes work again by themselves
+    assert not again
+    acknowledged |= more
+    assert_kept(svc, home, acknowledged, [text for text, _ in refused])
+    svc.close()
+    svc = opened(home)  # and all of it as the next process opens the home, from the files alone
+    assert_kept(svc, home, acknowledged, [text for text, _ in refused])
+    svc.close()
+    assert len(refused) == 1, f"{step}@{nth} refused {len(refused)} writes"
+    assert isinstance(refused[0][1], EXPECTED[fault]), refused[0][1]
+
+
+REPLACE_STEPS = [  # (the old row's form, the step, which time it is reached, whether it refuses the replace)
+    ("small file", "catalog:commit", 1, True),
+    ("small file", "small:write", 1, True),  # the new row
+    ("small file", "small:write", 2, False),  # the old row's end, after the commit
+    ("tail", "tail:append", 1, True),  # the new row
+    ("tail", "small:write", 1, False),  # the old row's end (the tail rewritten), after the commit
+]
+
+
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+@pytest.mark.parametrize(
+    ("form", "step", "nth", "refuses"), REPLACE_STEPS, ids=[f"{f}-{s}@{n}" for f, s, n, _ in REPLACE_STEPS]
+)
+def test_a_replace_refused_by_the_disk_is_whole_or_nothing(home, form, step, nth, refuses, fault):
+    """A replace refused before its commit changes nothing; one whose old row's end the disk
+    refuses after the commit is acknowledged: the catalog, which every recall checks, has it."""
+    svc = opened(home)
+    svc.operator.create_space("acme")
+    caller = svc.caller("claude-code", space="acme")
+    acknowledged, _ = remember_all(svc, 2 if form == "small file" else ROWS + 2)  # the last one in the tail
+    old = list(acknowledged)[-1]
+    failpoints.arm([f"{step}@{nth}={fault}"])
+    try:
+        new = svc.replace(caller, old, "acme fact replaced: the build runs on runner pool 99")
+    except Exception as exc:
+        assert refuses, f"refused after its commit: {exc!r}"
+        assert isinstance(refusal(exc), EXPECTED[fault])
+        assert svc.get(caller, old).superseded_by is None
+    else:
+        assert not refuses, f"{step}@{nth} was never reached"
+        assert failpoints.armed() and not failpoints.faulted(step)  # reached, and refused nothing
+        acknowledged[new.id] = new.text
+        del acknowledged[old]
+        recalled = [m.id for m in svc.recall(caller, "acme fact build runner pool", limit=100).memories]
+        assert old not in recalled and new.id in recalled
+    failpoints.arm(())
+    assert_kept(svc, home, acknowledged, [])
+    svc.close()
+
+
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+@pytest.mark.parametrize("step", ["small:write", "tail:append", "lance:commit"])
+def test_an_import_batch_refused_by_the_disk_reports_its_rows_failed_and_keeps_the_rest(home, step, fault):
+    svc = opened(home)
+    svc.operator.create_space("acme")
+    lines = [json.dumps({"text": text_of(i), "space": "acme"}) for i in range(12)]
+    if step == "tail:append":
+        import_stream(svc._parts, lines[:6], batch_size=6)  # a table with room in its tail
+        lines = lines[6:]
+    failpoints.arm([f"{step}={fault}"])
+    try:
+        report = import_stream(svc._parts, lines, batch_size=2)
+    except Exception as exc:  # an import that meets a full disk stops, its message plain
+        assert isinstance(refusal(exc), EXPECTED[fault])
+    else:
+        assert report.failed, f"{step} was never reached"
+    failpoints.arm(())
+    caller = svc.caller("claude-code", space="acme")
+    kept = {id_of(svc, text_of(i)): text_of(i) for i in range(12)}
+    acknowledged = {id_: text for id_, text in kept.items() if id_ is not None}
+    for id_, text in acknowledged.items():
+        assert svc.get(caller, id_).text == text
+    rerun = import_stream(svc._parts, [json.dumps({"text": text_of(i), "space": "acme"}) for i in range(12)])
+    assert rerun.failed == 0  # the rows refused go in when there is room, the others are not doubled
+    assert_kept(svc, home, {id_of(svc, text_of(i)): text_of(i) for i in range(12)}, [])
+    svc.close()
+
+
+@pytest.mark.parametrize("fault", ["enospc", "eio"])
+@pytest.mark.parametrize("rows", [2, ROWS + 3], ids=["small file", "table and tail"])
+def test_a_forget_the_disk_refuses_is_finished_once_there_is_room(home, rows, fault):
+    """The purge's rewrite refused: the memory is forgotten for every reader at once, the caller
+    is told plainly, and the next forget (or the next open) takes the text off the disk."""
+    svc = opened(home)
+    svc.operator.create_space("acme")
+    caller = svc.caller("claude-code", space="acme")
+    acknowledged, _ = remember_all(svc, rows)
+    secret = next(iter(acknowledged))
+    failpoints.arm([f"purge:after-delete={fault}"])  # the rows deleted (or the file rewritten), not yet gone
+    with pytest.raises(Exception) as raised:
+        svc.forget(caller, secret)
+    failpoints.arm(())
+    assert isinstance(refusal(raised.value), EXPECTED[fault])
+    with pytest.raises(MemoryNotFound):
+        svc.get(caller, secret)
+    assert secret not in {m.id for m in svc.recall(caller, "acme fact", limit=100).memories}
+    del acknowledged[secret]
+    svc.close()
+    svc = opened(home)  # the next open finishes the forget
+    assert_kept(svc, home, acknowledged, [])
+    svc.close()
