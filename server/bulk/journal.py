@@ -72,7 +72,7 @@ class Journal:
         """Purge anything this import left half-written (an exception mid-batch), then remove."""
         try:
             with batch_lock(self.directory):
-                _purge_orphans(_read(self._fd), catalog, store)
+                purge_orphans(_read(self._fd), catalog, store)
                 self.path.unlink(missing_ok=True)
         finally:
             os.close(self._fd)
@@ -111,7 +111,7 @@ def sweep(directory: Path, catalog: Catalog, store: VectorStore) -> int:
             except BlockingIOError:
                 continue  # a live import
             try:
-                purged += _purge_orphans(_read(fd), catalog, store)
+                purged += purge_orphans(_read(fd), catalog, store)
             except Exception:  # kept for the next sweep; the orphans stay harmless to recall meanwhile
                 log.warning("could not purge the orphans %s names", path.name, exc_info=True)
                 continue
@@ -136,8 +136,37 @@ def sweep_every_partition(catalog: Catalog, store: VectorStore, written_before: 
     for partition in partitions:
         ids = store.ids_written_before(partition, written_before)
         if ids:
-            purged += _purge_orphans({partition: ids}, catalog, store)
+            purged += purge_orphans({partition: ids}, catalog, store)
     return purged, len(partitions)
+
+
+def dead_journals(directory: Path) -> list[tuple[Path, int]]:
+    """The journals no live process holds, each with how many ids it names, and the temporary
+    files a process killed while creating one left: what the next ``sweep`` settles. Changes
+    nothing (a journal's lock is taken and let go at once)."""
+    if not directory.is_dir():
+        return []
+    dead: list[tuple[Path, int]] = []
+    for path in sorted(directory.glob(".*.tmp")):
+        try:
+            if time.time() - path.stat().st_mtime > ABANDONED_TMP_S:
+                dead.append((path, 0))
+        except FileNotFoundError:
+            pass
+    for path in sorted(p for pattern in JOURNAL_GLOBS for p in directory.glob(pattern)):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a live process holds its own exclusive
+            except BlockingIOError:
+                continue  # a live writer's, or one a sweep is settling now
+            dead.append((path, sum(len(ids) for ids in _read(fd).values())))
+        finally:
+            os.close(fd)  # lets the lock go
+    return dead
 
 
 def _read(fd: int) -> dict[str, list[str]]:
@@ -157,7 +186,7 @@ def _read(fd: int) -> dict[str, list[str]]:
     return pending
 
 
-def _purge_orphans(pending: dict[str, list[str]], catalog: Catalog, store: VectorStore) -> int:
+def purge_orphans(pending: dict[str, list[str]], catalog: Catalog, store: VectorStore) -> int:
     purged = 0
     book = MemoryBook(catalog, store)
     for partition, ids in pending.items():

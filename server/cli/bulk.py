@@ -1,5 +1,5 @@
 """The operator's commands that move memories in bulk (``server.bulk`` holds the logic): import,
-export, backup and restore, reindex, and the sweep of orphan rows.
+export, backup and restore, reindex, the sweep of orphan rows, and the check of a whole home.
 
 Each draws a progress bar on stderr at a terminal and ends with one summary line; the bulk
 stack (tqdm, the importer) is imported only when such a command runs.
@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
-from server.cli.context import acting_ai, open_service, progress, settings
+from server.cli.context import acting_ai, dumps, open_service, progress, settings
 from server.cli.registry import arg, command, one_of
 from server.clock import iso
 from server.errors import BadImportLine, InvalidInput
@@ -170,6 +170,32 @@ def sweep(args: Namespace) -> None:
     with open_service() as service:
         purged, partitions = service.operator.sweep_orphans(timedelta(minutes=args.older_than))
     print(f"purged {counted(purged, 'orphan row')} from {counted(partitions, 'partition')}")
+
+
+@command(
+    "check",
+    "whether the home is whole: catalog and partitions agree, nothing a killed write left (operator)",
+    arg(
+        "--repair", action="store_true", help="mend what can be mended (safe beside running servers); say what is left"
+    ),
+    arg("--json", action="store_true", help="print the report as JSON"),
+)
+def check(args: Namespace) -> None:
+    """One line per finding and a summary; exit status 1 while something is wrong and left."""
+    from server.errors import EsfisError
+    from server.facade import open_and_check
+
+    report = open_and_check(settings(), repair=args.repair)
+    if args.json:
+        print(dumps(report.as_dict()))
+    else:
+        print("\n".join(report.summary()))
+    if not report.whole:
+        left = len(report.left)
+        raise EsfisError(
+            f"the home is not whole: {counted(left, 'finding')} "
+            + ("left after the repair" if report.repaired else "(esfis check --repair mends what it can)")
+        )
 
 
 @command(

@@ -3,7 +3,14 @@ the parts both are made of (``Parts``), and the edge that builds them from setti
 
 from server.catalog.access import one_request  # an interface's request: one look at what decides access
 from server.facade.curation import Filter as MemoryFilter  # what the operator's memory verbs select
-from server.facade.opening import backup_home, export_home, open_service, reindex_store, restore_home
+from server.facade.opening import (
+    backup_home,
+    export_home,
+    open_and_check,
+    open_service,
+    reindex_store,
+    restore_home,
+)
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.facade.service import Esfis
@@ -28,6 +35,7 @@ __all__ = [
     "backup_home",
     "export_home",
     "one_request",
+    "open_and_check",
     "open_service",
     "reindex_store",
     "restore_home",

@@ -1,5 +1,5 @@
 """The operator's verbs in bulk, over ``server.bulk``: import (JSON Lines, Parquet), restore an
-export's rows, back up the home, sweep orphan rows.
+export's rows, back up the home, sweep orphan rows, check the home whole.
 
 Each imports its ``server.bulk`` module when it is called: a command that moves nothing in bulk
 never loads the importer, the backup, or the columnar readers behind them.
@@ -19,6 +19,7 @@ from server.inputs import DEFAULT_BATCH
 
 if TYPE_CHECKING:
     from server.bulk.backup import BackupReport
+    from server.bulk.check import CheckReport
     from server.bulk.export import RestoreImportReport
     from server.bulk.importer import ImportReport
     from server.facade.parts import Parts
@@ -38,6 +39,13 @@ def sweep_orphans(parts: Parts, older_than: timedelta) -> tuple[int, int]:
             field="older_than",
         )
     return sweep_every_partition(parts.catalog, parts.store, to_micros(parts.clock() - older_than))
+
+
+def check(parts: Parts, *, repair: bool) -> CheckReport:
+    """Whether the home is whole; with ``repair``, mend what can be (``server.bulk.check``)."""
+    from server.bulk.check import check_home
+
+    return check_home(parts, repair=repair)
 
 
 def backup(parts: Parts, path: str | os.PathLike[str]) -> BackupReport:

@@ -45,6 +45,7 @@ from server.spaces.policies import Effect, Rule, validate_ai
 
 if TYPE_CHECKING:
     from server.bulk.backup import BackupReport
+    from server.bulk.check import CheckReport
     from server.bulk.export import RestoreImportReport
     from server.bulk.importer import ImportReport
     from server.facade.parts import Parts
@@ -247,6 +248,12 @@ class Operator:
         (writes killed between their vectors and their catalog rows, on any machine); returns
         (rows purged, partitions read)."""
         return bulk.sweep_orphans(self._parts, older_than)
+
+    def check(self, repair: bool = False) -> CheckReport:
+        """Whether the home is whole (``server.bulk.check``): lost memories, orphan rows,
+        forgotten texts still stored, what killed writes left, counts, images, unreadable
+        partitions. With ``repair``, mends what can be and says what is left."""
+        return bulk.check(self._parts, repair=repair)
 
     def backup(self, path: str | os.PathLike[str]) -> BackupReport:
         """A consistent backup of this home into ``path`` (``server.bulk.backup``): an absolute folder
