@@ -276,6 +276,24 @@ def test_check_on_s3_names_lost_and_orphan_rows_and_repairs_them(home, clock, s3
         svc.close()
 
 
+def test_a_partition_whose_table_is_gone_from_s3_is_named_lost_and_never_served(home, clock, s3, s3_env):
+    bucket = s3.bucket()
+    vectors = f"s3://{bucket}/esfis"
+    svc = open_home(home, clock, vectors=vectors)
+    svc._parts.registry.add_named("acme")
+    ids = [svc.remember(svc.caller("cli", space="acme"), f"acme keeps fact number {i}").id for i in range(2)]
+    svc.close()
+    for key in s3.objects(bucket, f"esfis/{table_name(ACME)}.lance"):
+        s3.client.delete_object(Bucket=bucket, Key=key)
+    svc = open_home(home, clock, vectors=vectors)
+    try:
+        assert found(svc.operator.check()) == {("lost", ACME, tuple(sorted(ids)))}
+        svc.operator.check(repair=True)  # never half-way: forgotten whole, or left and said
+        never_served(svc, ids, ["acme keeps fact number 0"], "acme", vectors=vectors)
+    finally:
+        svc.close()
+
+
 def test_esfis_check_on_the_command_line_exits_1_until_repaired(home, clock):
     svc = open_home(home, clock)
     seeded(svc, big=3)

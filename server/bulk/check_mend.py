@@ -114,7 +114,11 @@ def _mend_partition(parts: CheckedParts, damage: PartitionDamage) -> None:
     if damage.image_broken is not None:
         _remove_image(store, key)  # before any purge: a purge of the table maps the image
     purged = False  # whether a purge ran, whose writer settled what a killed write left
-    for id_ in damage.lost:
+    # On S3 a purge of a partition with no table at all fails (``purging._purge_small`` asks for
+    # a small file, which a remote store never has): such a partition's lost memories are left,
+    # and said to be, rather than forgotten half-way with an intent no open could finish.
+    forgettable = store.exists(key) or not store.location.remote
+    for id_ in damage.lost if forgettable else ():
         memory = parts.memories.meta(id_)
         if memory is not None and not memory.forgotten:
             parts.memories.forget(memory, parts.clock(), also=_scrubbing(parts.contexts, id_))
