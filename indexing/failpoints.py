@@ -25,6 +25,7 @@ The names:
     catalog:commit         the catalog's write transaction is about to commit
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
     dedupe:after-fold      esfis dedupe superseded one copy by its earliest memory (each one: ``@N`` for the N-th)
+    forget-where:after-step  a forget by filter committed one step of its marks (``FORGET_BATCH`` memories)
     forget-where:after-intents  a forget by filter marked its memories forgotten, with intents, no text purged
     purge:after-delete     the rows are deleted in their table, not yet rewritten out of its files
                            (a small partition: its file without them written, not yet renamed over it)

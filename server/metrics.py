@@ -2,7 +2,7 @@
 kept by ``prometheus_client`` in its multiprocess mode, so the workers of one server add up.
 
 Only a server counts: ``esfis serve`` names a folder for the workers' files
-(``PROMETHEUS_MULTIPROC_DIR``, under ``ESFIS_HOME/serve/``) before any worker starts, and the
+(``PROMETHEUS_MULTIPROC_DIR``: in memory, ``server.http.workers.metrics_folder_of``) before any worker starts, and the
 library is imported at the first count, in a process that has it. Anywhere else (the CLI,
 ``esfis mcp``, the tests' services) every call here does nothing.
 

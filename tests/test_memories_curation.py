@@ -214,3 +214,29 @@ def test_the_cli_lists_shows_and_forgets_by_filter(service, clock, home):
     left = json.loads(esfis("memories", "list", "--where", '{"space": "acme"}', "--json").stdout)["memories"]
     assert [m["id"] for m in left] == [kept]
     assert files_containing(home, "slack says acme deploys on fridays") == []
+
+
+def test_a_forget_by_filter_marks_in_bounded_steps_and_a_rerun_finishes_one_cut_short(fake_service, monkeypatch):
+    """Each step commits at most FORGET_BATCH marks (other writers pass between); a forget cut
+    after two steps (here: the disk refuses the third) leaves exactly those forgotten, the rest
+    whole, and running it again forgets the rest."""
+    from indexing import failpoints
+    from server.memories import forgetting
+
+    monkeypatch.setattr(forgetting, "FORGET_BATCH", 3)
+    fake_service.operator.create_space("acme")
+    caller = fake_service.caller("cursor", space="acme")
+    ids = [fake_service.remember(caller, f"acme batch fact {i} about deploy {i * 13}").id for i in range(10)]
+    op = fake_service.operator
+    chosen = MemoryFilter(space="acme", ai="cursor")
+    failpoints.arm(["forget-where:after-step@2=enospc"])
+    try:
+        with pytest.raises(OSError):
+            op.forget_where(chosen, up_to=op.preview_forget(chosen).up_to)
+    finally:
+        failpoints.arm(())
+    assert op.preview_forget(chosen).count == 4  # two steps of three committed, the rest untouched
+    assert op.forget_where(chosen, up_to=op.preview_forget(chosen).up_to) == 4
+    for id_ in ids:
+        with pytest.raises(MemoryNotFound):
+            op.memory(id_)

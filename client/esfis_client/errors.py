@@ -30,6 +30,11 @@
     ├── PayloadTooLarge             too_large           413
     ├── UnsupportedMediaType        unsupported_media_type 415
     ├── TooManyRequests             too_many_requests   429   ``retry_after``: seconds, from Retry-After
+    ├── DiskFull                    disk_full           507   no room on the server's disk: nothing was written;
+    │                                                         reads go on; ``retry_after`` from Retry-After
+    ├── Unavailable                 unavailable         503   come back later (``retry_after``): nothing was written
+    │   ├── CatalogUnavailable      catalog_unavailable 503   the server's catalog cannot be reached now
+    │   └── StorageFailed           storage_failed      503   the server's disk or object store failed (EIO)
     ├── NotServed                   not_served          503
     ├── StoreUnavailable            store_error         500
     ├── InternalError               internal            500
@@ -189,6 +194,34 @@ class TooManyRequests(EsfisError):
         self.retry_after = retry_after
 
 
+class _ComeBackLater(EsfisError):
+    """An answer that says when to try again: ``retry_after``, the server's Retry-After in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class DiskFull(_ComeBackLater):
+    """The server's disk has no room for a write: it was refused whole; reads go on."""
+
+    code, status = "disk_full", 507
+
+
+class Unavailable(_ComeBackLater):
+    """Something the server stands on is down for now; the call changed nothing."""
+
+    code, status = "unavailable", 503
+
+
+class CatalogUnavailable(Unavailable):
+    code = "catalog_unavailable"
+
+
+class StorageFailed(Unavailable):
+    code = "storage_failed"
+
+
 class NotServed(EsfisError):
     code, status = "not_served", 503
 
@@ -223,7 +256,8 @@ def _leaves() -> dict[str, type[EsfisError]]:
     stack: list[type[EsfisError]] = [EsfisError]
     while stack:
         cls = stack.pop()
-        found.setdefault(cls.code, cls)
+        if not cls.__name__.startswith("_"):
+            found.setdefault(cls.code, cls)
         stack.extend(cls.__subclasses__())
     return found
 
@@ -241,7 +275,8 @@ BY_STATUS: dict[int, type[EsfisError]] = {
     415: UnsupportedMediaType,
     422: InvalidInput,
     429: TooManyRequests,
-    503: NotServed,
+    503: Unavailable,
+    507: DiskFull,
 }
 
 
@@ -267,6 +302,6 @@ def from_response(response: httpx.Response) -> EsfisError:
     if cls is None:
         cls = InternalError if response.status_code >= 500 else EsfisError
     kwargs: dict[str, Any] = {"code": code or cls.code, "status": response.status_code}
-    if issubclass(cls, TooManyRequests):
+    if issubclass(cls, (TooManyRequests, _ComeBackLater)):
         return cls(message, retry_after=retry_after(response), **kwargs)
     return cls(message, **kwargs)

@@ -20,20 +20,32 @@ from indexing.partitions.image_cache import ImageCache
 from indexing.partitions.loading import LivePartitions
 
 
-def purge(key: str, ids: list[str], *, files: PartitionFiles, images: ImageCache, live: LivePartitions) -> None:
+def purge(
+    key: str,
+    ids: list[str],
+    *,
+    files: PartitionFiles,
+    images: ImageCache,
+    live: LivePartitions,
+    only_if_held: bool = False,
+) -> None:
     """Delete ``ids`` from the partition and rewrite it so no file under the store holds them.
+    ``only_if_held``: a refused write's undo, whose rows may never have reached the table: the
+    table is rewritten only when it holds one of them (a forget always rewrites it: a forget
+    retried after a kill finds its rows deleted already, their texts still in the data files).
 
     The table's predicate names ids only, because LanceDB writes it verbatim into its
     transaction files."""
     if not files.is_table(key):
-        _purge_small(key, ids, files=files, live=live)
+        if files.layout.small_path(key) is not None:  # on S3 a partition without a table holds nothing
+            _purge_small(key, ids, files=files, live=live)
         return
     ids = _purge_tail(key, ids, files=files, live=live)
     table = files.open_table(key) if ids else None
     if table is None:
         return
     quoted = ", ".join(f"'{i}'" for i in ids)
-    if not table.count_rows(filter=f"id IN ({quoted})"):
+    if only_if_held and not table.count_rows(filter=f"id IN ({quoted})"):
         # A refused write's rows that never reached the table (a full disk cut its tail frame,
         # or its fold): nothing to rewrite, and a rewrite on a full disk would fail anyway.
         return

@@ -345,14 +345,15 @@ class VectorStore:
             self.compaction.wrote(key)
             self._compact_if_due(key, table)
 
-    def purge(self, key: str, ids: list[str]) -> None:
+    def purge(self, key: str, ids: list[str], *, only_if_held: bool = False) -> None:
         """Delete rows and rewrite the partition so no file under the store holds them
-        (``purging.py``)."""
+        (``purging.py``); ``only_if_held``: a refused write's undo (the table is rewritten only
+        if it holds one of them)."""
         check_row_ids(ids)
         if not ids:
             return
         with self._writing(key):
-            purging.purge(key, ids, files=self.files, images=self.images, live=self.live)
+            purging.purge(key, ids, files=self.files, images=self.images, live=self.live, only_if_held=only_if_held)
 
     def _end_in_memory(self, key: str, id_: str, valid_until: int) -> None:
         part = self.live.held(key)

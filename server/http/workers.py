@@ -19,6 +19,7 @@ its concurrent requests (``indexing.embedding.batching``, window ``ESFIS_BATCH_W
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -85,11 +86,26 @@ def _then(factory: Callable[[], Esfis], opened: Callable[[Esfis], None] | None) 
     return opening
 
 
+MEMORY_FS = Path("/dev/shm")
+
+
+def metrics_folder_of(home: Path, port: int) -> Path:
+    """Where this server keeps its metrics and health files (``server.metrics``): in memory
+    (``/dev/shm``) where the machine has it, else under ``home/serve/``. Not on the data disk:
+    prometheus_client maps its files and grows them sparse, and a worker that writes a page of
+    one on a full disk dies of SIGBUS, just when a new count (a 507) needs a page."""
+    if MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK):
+        named = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+        return MEMORY_FS / f"esfis-{os.getuid()}-{named}" / str(port)
+    return home / "serve" / str(port)
+
+
 def _metrics_folder(home: Path, port: int) -> Path:
-    """This server's metrics and health files (``server.metrics``), emptied at its start: counts
-    begin at zero with the server, as Prometheus expects of a restart."""
-    folder = home / "serve" / str(port)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """This server's metrics and health files (``metrics_folder_of``), emptied at its start:
+    counts begin at zero with the server, as Prometheus expects of a restart."""
+    folder = metrics_folder_of(home, port)
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
     for stale in folder.iterdir():
         if stale.is_file():
             stale.unlink()

@@ -140,54 +140,73 @@ def drop_space(catalog: Catalog, store: VectorStore, space: str, at: datetime) -
     return removed
 
 
+FORGET_BATCH = 2000  # memories a forget by filter marks in one transaction: other writers pass between
+
+
 def forget_where(catalog: Catalog, store: VectorStore, selection: Selection, at: datetime) -> int:
     """Forget for good every memory ``selection`` holds at ``at``; how many.
 
-    One transaction marks them all forgotten and records an intent for each, chosen by the
-    selection's own conditions (never a list of ids built outside it): from its commit on,
-    nothing reads them as current, and nothing outside the selection was touched. Then the
-    texts are purged, partition by partition, and the catalog scrubbed, as ``finish_forgets``
-    does for any forget. A process stopped half way leaves intents, which the next service to
-    open finishes (``recover``), so the confirmed forget completes either way."""
+    In bounded steps: each transaction marks at most ``FORGET_BATCH`` of them forgotten and
+    records an intent for each, chosen by the selection's own conditions (the ids of a step are
+    read in its own transaction, under the write lock, and every statement still says the
+    selection's conditions: nothing outside it is touched). Other writers take their turn between
+    steps, so a forget over a million memories never holds the catalog for its whole length. From
+    a step's commit on, nothing reads its memories as current. Then the texts are purged,
+    partition by partition, and the catalog scrubbed, as ``finish_forgets`` does for any forget.
+    A process stopped half way leaves intents, which the next service to open finishes
+    (``recover``), and memories not yet marked, which the same forget run again marks: it is
+    resumable, and the confirmed forget completes either way."""
     now = to_micros(at)
     where, params = selection.clauses(catalog, now)
     chosen = " AND ".join(where)
     since = time.time_ns() // 1000
     forgotten = 0
-    with catalog.transaction() as tx:
-        for key in selection.partitions:
-            row = tx.one(
-                "SELECT count(*) AS n, count(superseded_by) AS superseded FROM memories "
-                f"WHERE partition = ? AND {chosen}",
-                (key, *params),
-            )
-            if not row["n"]:
-                continue
-            tx.execute(
-                "INSERT INTO forgetting (memory_id, partition, since) "
-                f"SELECT id, partition, ? FROM memories WHERE partition = ? AND {chosen} ON CONFLICT DO NOTHING",
-                (since, key, *params),
-            )
-            tx.execute(
-                "DELETE FROM import_keys WHERE memory_id IN "
-                f"(SELECT id FROM memories WHERE partition = ? AND {chosen})",
-                (key, *params),
-            )
-            tx.execute(
-                "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]', "
-                f"data = NULL WHERE partition = ? AND {chosen}",
-                (now, key, *params),
-            )
-            tx.execute(
-                "UPDATE partitions SET live = live - ?, superseded = superseded - ? WHERE key = ?",
-                (int(row["n"]), int(row["superseded"]), key),
-            )
-            forgotten += int(row["n"])
-        _scrub_references(tx)
+    for key in selection.partitions:
+        while True:
+            with catalog.transaction() as tx:
+                marked = _mark_step(tx, key, chosen, params, now=now, since=since)
+                if marked:
+                    _scrub_references(tx)
+            forgotten += marked
+            failpoints.hit("forget-where:after-step")
+            if marked < FORGET_BATCH:
+                break
     failpoints.hit("forget-where:after-intents")
     if forgotten:
         finish_forgets(catalog, store)  # their digests are not known here: the scrub rebuilds whole
     return forgotten
+
+
+def _mark_step(tx: Tx, key: str, chosen: str, params: list, *, now: int, since: int) -> int:
+    """One step of ``forget_where`` in partition ``key``: up to ``FORGET_BATCH`` of the
+    selection's memories marked forgotten, with their intents and counts; how many."""
+    rows = tx.all(
+        f"SELECT id, superseded_by FROM memories WHERE partition = ? AND {chosen} ORDER BY id LIMIT ?",
+        (key, *params, FORGET_BATCH),
+    )
+    if not rows:
+        return 0
+    ids = json.dumps([r["id"] for r in rows])
+    step = f"id IN (SELECT value FROM {tx.sql.values}) AND partition = ? AND {chosen}"
+    tx.execute(
+        f"INSERT INTO forgetting (memory_id, partition, since) SELECT id, partition, ? FROM memories WHERE {step} "
+        "ON CONFLICT DO NOTHING",
+        (since, ids, key, *params),
+    )
+    tx.execute(
+        f"DELETE FROM import_keys WHERE memory_id IN (SELECT id FROM memories WHERE {step})", (ids, key, *params)
+    )
+    tx.execute(
+        "UPDATE memories SET forgotten_at = ?, digest = NULL, key = NULL, labels = '[]', from_spaces = '[]', "
+        f"data = NULL WHERE {step}",
+        (now, ids, key, *params),
+    )
+    superseded = sum(1 for r in rows if r["superseded_by"] is not None)
+    tx.execute(
+        "UPDATE partitions SET live = live - ?, superseded = superseded - ? WHERE key = ?",
+        (len(rows), superseded, key),
+    )
+    return len(rows)
 
 
 def _scrub_references(tx: Tx) -> None:

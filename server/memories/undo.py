@@ -45,7 +45,7 @@ class Undo:
                 self._doubts.append((key, ids))
             return
         try:
-            self.store.purge(key, ids)
+            self.store.purge(key, ids, only_if_held=True)
         except Exception:  # the first error is the one to report; orphans stay harmless:
             log.warning("a refused write's rows stay in partition %s until a sweep", key, exc_info=True)
 
@@ -63,7 +63,7 @@ class Undo:
                     (json.dumps(ids),),
                 )
                 held = {row["id"] for row in rows}
-                self.store.purge(key, [id_ for id_ in ids if id_ not in held])
+                self.store.purge(key, [id_ for id_ in ids if id_ not in held], only_if_held=True)
             except Exception:
                 with self._lock:
                     self._doubts.extend(doubts[n:])

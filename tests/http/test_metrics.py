@@ -6,13 +6,20 @@ space name is."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from server.http.workers import metrics_folder_of
 from tests.http.conftest import Server, start_server, stop_server
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SECRET_TEXT = "Acme's signing key lives in the hardware module on rack 7"
 
@@ -98,7 +105,7 @@ def test_a_scrape_after_a_load_adds_up_both_workers_and_holds_no_secret(two):
     assert _value(body, "esfis_approvals_waiting") == 1
     # Both workers counted (a file each), and the scrape summed them.
     port = two.url.rsplit(":", 1)[1]
-    assert len(list((two.home / "serve" / port).glob("counter_*.db"))) == 2
+    assert len(list(metrics_folder_of(two.home, int(port)).glob("counter_*.db"))) == 2
     for secret in (
         SECRET_TEXT,
         "signing key",
@@ -112,4 +119,38 @@ def test_a_scrape_after_a_load_adds_up_both_workers_and_holds_no_secret(two):
 
 def test_healthz_reports_the_whole_server(two):
     health = httpx.get(f"{two.url}/healthz").json()
-    assert health == {"status": "ok", "model": "ready", "workers": 2}
+    assert health == {"status": "ok", "model": "ready", "workers": 2, "disk": "ok", "catalog": "ok"}
+
+
+_FIRST_COUNTS = """
+import sys, threading
+from server import metrics
+
+start, errors = threading.Barrier(32), []
+
+def count():
+    start.wait()
+    try:
+        metrics.count_request("POST", "/v1/recall", 200, 0.01)
+        metrics.time_stage("search", 0.001)
+        metrics.count_refusal("disk_full")
+    except Exception as exc:
+        errors.append(repr(exc))
+
+threads = [threading.Thread(target=count) for _ in range(32)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(errors), errors[:1])
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_the_first_counts_from_many_threads_at_once_make_the_metrics_once(tmp_path):
+    """A worker that has just started takes its first requests on many threads: the metrics are
+    made once, never twice (``DuplicateTimeseries`` answered 500s after a restart)."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for _ in range(3):  # a fresh process each time: the race is in the first counts
+        done = subprocess.run([sys.executable, "-c", _FIRST_COUNTS], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 0, done.stdout + done.stderr
