@@ -21,7 +21,21 @@ from http_support import error_of
 
 from tests.http.conftest import Server, start_server, stop_server
 
-WORDS = "pipeline runner cache deploy region shard token build artifact queue worker ledger invoice".split()
+WORDS = [
+    "pipeline",
+    "runner",
+    "cache",
+    "deploy",
+    "region",
+    "shard",
+    "token",
+    "build",
+    "artifact",
+    "queue",
+    "worker",
+    "ledger",
+    "invoice",
+]
 
 
 def fact(rng: random.Random, i: int, size: int) -> str:
