@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from server.catalog.partition_sync import PostgresPartitionSync
-from server.errors import StoreUnavailable
+from server.errors import Unavailable
 from tests import catalogs
 from tests.catalogs import catalog_for
 
@@ -32,7 +32,7 @@ def test_versions_change_after_every_bump_and_turns_exclude_each_other(url, monk
         assert b.version("space:acme") == first != a.bump("space:acme")
         monkeypatch.setattr("server.catalog.partition_sync.TURN_WAIT_S", 0.3)
         with a.writer_turn("space:acme"):
-            with pytest.raises(StoreUnavailable, match="held partition"):
+            with pytest.raises(Unavailable, match="held partition"):
                 with b.writer_turn("space:acme"):
                     pass
             with b.writer_turn("space:globex"):  # another partition: its own turn
@@ -48,14 +48,14 @@ def test_a_turn_lost_with_its_session_fails_the_write_under_it(url):
     a, b = PostgresPartitionSync(url), PostgresPartitionSync(url)
     admin = psycopg.connect(catalogs.CLUSTER.url(), autocommit=True)
     try:
-        with pytest.raises(StoreUnavailable, match="turn was lost"):
+        with pytest.raises(Unavailable, match="turn was lost"):
             with a.writer_turn("space:acme"):
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE application_name = 'esfis-partitions' AND pid <> pg_backend_pid() "
                     "AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory')"
                 )
-                with pytest.raises(StoreUnavailable):
+                with pytest.raises(Unavailable):
                     a.version("space:acme")  # the dead session's statement fails
                 a.version("space:acme")  # a new session: the turn did not come with it
                 with b.writer_turn("space:acme"):  # another process can take it now

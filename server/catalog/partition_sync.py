@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from server.catalog.shared import redacted
-from server.errors import StoreUnavailable
+from server.errors import CatalogUnavailable, Unavailable
 
 TURN_CLASS = 0x6573  # "es": the advisory locks' first key, so partition turns never meet the catalog's
 TURN_WAIT_S = 60.0  # a writer waits this long for another machine's write to the partition
@@ -58,24 +58,29 @@ class PostgresPartitionSync:
                 keepalives_interval=10,
             )
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
+            raise CatalogUnavailable(f"cannot open the PostgreSQL catalog at {redacted(self.url)}: {exc}") from exc
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
         with self._lock:
-            if self._conn.closed or self._conn.broken:
-                if self._turns:
-                    # The turns this process held ended with the old session: another machine
-                    # may be writing now, so no write under them may go on as if they held.
-                    self._lost_turns = True
-                self._conn = self._connect()
-            try:
-                return self._conn.execute(sql, params).fetchone()
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"the PostgreSQL catalog failed: {exc}") from exc
+            for attempt in (1, 2):
+                if self._conn.closed or self._conn.broken:
+                    if self._turns:
+                        # The turns this process held ended with the old session: another machine
+                        # may be writing now, so no write under them may go on as if they held.
+                        self._lost_turns = True
+                    self._conn = self._connect()
+                try:
+                    return self._conn.execute(sql, params).fetchone()
+                except psycopg.OperationalError as exc:
+                    # A session the server ended (a restart) is found out at its first use: once,
+                    # on a new session, when this process held no turn on the old one.
+                    if attempt == 2 or self._turns or not self._conn.broken:
+                        raise CatalogUnavailable(f"the PostgreSQL catalog cannot be reached now: {exc}") from exc
+            raise AssertionError("unreachable")
 
     def _check_turns(self) -> None:
         if self._lost_turns:
-            raise StoreUnavailable(
+            raise CatalogUnavailable(
                 "the catalog session holding this write's partition turn was lost; "
                 "the write was not acknowledged: try it again"
             )
@@ -100,7 +105,7 @@ class PostgresPartitionSync:
         deadline = time.monotonic() + TURN_WAIT_S
         while not self._execute("SELECT pg_try_advisory_lock(%s, %s)", ident)[0]:
             if time.monotonic() > deadline:
-                raise StoreUnavailable(f"another server held partition {key!r} for over {TURN_WAIT_S:.0f} s")
+                raise Unavailable(f"another server held partition {key!r} for over {TURN_WAIT_S:.0f} s")
             time.sleep(TURN_POLL_S)
         with self._lock:
             self._turns += 1
