@@ -7,7 +7,8 @@ reopened and must be whole:
 - every acknowledged write is there, with its text, and recalled;
 - the refused write left nothing: no catalog row, no partition row (``assert_whole``: the
   catalog and the partitions agree, row for row, counts included, and no journal is left);
-- the refusal was said as what it is: ``DiskFull`` for ENOSPC, ``StorageFailed`` for EIO.
+- the refusal was said as what it is: ``DiskFull`` for ENOSPC, ``StorageFailed`` for EIO;
+- ``esfis check`` (``Operator.check``) finds the home whole.
 
 Partitions here outgrow their forms after four rows (``SMALL_ROWS``, ``TAIL_ROWS``), so a dozen
 remembers cross every form a write can take: the small file, its promotion to a table, the
@@ -17,6 +18,7 @@ tail, and the tail's fold into the table.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ from server.errors import DiskFull, EsfisError, MemoryNotFound, StorageFailed
 from server.facade import Esfis, open_service
 from server.faults import fault_of
 from tests.catalogs import settings_for
+from tests.conftest import ESFIS_BIN, cli_env
 from tests.test_faults import assert_whole, id_of
 
 ROWS = 4  # a small file and a tail outgrow themselves past this many rows here
@@ -98,6 +101,8 @@ def assert_kept(svc: Esfis, home: Path, acknowledged: dict[str, str], refused: l
     for text in refused:
         assert id_of(svc, text) is None, f"a refused write left a catalog row: {text!r}"
     assert_whole(svc, home)
+    check = svc.operator.check()  # and esfis check agrees: whole, not even a row in flight
+    assert check.whole and not check.in_flight, check.summary()
 
 
 @pytest.mark.parametrize("fault", ["enospc", "eio"])
@@ -211,3 +216,23 @@ def test_a_forget_the_disk_refuses_is_finished_once_there_is_room(home, rows, fa
     svc = opened(home)  # the next open finishes the forget
     assert_kept(svc, home, acknowledged, [])
     svc.close()
+
+
+def test_the_cli_says_a_full_disk_in_one_line(home, tmp_path):
+    """The real ``esfis remember``, its disk full as it writes its partition's file: one line that says so,
+    a failure status, no traceback; the next command writes again."""
+    folder = tmp_path / "acme"
+    folder.mkdir()
+    made = subprocess.run([ESFIS_BIN, "space", "add", str(folder)], env=cli_env(home), capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    env = cli_env(home, ESFIS_SPACE="acme", ESFIS_FAILPOINT="small:write=enospc")
+    done = subprocess.run(
+        [ESFIS_BIN, "remember", "acme fact the disk refuses"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "disk under ESFIS_HOME is full" in done.stderr, done.stderr
+    env.pop("ESFIS_FAILPOINT")
+    again = subprocess.run(
+        [ESFIS_BIN, "remember", "acme fact once there is room"], env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr

@@ -135,9 +135,9 @@ class PartitionFiles:
                 small_file.write(small, data)
                 return Appended(table=None, tail_only=False)
             written = self.write_table(key, rows, mode="create")
-            self._tables.add(key)
             failpoints.hit("promote:after-table")
-            small_file.remove(small)  # a kill before this: the next writer removes it
+            small_file.remove(small)  # a kill or a failure before this: the next writer removes it
+            self._tables.add(key)  # only now: until then ``is_table`` looks, and settles the file
             return Appended(table=written, tail_only=False)
         if is_table:
             return self._append_to_table(key, table)

@@ -78,13 +78,17 @@ def write(path: Path, table: pa.Table | pa.Buffer, *, failpoint: str | None = No
     temp = temp_of(path)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        durable.write_all(fd, table, failpoint="small:write")  # every byte, or raise: never a short file
-        failpoints.hit("small:sync")
-        durable.sync(fd)
-    finally:
-        os.close(fd)
-    if failpoint is not None:
-        failpoints.hit(failpoint)
+        try:
+            durable.write_all(fd, table, failpoint="small:write")  # every byte, or raise: never a short file
+            failpoints.hit("small:sync")
+            durable.sync(fd)
+        finally:
+            os.close(fd)
+        if failpoint is not None:
+            failpoints.hit(failpoint)
+    except BaseException:
+        remove_temp(path)  # a refused write leaves no copy behind (a kill's is the next writer's)
+        raise
     os.replace(temp, path)
     durable.sync_dir(path.parent)
 
