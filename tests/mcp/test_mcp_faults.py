@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 import pytest
+
 from tests.mcp.conftest import Spec, start
 
 pytestmark = pytest.mark.anyio
