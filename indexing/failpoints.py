@@ -23,6 +23,7 @@ The names:
     lance:commit           a LanceDB table's write (a promotion, a fold, an import's batch) is made
     lance:sync             ... and its new files are fsynced
     catalog:commit         the catalog's write transaction is about to commit
+    compact:run            a write's routine compaction (and the image refresh after it) begins
     forget:after-intent    the memory is marked forgotten and the intent recorded, the text still in its partition
     dedupe:after-fold      esfis dedupe superseded one copy by its earliest memory (each one: ``@N`` for the N-th)
     forget-where:after-step  a forget by filter committed one step of its marks (``FORGET_BATCH`` memories)

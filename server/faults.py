@@ -74,10 +74,16 @@ class Room:
     free: int  # bytes free to esfis
     total: int  # the volume's size
     reserve: int  # bytes kept for reads' bookkeeping: writes stop below this
+    met_full: bool = False  # a write met a full disk above the reserve, and no room came since
+
+    @property
+    def below_reserve(self) -> bool:
+        return self.free < self.reserve
 
     @property
     def full(self) -> bool:
-        return self.free < self.reserve
+        """Full as ``/healthz`` says it: below the reserve, or too full for the last write."""
+        return self.below_reserve or self.met_full
 
 
 class DiskRoom:
@@ -86,12 +92,31 @@ class DiskRoom:
     def __init__(self, folder: Path, *, reserve_mb: int) -> None:
         self.folder = Path(folder)
         self.reserve_mb = reserve_mb
+        # The free bytes when a write last met a full disk above the reserve (a write larger
+        # than what was left: a small file's rewrite needs a second copy); None once one fits.
+        self._refused_at: int | None = None
 
     def room(self) -> Room:
         stat = os.statvfs(self.folder)
         total = stat.f_blocks * stat.f_frsize
         reserve = min(self.reserve_mb << 20, int(total * RESERVE_SHARE))
-        return Room(free=stat.f_bavail * stat.f_frsize, total=total, reserve=reserve)
+        free = stat.f_bavail * stat.f_frsize
+        refused_at = self._refused_at
+        met_full = refused_at is not None and free < refused_at + max(reserve, 1 << 20)
+        return Room(free=free, total=total, reserve=reserve, met_full=met_full)
+
+    def met(self, error: BaseException) -> None:
+        """A write failed with ``error``: when it was the disk's room, the volume is full for
+        ``/healthz`` (and ``/metrics``) until room grows or a write fits (``fitted``)."""
+        if isinstance(fault_of(error), DiskFull):
+            try:
+                stat = os.statvfs(self.folder)
+                self._refused_at = stat.f_bavail * stat.f_frsize
+            except OSError:
+                pass
+
+    def fitted(self) -> None:
+        self._refused_at = None
 
     def check(self) -> None:
         """Raise ``DiskFull`` when a write would eat into the reserve; a volume that cannot be
@@ -100,7 +125,7 @@ class DiskRoom:
             room = self.room()
         except OSError:
             return
-        if room.full:
+        if room.below_reserve:  # (a write that met a full disk above it does not stop the next: it may fit)
             raise DiskFull(
                 f"the disk under ESFIS_HOME has {room.free >> 20} MiB free, below the "
                 f"{room.reserve >> 20} MiB kept for reads (ESFIS_DISK_RESERVE_MB): the write was "

@@ -59,8 +59,12 @@ class LivePartitions:
             try:
                 part = self._load(key, token)
             except Exception:
+                # Under the shared lock, no image is built: a build takes the lock exclusive,
+                # which this thread could never have while it holds it shared (a failed build,
+                # on a full disk say, once hung the reader here for good). A missing image is
+                # then served from the table's rows in memory, exactly.
                 with self.locks.reading(key):
-                    part = self._load(key, self.coordination.version(key))
+                    part = self._load(key, self.coordination.version(key), build=False)
             self._held[key] = part
             return part
 
@@ -96,21 +100,21 @@ class LivePartitions:
         self.stats.refreshed[key] += 1
         return True
 
-    def _load(self, key: str, token: str) -> LivePartition:
+    def _load(self, key: str, token: str, *, build: bool = True) -> LivePartition:
         # Never written: on a disk, one stat says so; remotely that is a listing, and a
         # partition without a version was never written (or holds only a dead write's rows).
         if (not token) if self.layout.location.remote else not self.files.has_table(key):
             return self._load_small(key, token)
         tail = self.layout.tail_path(key)
         newest, tail_id = (None, None) if tail is None else tail_file.seen(tail)  # read before the table
-        part = self._load_table(key, token)
+        part = self._load_table(key, token, build=build)
         if newest is not None:
             kept = [not part.holds(id_) for id_ in newest.column("id").to_pylist()]
             part.append_arrow(newest.filter(pa.array(kept, type=pa.bool_())))
         part.tail_id = tail_id
         return part
 
-    def _load_table(self, key: str, token: str) -> LivePartition:
+    def _load_table(self, key: str, token: str, *, build: bool = True) -> LivePartition:
         dimension = self.files.dimension
         mapped = self.images.current(key)
         if mapped is None:
@@ -119,14 +123,14 @@ class LivePartitions:
             if table is None:  # a promotion under way: the small file still holds every row
                 return self._load_small(key, token)
             arrow = table.to_table()
-            if not self.images.large(arrow.num_rows):
+            if not build or not self.images.large(arrow.num_rows):
                 return LivePartition.from_arrow(arrow, dimension, token)
             del arrow
             mapped = self.images.build_missing(key)
         self.stats.opened[key] += 1
         self.stats.loaded[key] += 1
         gone, since = image.changes(mapped, self.images.latest(key))
-        if self.images.rebuild_if_purged(key, mapped=mapped, gone=gone, since=since):
+        if build and self.images.rebuild_if_purged(key, mapped=mapped, gone=gone, since=since):
             del mapped
             return self._load_table(key, token)
         return LivePartition.over(mapped, gone=gone, since=since, dimension=dimension, token=token)

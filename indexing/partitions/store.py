@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing.errors import BadVector
+from indexing import failpoints
+from indexing.errors import BadVector, ImageBuildFailed
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.partitions import compaction, purging, small_file
 from indexing.partitions import tail as tail_file
@@ -312,13 +313,14 @@ class VectorStore:
         """Inside a write: the routine compaction when due, and the image refreshed after it."""
         if self.compaction.due(key):
             try:
+                failpoints.hit("compact:run")
                 compaction.compact(table)
-            except OSError:
+                self.images.refresh(key, force=False)
+            except (OSError, ImageBuildFailed):
                 # Upkeep, not the write: a compaction a full or failing disk refused committed
-                # nothing, the write it followed is whole, and a later one compacts.
-                log.warning("partition %s: compaction put off", key, exc_info=True)
-                return
-            self.images.refresh(key, force=False)
+                # nothing, an image not built leaves the old one serving (with the rows since
+                # scanned exactly), the write they followed is whole, and a later one does them.
+                log.warning("partition %s: compaction or image build put off", key, exc_info=True)
             self.live.drop(key)
 
     def end_validity(self, key: str, id_: str, valid_until: int) -> None:

@@ -176,6 +176,8 @@ class MemoryBook:
                 self.store.add(key, batch.rows())
             except BaseException as exc:  # a full disk mid-append: what it cut short goes
                 self.undo.refused(key, batch.ids, exc)
+                if self.room is not None:
+                    self.room.met(exc)
                 raise
             failpoints.hit("write:after-vectors")
         else:
@@ -194,7 +196,11 @@ class MemoryBook:
             if vectors_in is not None:
                 wait([adding])
             self.undo.refused(key, batch.ids, exc)  # purged, or kept while the commit's outcome is unknown
+            if self.room is not None:
+                self.room.met(exc)
             raise
+        if self.room is not None:
+            self.room.fitted()
         failpoints.hit("write:after-commit")
         if vectors_in is not None:
             # After the commit, in the vectors' thread: a compaction can take seconds, and the
