@@ -433,6 +433,21 @@ TARGETS: dict[str, Target] = {
         source="issue 60",
         why="limits count per token and per address: another address's hammering never locks the operator out.",
     ),
+    # benchmarks/test_fault_drill.py (issue 68)
+    "faults.lost": Target(
+        "acknowledged writes lost to a fault under load",
+        "==",
+        0,
+        source="issue 68, docs/guarantees.md",
+        why="acknowledged means durable: a write answered 2xx is read back, whole, after a full disk, a catalog restart, a stopped object store or a killed worker, and a restart.",
+    ),
+    "faults.unhandled": Target(
+        "500 answers and tracebacks in the server's log during a fault drill",
+        "==",
+        0,
+        source="issue 68, server/faults.py",
+        why="a fault of what esfis stands on is answered as what it is (507 disk_full, 503 catalog_unavailable or storage_failed, with Retry-After), never as an internal error or a dropped connection.",
+    ),
     # benchmarks/test_longmemeval.py
     "lme.other_spaces": Target(
         "LongMemEval, scope-first results from another space",

@@ -24,6 +24,7 @@ from benchmarks.report.embedding import (
     section_model_costs,
     section_query_precision,
 )
+from benchmarks.report.faults import section_faults
 from benchmarks.report.gpu import gpu_section
 from benchmarks.report.header import header, summary
 from benchmarks.report.http_load import section_hostile, section_load
@@ -71,6 +72,7 @@ MODULES: dict[str, str] = {
     "test_backup_rates.py": "Backup, restore and export rates",
     "test_mcp_http_latency.py": "MCP over HTTP: a recall tool call beside the plain API",
     "test_hostile_neighbour.py": "A good token's recalls beside a hostile token at its limits",
+    "test_fault_drill.py": "Fault drill: a full disk, a catalog restart, a stopped object store, a killed worker",
     "test_model_costs.py": "What each model costs: reindex per 100k memories, HTTP recall at 100k",
 }
 
@@ -101,6 +103,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_backup_rates.py": section_backup,
     "test_mcp_http_latency.py": section_mcp_http,
     "test_hostile_neighbour.py": section_hostile,
+    "test_fault_drill.py": section_faults,
     "test_model_costs.py": section_model_costs,
 }
 
