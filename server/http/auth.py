@@ -52,6 +52,7 @@ from server.errors import (
     Unauthorized,
 )
 from server.facade import Esfis, one_request
+from server.faults import fault_of
 from server.http.bodies import (
     IMPORT_PATH,
     MCP_PATH,
@@ -122,12 +123,18 @@ class Gate:
                 headers_out["Connection"] = "close"  # as every 429 (server.http.errors)
                 await JSONResponse(body, status_code=429, headers=headers_out)(scope, receive, send)
                 return
+            except EsfisError as exc:  # the count's own fault (a full disk, a catalog away)
+                body = {"error": "temporarily_unavailable", "error_description": exc.message}
+                await JSONResponse(body, status_code=503, headers={"Retry-After": str(exc.retry_after or 1)})(
+                    scope, receive, send
+                )
+                return
         elif path == METRICS_PATH:
             # A token is looked up here too (the operator's), so a stranger's scrapes count
             # against its address as its /v1 requests do.
             try:
                 await self._counted("address", _address(scope))
-            except TooManyRequests as exc:
+            except EsfisError as exc:
                 await from_esfis(exc)(scope, receive, send)
                 return
         elif path == "/v1" or path.startswith("/v1/") or path == MCP_PATH:
@@ -289,7 +296,22 @@ class Gate:
     async def _in_threads(self, call: Callable[[], T]) -> T:
         if self._auth_threads is None:
             self._auth_threads = anyio.CapacityLimiter(AUTH_THREADS)
-        return await anyio.to_thread.run_sync(call, limiter=self._auth_threads)
+        return await anyio.to_thread.run_sync(lambda: _said(call), limiter=self._auth_threads)
+
+
+def _said(call: Callable[[], T]) -> T:
+    """``call``, its faults of the disk or the catalog raised as esfis errors (``server.faults``):
+    the gate answers those as it answers its own refusals (a rate count on a full disk was a
+    500, and a request left without an answer)."""
+    try:
+        return call()
+    except EsfisError:
+        raise
+    except Exception as exc:
+        fault = fault_of(exc)
+        if fault is None:
+            raise
+        raise fault from exc
 
 
 def _bearer_digest(authorization: str) -> str | None:
