@@ -7,7 +7,7 @@ know through ``fault_of`` before calling it internal, so none of these is ever a
 **The reserve.** A full disk must not stop reads: a recall records its delivery before it
 answers, and that row needs room. So writes stop a little early. ``DiskRoom`` refuses a new
 memory (remember, replace, an import's batch) while the volume under ``ESFIS_HOME`` has less free
-than its reserve (``ESFIS_DISK_RESERVE_MB``, default 64 MiB, at most 5% of the volume), before
+than its reserve (``ESFIS_DISK_RESERVE_MB``, default 64 MiB, at most 15% of the volume), before
 anything is written; recalls, gets and forgets (which free room) go on into the reserve. Once
 there is room again, writes work again by themselves: each write asks the volume (one
 ``statvfs``, about a microsecond). A write that meets ENOSPC anyway (another program filled the
@@ -29,7 +29,7 @@ FAILED_ERRNOS = {errno.EIO, errno.EROFS, errno.ENXIO, errno.ESTALE}
 # LanceDB (Rust) raises a bare OSError whose text carries the OS error: "(os error 28)".
 _FULL_TEXTS = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 _FAILED_TEXTS = ("input/output error", "os error 5)", "read-only file system", "os error 30")
-RESERVE_SHARE = 0.05  # of the volume: a small volume keeps most of itself for memories
+RESERVE_SHARE = 0.15  # of the volume: a small volume keeps most of itself for memories
 
 
 def fault_of(exc: BaseException) -> EsfisError | None:

@@ -56,7 +56,7 @@ class Settings:
     # None: the home's backup.key. Never shown.
     backup_key: str | None = field(default=None, repr=False)
     # ESFIS_DISK_RESERVE_MB: writes stop while the volume under home has less free than this (at
-    # most 5% of the volume), so reads keep room for their bookkeeping (server.faults).
+    # most 15% of the volume), so reads keep room for their bookkeeping (server.faults).
     disk_reserve_mb: int = DISK_RESERVE_MB
 
     @classmethod

@@ -83,3 +83,32 @@ def test_without_the_thread_commits_checkpoint_as_sqlite_does(tmp_path: Path):
         assert not _in_database_file(tmp_path / "catalog.db", "a")  # still only in the WAL
     finally:
         catalog.close()
+
+
+def test_under_readers_that_never_let_go_the_wal_is_truncated_past_its_bound(tmp_path: Path, monkeypatch):
+    """A PASSIVE checkpoint never shrinks the WAL, and while a reader is always on it SQLite
+    never starts it over: under a server's steady load it grew without end and, on a full disk,
+    ate the room kept for reads. Past ``WAL_BYTES`` the checkpoint thread truncates it."""
+    from server.catalog import sqlite as sqlite_catalog
+
+    monkeypatch.setattr(sqlite_catalog, "WAL_BYTES", 64 << 10)
+    path = tmp_path / "catalog.db"
+    catalog = Catalog(path)
+    wal = Path(f"{path}-wal")
+    try:
+        catalog.checkpoint_in_background(every_s=0.05)
+        largest = 0
+        for i in range(600):  # a reader on every step: the WAL is never free to start over
+            reader = sqlite3.connect(str(path))
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM spaces").fetchone()
+            _write(catalog, f"s{i}")
+            reader.close()
+            largest = max(largest, wal.stat().st_size)
+        deadline = time.monotonic() + 10
+        while wal.stat().st_size > 64 << 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert wal.stat().st_size <= 64 << 10, f"the WAL stayed at {wal.stat().st_size} bytes (at most {largest})"
+        assert _in_database_file(path, "s599")
+    finally:
+        catalog.close()

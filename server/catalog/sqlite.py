@@ -14,6 +14,7 @@ rebuilds the file when a rebalanced page's gap still holds a copy (``server.cata
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -36,6 +37,8 @@ SQLITE = Dialect(
 )
 BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 BACKGROUND_CHECKPOINT_S = 1.0  # a server's checkpoint thread: how often it copies the WAL back
+WAL_BYTES = 16 << 20  # ... and past this size (or an eighth of the room left), truncates it
+TRUNCATE_WAIT_MS = 500  # the most a truncation waits for readers (writers wait behind it)
 
 
 class SqliteCatalog:
@@ -139,10 +142,12 @@ class SqliteCatalog:
         def run() -> None:
             conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
-                conn.execute("PRAGMA busy_timeout=30000")
+                conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
                 while not self._stopping.wait(every_s):
                     try:
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                        if self._wal_too_large():
+                            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     except sqlite3.Error:  # busy or closing: the next round tries again
                         pass
             finally:
@@ -150,6 +155,20 @@ class SqliteCatalog:
 
         self._checkpointer = threading.Thread(target=run, name="esfis-checkpoint", daemon=True)
         self._checkpointer.start()
+
+    def _wal_too_large(self) -> bool:
+        """Whether the WAL file should be truncated now, not only copied back. A PASSIVE
+        checkpoint never shrinks the file, and under a steady load some reader always holds it,
+        so SQLite never starts it over: it grew without end (124 MB in 40 s of recalls, each
+        one's delivery a commit), and on a full disk it ate the room kept for reads. So past
+        ``WAL_BYTES``, or past an eighth of the room left on its volume, it is truncated (which
+        waits up to ``TRUNCATE_WAIT_MS`` for the readers on it)."""
+        try:
+            wal = os.stat(f"{self.path}-wal").st_size
+            room = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return wal > min(WAL_BYTES, room.f_bavail * room.f_frsize // 8)
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database and truncate it to nothing. False when another

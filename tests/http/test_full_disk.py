@@ -127,7 +127,7 @@ def test_an_agent_writing_until_the_disk_is_full_loses_nothing_acknowledged(volu
 
 def test_with_the_reserve_recalls_go_on_while_writes_are_refused_and_health_says_so(volume, tmp_path):
     rng = random.Random(69)
-    server = serving(volume, tmp_path)  # the default reserve: 5% of this small volume
+    server = serving(volume, tmp_path)  # the default reserve: 15% of this small volume
     try:
         with server.client(server.agent_token()) as agent:
             acknowledged, _ = fill(agent, rng)
