@@ -62,6 +62,8 @@ import httpx
 import pytest
 
 from benchmarks.conftest import FULL, RATES, REPO
+from server.faults import DiskRoom
+from server.settings import DISK_RESERVE_MB
 from tests import objectstore
 from tests.catalogs import Cluster
 from tests.http.conftest import Server, start_server, stop_server
@@ -264,11 +266,10 @@ def disk_world(tmp: Path, stack: ExitStack) -> World:
 
 
 def _ballast(path: Path, leave: int) -> None:
-    """Grow ``path`` until the volume has ``leave`` bytes free above esfis's reserve (its rule:
-    ``ESFIS_DISK_RESERVE_MB``'s 64 MiB, at most 5% of the volume)."""
-    stat = os.statvfs(path.parent)
-    reserve = min(64 << 20, stat.f_blocks * stat.f_frsize // 20)
-    more = stat.f_bavail * stat.f_frsize - reserve - leave
+    """Grow ``path`` until the volume has ``leave`` bytes free above esfis's reserve (its own
+    rule, ``server.faults.DiskRoom``, at the default ``ESFIS_DISK_RESERVE_MB``)."""
+    room = DiskRoom(path.parent, reserve_mb=DISK_RESERVE_MB).room()
+    more = room.free - room.reserve - leave
     if more > 0:
         with open(path, "ab") as f:
             os.posix_fallocate(f.fileno(), f.seek(0, os.SEEK_END), more)
