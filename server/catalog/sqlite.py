@@ -39,6 +39,7 @@ BULK_CHECKPOINT_PAGES = 65536  # 256 MiB of 4 KiB pages
 BACKGROUND_CHECKPOINT_S = 1.0  # a server's checkpoint thread: how often it copies the WAL back
 WAL_BYTES = 16 << 20  # ... and past this size (or an eighth of the room left), truncates it
 TRUNCATE_WAIT_MS = 500  # the most a truncation waits for readers (writers wait behind it)
+PRESSED_CHECKPOINT_S = 0.1  # the checkpoint thread's round while the WAL is past its bound
 
 
 class SqliteCatalog:
@@ -143,10 +144,13 @@ class SqliteCatalog:
             conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
-                while not self._stopping.wait(every_s):
+                wait = every_s
+                while not self._stopping.wait(wait):
+                    wait = every_s
                     try:
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                         if self._wal_too_large():
+                            wait = min(every_s, PRESSED_CHECKPOINT_S)  # room is short: keep the WAL small
                             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     except sqlite3.Error:  # busy or closing: the next round tries again
                         pass
