@@ -15,10 +15,16 @@ The caller holds the partition's write lock for both.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+from indexing import failpoints
+from indexing.errors import ImageBuildFailed
+
+log = logging.getLogger("esfis.indexing")
 
 COMPACT_EVERY = 64  # writes between routine compactions of a partition
 COMPACT_TARGET_ROWS = 65_536  # routine compaction leaves fragments this large alone
@@ -49,6 +55,19 @@ def compact(dataset: Any) -> None:
     """
     dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
     dataset.cleanup_old_versions(older_than=timedelta(minutes=10))
+
+
+def compact_in_write(key: str, dataset: Any, *, refresh: Callable[[], None]) -> None:
+    """A write's routine compaction (``compact``), then ``refresh`` of the image. Upkeep, not the
+    write: one that a full or failing disk refuses committed nothing, an image not built leaves
+    the old one serving (the rows since scanned exactly), the write they followed is whole, and a
+    later one does them."""
+    try:
+        failpoints.hit("compact:run")
+        compact(dataset)
+        refresh()
+    except (OSError, ImageBuildFailed):
+        log.warning("partition %s: compaction or image build put off", key, exc_info=True)
 
 
 def rewrite(latest: Callable[[], Any]) -> None:

@@ -28,7 +28,6 @@ Acme recall never touched Globex.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -38,8 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from indexing import failpoints
-from indexing.errors import BadVector, ImageBuildFailed
+from indexing.errors import BadVector
 from indexing.identity import NO_PROMPTS, ModelIdentity, Prompts
 from indexing.partitions import compaction, purging, small_file
 from indexing.partitions import tail as tail_file
@@ -63,8 +61,6 @@ from indexing.partitions.manifest import check_manifest
 from indexing.partitions.partition import LivePartition
 from indexing.partitions.stats import IndexStats
 from indexing.rows import PartitionResult, Row, RowBatch
-
-log = logging.getLogger("esfis.indexing")
 
 # The layout's names, read by backup, restore and reindex through the store's door.
 __all__ = ["IN_USE", "IndexStats", "Layout", "Location", "VectorStore", "key_of", "table_name"]
@@ -312,15 +308,7 @@ class VectorStore:
     def _compact_if_due(self, key: str, table: Any) -> None:
         """Inside a write: the routine compaction when due, and the image refreshed after it."""
         if self.compaction.due(key):
-            try:
-                failpoints.hit("compact:run")
-                compaction.compact(table)
-                self.images.refresh(key, force=False)
-            except (OSError, ImageBuildFailed):
-                # Upkeep, not the write: a compaction a full or failing disk refused committed
-                # nothing, an image not built leaves the old one serving (with the rows since
-                # scanned exactly), the write they followed is whole, and a later one does them.
-                log.warning("partition %s: compaction or image build put off", key, exc_info=True)
+            compaction.compact_in_write(key, table, refresh=lambda: self.images.refresh(key, force=False))
             self.live.drop(key)
 
     def end_validity(self, key: str, id_: str, valid_until: int) -> None:
