@@ -580,11 +580,11 @@ def test_a_failed_write_stops_the_import_and_leaves_no_vector_behind(fake_servic
         if calls["add"] == 3:
             raise OSError("disk full")
 
-    def purge(key, ids):
+    def purge(key, ids, **how):
         calls["purge"] += 1
         if calls["purge"] == 1:
             raise OSError("disk still full")
-        real_purge(key, ids)
+        real_purge(key, ids, **how)
 
     monkeypatch.setattr(store, "add_many", add)
     monkeypatch.setattr(store, "purge", purge)

@@ -23,6 +23,7 @@ still add each row once.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -63,7 +64,9 @@ class Journal:
         """Record the ids about to be written (in place: the lock stays on this file)."""
         data = json.dumps(ids_by_partition).encode()
         os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
+        if os.pwrite(self._fd, data, 0) != len(data):  # a full disk's short write: no batch without its ids
+            os.ftruncate(self._fd, 0)
+            raise OSError(errno.ENOSPC, "the import's journal could not be written whole")
 
     def committed(self) -> None:
         os.ftruncate(self._fd, 0)

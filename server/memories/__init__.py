@@ -27,7 +27,7 @@ from indexing.rows import OPEN_END, RowBatch
 from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
 from server.clock import to_micros
-from server.errors import AlreadySuperseded
+from server.errors import AlreadySuperseded, CatalogUnavailable
 from server.faults import DiskRoom
 from server.memories import forgetting
 from server.memories.data import Data, loaded
@@ -146,11 +146,15 @@ class MemoryBook:
                 for done in adding:
                     done.result()
                 failpoints.hit("write:after-vectors")
-        except BaseException:
+        except BaseException as exc:
             wait(adding)
+            if isinstance(exc, CatalogUnavailable):
+                # The commit's outcome is not known (``server.memories.undo``): the rows stay for
+                # the import's journal, whose sweep asks the catalog, or ``esfis check --repair``.
+                raise
             for key, batch in zip(keys, batches):
                 try:
-                    self.store.purge(key, batch.ids)
+                    self.store.purge(key, batch.ids, only_if_held=True)
                 except Exception:  # orphans stay harmless: recall ignores rows the catalog does not name
                     pass
             raise
