@@ -233,7 +233,11 @@ class MemoryBook:
         (data None for none). Same order
         as every write: journal, vectors, then the catalog in one transaction."""
         with nullcontext() if self.journal is None else self.journal.writing(key, rows.ids):
-            self.store.add(key, rows)
+            try:
+                self.store.add(key, rows)
+            except BaseException as exc:  # a full disk mid-append: what it cut short goes
+                self.undo.refused(key, rows.ids, exc)
+                raise
             try:
                 with self.catalog.transaction() as tx:
                     tx.executemany(
@@ -246,11 +250,8 @@ class MemoryBook:
                         "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
                         (key, len(meta)),
                     )
-            except BaseException:
-                try:
-                    self.store.purge(key, rows.ids)
-                except Exception:
-                    pass  # orphans stay harmless (see write_batch)
+            except BaseException as exc:
+                self.undo.refused(key, rows.ids, exc)  # purged, or kept while the commit's outcome is unknown
                 raise
 
     def _compact(self, key: str) -> None:
