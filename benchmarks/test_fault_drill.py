@@ -280,37 +280,7 @@ class DurableCluster(Cluster):
     ``synchronous_commit`` on, its defaults: what "acknowledged means durable" rests on there),
     and a restart."""
 
-    def start(self) -> DurableCluster:
-        import psycopg
-
-        data = self.root / "data"
-        self._run(
-            str(self.bin / "initdb"),
-            "-D",
-            str(data),
-            "--username=postgres",
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--locale=C.UTF-8",
-        )
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=400"
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(self.root / "log"),
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            options,
-            "start",
-        )
-        with psycopg.connect(self.url("postgres"), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE esfis")
-        self._admin = psycopg.connect(self.url(), autocommit=True)
-        return self
+    durability = ""
 
     def restart(self) -> None:
         """A fast restart (sessions ended, a shutdown checkpoint, started again with the same

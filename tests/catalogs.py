@@ -38,6 +38,10 @@ DATABASE = "esfis"
 class Cluster:
     """A throwaway PostgreSQL cluster, and a fresh schema in it for each catalog asked for."""
 
+    # Without durability: a test cluster is thrown away (a subclass that needs PostgreSQL's own
+    # defaults, fsync and synchronous_commit on, sets this to "").
+    durability = " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+
     def __init__(self) -> None:
         self.bin = _binaries()
         self.root = Path(tempfile.mkdtemp(prefix="esfis-pg-"))
@@ -68,10 +72,7 @@ class Cluster:
             "--encoding=UTF8",
             "--locale=C.UTF-8",
         )
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400"
-        )
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=400{self.durability}"
         self._run(
             str(self.bin / "pg_ctl"),
             "-D",
