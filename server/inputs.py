@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from server.barrier.labels import MAX_ORIGINS
+from server.labels import MAX_ORIGINS
 from server.models import DEFAULT_LIMIT, MAX_LIMIT
 
 # Defined here, not in the core module that checks them, so that an interface can state them
 # without importing that module (docs/layout.md: interfaces import only the doors). The recall
-# limit (``server.models``) and the origin marks' cap (``server.barrier.labels``) were already
+# limit (``server.models``) and the origin marks' cap (``server.labels``) were already
 # within an interface's reach and stay where they are checked.
 MAX_TEXT_BYTES = 32 * 1024  # a memory's text, in UTF-8 bytes
 MAX_QUERY_BYTES = 4 * 1024  # a recall's query, in UTF-8 bytes

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from server.barrier import visible
-from server.barrier.labels import Labels
+from server import visible
+from server.labels import Labels
 
 
 class Place(enum.Enum):
@@ -47,7 +47,7 @@ class Caller:
     ai: str
     space: str | None
     transport: Transport = "cli"
-    run_id: str = ""  # the run's id (``server.barrier.runs.run_id_for``)
+    run_id: str = ""  # the run's id (``server.records.run_id_for``)
     scope: str | None = None  # a token's space subtree, when the token has one
     run_name: str = ""  # the run's name as its interface gave it
     run_kind: RunKind = "once"
@@ -148,7 +148,7 @@ class ApprovalRequest:
 
     def message(self) -> str:
         """The request as a person reads it. The text is quoted line by line with every control
-        character escaped (``server.barrier.visible``), so nothing in it can imitate these lines; its
+        character escaped (``server.visible``), so nothing in it can imitate these lines; its
         length and digest let the person check it is the text written."""
         where = "personal memories (they reach every space)" if self.target is None else f"space {self.target!r}"
         carried = ", ".join(self.carried)

@@ -6,8 +6,10 @@ the CLI's ``--json`` included, builds its answers from.
 
 from __future__ import annotations
 
-from server.barrier import Grant, visible
-from server.barrier.runs import Run, TrailStep
+import os
+from pathlib import Path
+
+from server import visible
 from server.clock import iso
 from server.models import (
     Delivery,
@@ -17,11 +19,16 @@ from server.models import (
     Token,
     Why,
 )
-from server.spaces.policies import Rule
-from server.spaces.registry import folder_label
+from server.records import Grant, Rule, Run, TrailStep
 
 _time = iso
 _PLURALS = {"memory": "memories"}
+
+
+def folder_label(path: str) -> str:
+    """A folder as shown to people: with ~ for the home directory."""
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path
 
 
 def inert(name: str) -> str:
@@ -52,7 +59,7 @@ def _sealed(r: Run) -> str:
 
 def _clip(text: str, width: int = 100) -> str:
     """A memory text on one line of a listing: runs of whitespace as one space, every other
-    control character escaped (``server.barrier.visible``), cut at ``width``."""
+    control character escaped (``server.visible``), cut at ``width``."""
     flat = visible.one_line(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 

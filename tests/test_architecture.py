@@ -41,6 +41,9 @@ VOCABULARY = (
     "server.arenas",
     "server.metrics",
     "server.faults",
+    "server.labels",
+    "server.visible",
+    "server.records",
 )
 # What an interface may import from server/: the façade, the light door (where a caller stands,
 # from the catalog alone), and the shared vocabulary.
@@ -156,6 +159,74 @@ def test_every_module_of_server_lives_in_a_room_of_the_house():
 
     loose = [n for n in MODULES if n.startswith("server.") and not inside(n, INTERFACES + CORE + FACADE + VOCABULARY)]
     assert not loose
+
+
+def room(name: str) -> str:
+    """The room a module lives in: its package under server/ or indexing/ (``server.barrier``,
+    ``indexing.partitions``), or itself for a module at the top (``server.models``)."""
+    return ".".join(name.split(".")[:2])
+
+
+def room_graph() -> dict[str, dict[str, list[str]]]:
+    """Room → the rooms it imports → the imports that make the arrow (``a -> b``)."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name in MODULES:
+        for target in imports_of(name):
+            if room(target) != room(name) and target not in ("server", "indexing"):
+                graph.setdefault(room(name), {}).setdefault(room(target), []).append(f"{name} -> {target}")
+    return graph
+
+
+def room_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str]:
+    """One circle of rooms (its first room repeated at its end), or [] when there is none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        if node in path:
+            return path[path.index(node) :] + [node]
+        if node in done:
+            return []
+        done.add(node)
+        path.append(node)
+        for nxt in sorted(graph.get(node, {})):
+            if found := visit(nxt):
+                return found
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if found := visit(node):
+            return found
+    return []
+
+
+def test_no_circle_between_rooms():
+    """Rooms point one way as modules do: a room that needs another which needs it back (however
+    far round) is one concept split in two, or a dependency pointing the wrong way."""
+    graph = room_graph()
+    cycle = room_cycle(graph)
+    arrows = [graph[a][b][0] for a, b in zip(cycle, cycle[1:], strict=False)]
+    assert not cycle, "rooms in a circle: " + " → ".join(cycle) + "; e.g. " + "; ".join(arrows)
+
+
+def test_the_shared_vocabulary_imports_nothing_of_the_core():
+    """Errors, domain objects, inputs, shapes and their text forms are what every layer speaks:
+    they import one another and nothing else of server/, so no room of the core can come round
+    to itself through them."""
+    bad = {
+        name: wrong
+        for name in MODULES
+        if room(name) in VOCABULARY
+        and (wrong := sorted(t for t in imports_of(name) if t.startswith("server.") and room(t) not in VOCABULARY))
+    }
+    assert not bad
+
+
+def test_the_room_checks_see_a_circle_and_name_its_rooms():
+    graph = {"server.a": {"server.b": ["x"]}, "server.b": {"server.c": ["y"]}, "server.c": {"server.a": ["z"]}}
+    assert room_cycle(graph) == ["server.a", "server.b", "server.c", "server.a"]
+    assert room_cycle({"server.a": {"server.b": ["x"]}}) == []
 
 
 def test_core_never_imports_an_interface():

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from server.barrier.labels import ELSEWHERE
 from server.errors import DataBarrier, MemoryNotFound, OutOfReach, RunNotFound, UntrustedSource
 from server.facade import PERSONAL
+from server.labels import ELSEWHERE
 
 SPACES = ["acme", "acme/platform", "acme/finance", "globex", "globex/platform"]
 SECRET = "the staging database password is in vault path secret/acme-stg"

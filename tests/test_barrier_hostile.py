@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from server.barrier import visible
+from server import visible
 from server.errors import DataBarrier, Forbidden, RunEnded, RunNotFound
 from server.facade import PERSONAL
 from server.models import ApprovalRequest

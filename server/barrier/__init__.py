@@ -23,29 +23,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from server.records import Grant  # also named here: what the rule judges under
 from server.spaces import contains
 
 
-@dataclass(frozen=True)
-class Grant:
-    """Data of ``from_space`` (and below) may be written into ``to_space`` (None: personal)."""
-
-    id: str
-    from_space: str
-    to_space: str | None
-    ai: str | None  # None: every AI
-    until: datetime | None  # None: until revoked
-    created_at: datetime
-    revoked_at: datetime | None = None
-
-    def covers(self, space: str, target: str | None, *, ai: str, now: datetime) -> bool:
-        return (
-            self.revoked_at is None
-            and contains(self.from_space, space)
-            and self.to_space == target
-            and (self.ai is None or self.ai == ai)
-            and (self.until is None or now < self.until)
-        )
+def covers(grant: Grant, space: str, target: str | None, *, ai: str, now: datetime) -> bool:
+    """Whether ``grant`` lets data of ``space`` into ``target`` for ``ai`` at ``now``."""
+    return (
+        grant.revoked_at is None
+        and contains(grant.from_space, space)
+        and grant.to_space == target
+        and (grant.ai is None or grant.ai == ai)
+        and (grant.until is None or now < grant.until)
+    )
 
 
 @dataclass(frozen=True)
@@ -90,7 +80,7 @@ def judge(
             blocked.append(space)
             refused.append(space)
             continue
-        grant = next((g for g in live if g.covers(space, target, ai=ai, now=now)), None)
+        grant = next((g for g in live if covers(g, space, target, ai=ai, now=now)), None)
         if grant is None:
             blocked.append(space)
         elif grant.id not in used:

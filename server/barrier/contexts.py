@@ -14,11 +14,11 @@ import json
 import re
 import secrets
 
-from server.barrier.labels import Labels
 from server.catalog import Catalog, Tx
 from server.clock import Clock, from_micros, to_micros
 from server.errors import ContextNotFound
 from server.inputs import MAX_SHARED as MAX_SHARED  # the limit every interface states
+from server.labels import Labels
 from server.models import Reference
 
 REF = re.compile(r"ctx_[a-z2-7]{26}")

@@ -29,11 +29,12 @@ from datetime import datetime
 from server.barrier import Crossing, judge, may_hold
 from server.barrier.approvals import ApprovalBook
 from server.barrier.grants import GrantBook
-from server.barrier.labels import Carried, space_mark
-from server.barrier.runs import Run, RunBook, Step
+from server.barrier.runs import RunBook, admits, reaches
 from server.clock import Clock
 from server.errors import DataBarrier, UntrustedSource
+from server.labels import Carried, space_mark
 from server.models import Action, ApprovalRequest, Ask, Caller, Held
+from server.records import Run, Step
 from server.spaces.policies import PolicySet
 
 
@@ -59,7 +60,7 @@ class Gates:
         run = self.runs.current(caller)
         if run.ended_at is not None or (run.expires_at is not None and run.expires_at <= self.clock()):
             raise self.runs.ended_refusal(run)
-        if not run.admits(caller):
+        if not admits(run, caller):
             refusal = self.runs.sealed_refusal(run, caller)
             self.runs.record_now(
                 run, caller, [Step("gate", (), "refused", "data_barrier", None, space_mark(caller.space))]
@@ -253,7 +254,7 @@ class Gates:
 
 def _reached(run: Run, space: str) -> bool:
     """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
-    return run.reaches(space)
+    return reaches(run, space)
 
 
 def _denied(policies: PolicySet, ai: str) -> Callable[[str], bool]:

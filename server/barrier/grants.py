@@ -17,12 +17,12 @@ import re
 import secrets
 from datetime import datetime
 
-from server.barrier import Grant
-from server.barrier.labels import check_source
 from server.catalog import Catalog
 from server.clock import Clock, from_micros, to_micros
 from server.errors import GrantNotFound, InvalidInput, NotFound, SpaceNotFound
+from server.labels import check_source
 from server.models import TrustedSource
+from server.records import Grant
 
 GRANT_ID = re.compile(r"gr_[a-z0-9]{12}")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -10,11 +10,11 @@ The platform decides which run a step belongs to, never the caller (docs/barrier
 - **session**: an interface's own session: an MCP process, a CLI ``--run``.
 - **once**: one CLI command without ``--run``.
 
-An id is derived from who owns the name and the name (``run_id_for``), so an id another owner
+An id is derived from who owns the name and the name (``server.records.run_id_for``), so an id another owner
 uses is another run and two first steps of one run at once land on one row.
 
 A run is **sealed** at its first step: a later step from outside that subtree is refused. It
-**carries** the marks (``server.barrier.labels``) of everything delivered to it; the set only grows, and
+**carries** the marks (``server.labels``) of everything delivered to it; the set only grows, and
 lives in the catalog, so it survives a restart. An ended run takes no further step. Each step is
 recorded in the run's trail (``server.barrier.trail``) with ids, marks and rules, never a text.
 """
@@ -23,27 +23,17 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import hashlib
 import json
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
 
-from server.barrier.labels import Carried
-from server.barrier.trail import Step, TrailStep, insert_steps, read_steps  # Step, TrailStep: also named here
+from server.barrier.trail import insert_steps, read_steps
 from server.catalog import Catalog, Tx
 from server.clock import Clock, from_micros, to_micros
 from server.errors import DataBarrier, InvalidInput, RunEnded, RunNotFound
-from server.models import Caller, RunKind, Token
+from server.labels import Carried
+from server.models import Caller
+from server.records import RUN_ID, Run, Step, TrailStep  # Run, Step, TrailStep: also named here
 from server.spaces import contains
-
-
-def run_id_for(owner: str, name: str) -> str:
-    return "run_" + hashlib.sha256(f"{owner}\n{name}".encode()).hexdigest()[:24]
-
-
-RUN_ID = re.compile(r"run_[0-9a-f]{24}")
 
 
 def check_run_id(run_id: object) -> str:
@@ -52,46 +42,18 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
-def standing_run(token: Token) -> tuple[str, str]:
-    """The id and name of an agent token's current standing run."""
-    name = f"standing-{token.standing}"
-    return run_id_for(f"token:{token.id}", name), name
+def admits(run: Run, caller: Caller) -> bool:
+    """Whether a step from where ``caller`` stands lies inside the run's sealed scope."""
+    if not run.opened or run.everywhere:
+        return True
+    if run.space is None:
+        return caller.space is None
+    return caller.space is not None and contains(run.space, caller.space)
 
 
-@dataclass(frozen=True)
-class Run:
-    id: str
-    name: str
-    ai: str
-    transport: str
-    space: str | None  # sealed at the first step
-    token_scope: str | None
-    opened_at: datetime | None  # None: not opened yet (no step recorded)
-    carried: Carried
-    steps: int = 0
-    kind: RunKind = "session"
-    token_id: str | None = None
-    parent: str | None = None  # a run whose carried labels this one shares
-    everywhere: bool = False  # sealed with no bound: an unscoped token's standing run
-    ended_at: datetime | None = None
-    ended_by: str | None = None
-    expires_at: datetime | None = None
-
-    @property
-    def opened(self) -> bool:
-        return self.opened_at is not None
-
-    def admits(self, caller: Caller) -> bool:
-        """Whether a step from where ``caller`` stands lies inside the run's sealed scope."""
-        if not self.opened or self.everywhere:
-            return True
-        if self.space is None:
-            return caller.space is None
-        return caller.space is not None and contains(self.space, caller.space)
-
-    def reaches(self, space: str) -> bool:
-        """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
-        return self.everywhere or (self.space is not None and contains(self.space, space))
+def reaches(run: Run, space: str) -> bool:
+    """Whether the run's sealed scope reaches ``space``: only then may an answer name it."""
+    return run.everywhere or (run.space is not None and contains(run.space, space))
 
 
 # A run token still alive (its run may not be opened yet); the one parameter is now, in micros.
@@ -162,7 +124,7 @@ class RunBook:
             ).rowcount
             if not opened:  # another first step won the race: its seal holds for this one
                 row = tx.one("SELECT * FROM runs WHERE id = ?", (run.id,))
-                if not self._run(row).admits(caller):
+                if not admits(self._run(row), caller):
                     raise self.sealed_refusal(self._run(row), caller)
         else:
             # Ended meanwhile (an operator, the upkeep): checked again under the write lock.

@@ -1,4 +1,4 @@
-"""A run's trail: what a step is, and the steps as the catalog keeps them (``run_steps``).
+"""A run's trail: the steps (``server.records.Step``) as the catalog keeps them (``run_steps``).
 
 Every step a run takes is one row: its kind, the marks it carried or named, a gate's decision
 with the rule or grant behind it, its target, the memories it touched, and who took it when it
@@ -11,46 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal, get_args
 
 from server.catalog import Catalog, Tx
 from server.clock import from_micros
-
-StepKind = Literal[
-    "recall",
-    "get",
-    "share",
-    "context_open",
-    "gate",
-    "approval_requested",
-    "approved",
-    "declined",
-    "write",
-    "duplicate",  # a remember answered with the memory of the same fact already there
-    "forget",
-    "end",
-]
-STEP_KINDS: tuple[StepKind, ...] = get_args(StepKind)
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: StepKind
-    labels: tuple[str, ...] = ()
-    decision: str | None = None  # gates: allowed | refused
-    rule: str | None = None
-    grant: str | None = None
-    target: str | None = None  # a space mark
-    memory_ids: tuple[str, ...] = ()
-    actor: str | None = None  # who took a step that is not the run's own (an operator ending it)
-
-
-@dataclass(frozen=True)
-class TrailStep:
-    at: datetime
-    step: Step
+from server.records import Step, TrailStep
 
 
 def insert_steps(tx: Tx, run_id: str, now: int, steps: Iterable[Step]) -> None:

@@ -41,17 +41,17 @@ import pyarrow as pa
 
 from indexing.partitions.store import VectorStore
 from indexing.rows import OPEN_END, RowBatch
-from server.barrier.labels import check_origins
-from server.barrier.runs import RUN_ID
 from server.bulk.journal import batch_lock
 from server.bulk.rows import FREE, _vector, read_lines, refuse_controls
 from server.catalog import Catalog
 from server.clock import from_micros, iso, parse_time, to_micros
 from server.errors import EsfisError, InvalidInput, SpaceNotFound
 from server.inputs import ERRORS_KEPT
+from server.labels import check_origins
 from server.memories import MemoryBook
 from server.memories.data import check_data, loaded, stored
 from server.memories.input import check_id, check_text, digest_of
+from server.records import RUN_ID
 from server.spaces import partition_key, validate_space_name
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry

@@ -27,9 +27,9 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 import orjson
 
-from server.barrier.labels import check_origins
 from server.clock import parse_time
 from server.errors import EsfisError, InvalidInput
+from server.labels import check_origins
 from server.memories.data import check_data, stored
 from server.memories.input import check_text, digest_of
 from server.spaces import validate_space_name

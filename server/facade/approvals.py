@@ -12,12 +12,12 @@ caller reads why.
 
 from __future__ import annotations
 
-from server.barrier.labels import Carried, space_mark
 from server.barrier.runs import Step
 from server.catalog import Tx
 from server.errors import ApprovalDecided, ApprovalNotFound, EsfisError, InvalidInput
 from server.facade.parts import Parts
 from server.facade.writing import new_memory, write_trail
+from server.labels import Carried, space_mark
 from server.memories.data import loaded
 from server.models import Caller, Held, HeldView, Memory, Status
 from server.spaces.scope import scope_for

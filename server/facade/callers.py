@@ -8,9 +8,9 @@ import re
 import secrets
 from typing import Any
 
-from server.barrier.runs import run_id_for, standing_run
 from server.errors import Forbidden, InvalidInput, OutOfReach
 from server.models import Caller, Token
+from server.records import run_id_for, standing_run
 from server.spaces import contains, validate_space_name
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from server.barrier.labels import check_source
 from server.clock import from_micros, parse_time, to_micros
 from server.errors import InvalidInput, MemoryNotFound
+from server.labels import check_source
 from server.memories import forgetting, listing
 from server.memories.input import NewMemory, check_id, check_text, new_id
 from server.memories.listing import Day, Listed, Page, Selection

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 import server.facade.approvals as held_calls
 import server.facade.bulk as bulk
 import server.facade.curation as curation
-from server.barrier import Grant
-from server.barrier.runs import Run, TrailStep
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, SpaceNotFound
@@ -38,10 +36,11 @@ from server.models import (
     TrustedSource,
     Why,
 )
+from server.records import Effect, Grant, Rule, Run, TrailStep
 from server.render import counted
 from server.spaces import partition_key, validate_space_name
 from server.spaces.access import Access, access_rows
-from server.spaces.policies import Effect, Rule, validate_ai
+from server.spaces.policies import validate_ai
 
 if TYPE_CHECKING:
     from server.bulk.backup import BackupReport

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from server.barrier.labels import ELSEWHERE, Labels
+from server.labels import ELSEWHERE, Labels
 from server.models import Memory, RecalledMemory, Reference
 from server.spaces.scope import Scope
 

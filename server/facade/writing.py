@@ -8,10 +8,10 @@ import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
-from server.barrier.labels import Carried, Labels, space_mark
 from server.barrier.runs import Run, Step
 from server.catalog import Tx
 from server.facade.parts import Parts
+from server.labels import Carried, Labels, space_mark
 from server.memories.data import Data
 from server.memories.duplicates import NO_MATCH, WriteCheck, check_write
 from server.memories.input import NewMemory, new_id

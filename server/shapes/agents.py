@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from server.barrier.labels import Labels
 from server.clock import iso
+from server.labels import Labels
 from server.models import (
     Memory,
     OpenedMemory,

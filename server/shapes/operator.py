@@ -7,8 +7,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from server.barrier import Grant
-from server.barrier.runs import Run, TrailStep
 from server.clock import iso
 from server.inputs import ERRORS_KEPT
 from server.models import (
@@ -18,8 +16,8 @@ from server.models import (
     TrustedSource,
     Why,
 )
+from server.records import Grant, Rule, Run, TrailStep
 from server.shapes.base import Shape
-from server.spaces.policies import Rule
 
 
 class SpaceOut(Shape):

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from server.spaces.policies import EVERYONE, Decision, Effect, PolicySet, Rule
+from server.records import Effect, Rule
+from server.spaces.policies import EVERYONE, Decision, PolicySet
 
 STEPS = {
     1: "this AI in this space",

@@ -19,12 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
 from server.errors import InvalidInput
+from server.records import Rule  # also named here: the rules this module orders
 from server.spaces import ancestors
 
-Effect = Literal["allow", "deny"]
 EVERYONE = "*"
 AI_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 AI_RULE = "an AI name is 1 to 64 of [a-z0-9._-], starting with a lower-case letter or digit"
@@ -35,17 +34,6 @@ def validate_ai(name: object, *, wildcard: bool = False, field: str = "ai") -> s
         return name
     extra = " (or '*' for every AI)" if wildcard else ""
     raise InvalidInput(f"invalid AI name {name!r}: {AI_RULE}{extra}", field=field)
-
-
-@dataclass(frozen=True)
-class Rule:
-    ai: str  # an AI name or "*"
-    space: str | None  # None: everywhere
-    effect: Effect
-
-    def describe(self) -> str:
-        where = self.space if self.space is not None else "everywhere"
-        return f"{self.effect} {self.ai} {where}"
 
 
 @dataclass(frozen=True)

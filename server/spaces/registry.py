@@ -22,6 +22,7 @@ from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, to_micros
 from server.errors import InvalidInput, SpaceExists, SpaceNotFound
 from server.models import Space
+from server.records import Effect, Rule
 from server.spaces import (
     ancestors,
     canonical_folder,
@@ -30,7 +31,7 @@ from server.spaces import (
     space_for_folder,
     validate_space_name,
 )
-from server.spaces.policies import Effect, PolicySet, Rule, validate_ai
+from server.spaces.policies import PolicySet, validate_ai
 
 T = TypeVar("T")
 
@@ -284,9 +285,3 @@ def _any_at_or_below(tx, name: str) -> bool:
         "SELECT 1 FROM spaces WHERE name = ? OR (name > ? AND name < ?) LIMIT 1", (name, name + "/", name + "0")
     )
     return row is not None
-
-
-def folder_label(path: str) -> str:
-    """A folder as shown to people: with ~ for the home directory."""
-    home = str(Path.home())
-    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path

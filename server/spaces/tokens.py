@@ -28,7 +28,6 @@ import re
 import secrets
 from datetime import datetime, timedelta
 
-from server.barrier.runs import standing_run
 from server.catalog import Catalog
 from server.catalog.access import AccessCache
 from server.clock import Clock, from_micros, parse_time, system_clock, to_micros
@@ -43,6 +42,7 @@ from server.errors import (
 )
 from server.inputs import MAX_RUN_TTL, RUN_TTL  # a run token's life: default and bound, as interfaces state them
 from server.models import Token
+from server.records import standing_run
 from server.spaces import contains, validate_space_name
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry

@@ -8,10 +8,10 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from server.barrier.runs import run_id_for
 from server.errors import StoreUnavailable
 from server.mcp.server import Opening, build_server
 from server.mcp.standing import ai_from_client, stand
+from server.records import run_id_for
 from tests.catalogs import settings_for
 
 pytestmark = pytest.mark.anyio
