@@ -64,3 +64,39 @@ def test_equal_texts_fold_whatever_their_vectors():
     hits = [Hit(f"m{i}", 1.0, "Deploys on Friday", i, 0, None) for i in range(3)]
     vectors = np.eye(3, 8, dtype=np.float32)  # orthogonal: only the texts make them one fact
     assert fold_copies(hits, vectors) == [2]  # the later written wins
+
+
+def _names_as_first_written(text: str) -> set[str]:
+    """``names_and_numbers`` with its sentence check as first written: the text before each
+    capitalised word copied and searched with a regular expression (quadratic in a long text)."""
+    import re
+    import unicodedata
+
+    from server.memories.duplicates import _TOKEN, _WORD
+
+    sentence_end = re.compile(r"[.!?…:;\n]\s*$")
+    text = unicodedata.normalize("NFKC", text)
+    found = {t.casefold() for t in _TOKEN.findall(text) if any(c.isdigit() for c in t)}
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if any(c.isdigit() for c in word):
+            found.add(word.casefold())
+            continue
+        if not word[0].isupper() or word == "I":
+            continue
+        before = text[: match.start()].rstrip("\"'“‘([ \t")
+        if before and not sentence_end.search(before):
+            found.add(word.casefold())
+    return found
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_names_read_backwards_are_the_names_the_first_rule_found(seed):
+    from server.memories.duplicates import names_and_numbers
+
+    rng = random.Random(seed)
+    pieces = ["Acme", "uses", "I", "v2", " ", ". ", "!\n", "? ", "…", ": ", ";", "\n", "\t", '"', "“", "(", "[",
+              "\u3000", "\r", "Okta", "a-3", "INC-1234", "'", "‘"]  # fmt: skip
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert names_and_numbers(text) == _names_as_first_written(text), repr(text)

@@ -78,7 +78,14 @@ class Catalog(Protocol):
 
     sql: Dialect
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, *, durable: bool = True) -> AbstractContextManager[Any]:
+        """A write transaction. ``durable=False``: committed and seen by every reader, and kept
+        when a process is killed, but not flushed to the disk before the commit returns, so a
+        power cut or a crash of the machine may lose it (SQLite ``synchronous=NORMAL``,
+        PostgreSQL ``synchronous_commit`` off). Only for bookkeeping whose loss weakens no
+        promise: rate counters, a recall's delivery record when the run's marks do not grow
+        (docs/guarantees.md)."""
+        ...
 
     def bulk(self) -> AbstractContextManager[Any]: ...
 
@@ -95,11 +102,11 @@ class Catalog(Protocol):
 
     def one(self, sql: str, params: Any = ()) -> Any: ...
 
-    def write_returning(self, sql: str, params: Any = ()) -> Any:
+    def write_returning(self, sql: str, params: Any = (), *, durable: bool = True) -> Any:
         """One statement that writes and returns rows, atomic by itself (an upsert): SQLite
         takes its write lock as for every write; PostgreSQL runs it alone, under the row locks
         the statement takes, without the write lock a transaction of several statements needs.
-        Not a write of the access tables (no ``note_write``)."""
+        Not a write of the access tables (no ``note_write``). ``durable`` as ``transaction``'s."""
         ...
 
     def all(self, sql: str, params: Any = ()) -> Any: ...

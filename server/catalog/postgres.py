@@ -113,14 +113,17 @@ class PostgresCatalog:
             raise
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """A write transaction that takes the write lock (``WRITE_LOCK``) first."""
+    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
+        """A write transaction that takes the write lock (``WRITE_LOCK``) first. ``durable=False``
+        (``Catalog.transaction``): its commit does not wait for the WAL's flush."""
         with self._lock, self._guard():
             conn = self._connection()
             self._writing += 1
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    if not durable:
+                        conn.execute("SET LOCAL synchronous_commit TO OFF")
                     yield Tx(conn)
                     failpoints.hit("catalog:commit")
                 note_write()
@@ -179,11 +182,16 @@ class PostgresCatalog:
                     raise
             return fetch(self._connection().execute(_pg(sql), params))
 
-    def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def write_returning(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Any]:
         """One statement that writes (``Catalog.write_returning``): on this autocommit
         connection, its own transaction, never retried."""
         with self._lock, self._guard():
-            return self._connection().execute(_pg(sql), params).fetchall()
+            conn = self._connection()
+            if durable:
+                return conn.execute(_pg(sql), params).fetchall()
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit TO OFF")
+                return conn.execute(_pg(sql), params).fetchall()
 
     def reopen(self) -> PostgresCatalog:
         return PostgresCatalog(self.url)

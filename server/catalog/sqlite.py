@@ -91,22 +91,30 @@ class SqliteCatalog:
             )
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """A write transaction that takes the database lock up front."""
+    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
+        """A write transaction that takes the database lock up front. ``durable=False``
+        (``Catalog.transaction``): its commit is not fsynced (``synchronous=NORMAL`` for it alone)."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield Tx(self._conn)
-                failpoints.hit("catalog:commit")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                # A COMMIT that failed (a full disk: SQLITE_FULL) may leave the transaction open,
-                # or SQLite may have rolled it back itself: either way none of it stays, and the
-                # connection is free for the next writer (an open one would refuse every BEGIN).
-                if self._conn.in_transaction:
-                    with suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                raise
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield Tx(self._conn)
+                    failpoints.hit("catalog:commit")
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    # A COMMIT that failed (a full disk: SQLITE_FULL) may leave the transaction
+                    # open, or SQLite may have rolled it back itself: either way none of it stays,
+                    # and the connection is free for the next writer (an open one would refuse
+                    # every BEGIN).
+                    if self._conn.in_transaction:
+                        with suppress(sqlite3.Error):
+                            self._conn.execute("ROLLBACK")
+                    raise
+            finally:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous=FULL")
             note_write()
 
     @contextmanager
@@ -213,17 +221,23 @@ class SqliteCatalog:
         finally:
             conn.close()  # SQLite's own close keeps the process's locks on the file
 
-    def write_returning(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def write_returning(self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = True) -> list[sqlite3.Row]:
         """One statement that writes (``Catalog.write_returning``), its rows read before the
         commit: SQLite finishes an INSERT … RETURNING only once they are."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                rows = self._conn.execute(sql, params).fetchall()
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = self._conn.execute(sql, params).fetchall()
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            finally:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous=FULL")
             return rows
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:

@@ -246,8 +246,12 @@ class Esfis:
             return delivery_id
 
         # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
+        # Flushed to the disk first only when the run opens or its marks grow (the barrier's
+        # memory); otherwise a power cut may lose the record, never a killed process
+        # (docs/guarantees.md, "What a power cut may take").
+        durable = not run.opened or not set(marks) <= set(run.carried.marks())
         logged = time.perf_counter()
-        delivery_id = self._parts.commits.run(bookkeeping)
+        delivery_id = self._parts.commits.run(bookkeeping, durable=durable)
         time_stage("delivery_log", time.perf_counter() - logged)
         return Recall([shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 

@@ -52,7 +52,8 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # A value written as one token with its joiners: an identifier (INC-1234, a-3), a version (v2.1),
 # a path (secret/acme-stg), a time (10:30). Two of them differ as wholes: a-3 is not b-3.
 _TOKEN = re.compile(r"[^\W_](?:[\w.\-/:]*[^\W_])?", re.UNICODE)
-_SENTENCE_END = re.compile(r"[.!?…:;\n]\s*$")
+_OPENERS = frozenset("\"'“‘([ \t")  # what may stand between a sentence's end and its first word
+_ENDS = frozenset(".!?…:;")
 
 
 def normalised(text: str) -> str:
@@ -80,10 +81,26 @@ def names_and_numbers(text: str) -> set[str]:
             continue
         if not word[0].isupper() or word == "I":
             continue
-        before = text[: match.start()].rstrip("\"'“‘([ \t")
-        if before and not _SENTENCE_END.search(before):
+        if not _starts_sentence(text, match.start()):
             found.add(word.casefold())
     return found
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """Whether a word at ``at`` opens the text or a sentence: past the quotes, brackets and
+    blanks before it, the text begins, or a sentence's end (``.!?…:;`` then blanks, or a line
+    break). Read backwards from ``at`` only as far as that: a copy of the text before each
+    capitalised word, searched from its start, made a long text's check quadratic."""
+    i = at
+    while i and text[i - 1] in _OPENERS:
+        i -= 1
+    if not i:
+        return True
+    while i and text[i - 1].isspace():
+        if text[i - 1] == "\n":
+            return True
+        i -= 1
+    return bool(i) and text[i - 1] in _ENDS
 
 
 def lexical_agrees(a: str, b: str) -> bool:

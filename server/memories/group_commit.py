@@ -13,6 +13,9 @@ in the delivery log before it is sent (tests/http/test_delivery_log_kill.py kill
 and finds every delivered answer's query there). A piece of work that raises fails only its own
 caller: the group is rolled back and each piece committed again alone, in its own transaction,
 so one refused step (a run ended meanwhile) leaves the others' rows whole.
+
+A piece says whether its commit must reach the disk before it returns (``durable``): a group is
+durable when any of its pieces is (``Catalog.transaction``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ DEFAULT_MAX_GROUP = 64
 @dataclass(eq=False)
 class _Work(Generic[T]):
     work: Callable[[Tx], T]
+    durable: bool = True
     result: Any = None
     error: BaseException | None = None
     done: bool = False
@@ -47,9 +51,10 @@ class GroupCommit:
         self._queue: list[_Work] = []
         self._busy = False
 
-    def run(self, work: Callable[[Tx], T]) -> T:
-        """Run ``work`` in a write transaction (maybe shared with others'), once it has committed."""
-        piece: _Work[T] = _Work(work)
+    def run(self, work: Callable[[Tx], T], *, durable: bool = True) -> T:
+        """Run ``work`` in a write transaction (maybe shared with others'), once it has committed
+        (``durable=False``: committed, maybe not yet flushed to the disk)."""
+        piece: _Work[T] = _Work(work, durable)
         with self._cond:
             if self._busy or self._queue:
                 self._queue.append(piece)
@@ -73,7 +78,7 @@ class GroupCommit:
 
     def _commit(self, group: list[_Work]) -> None:
         try:
-            with self.catalog.transaction() as tx:
+            with self.catalog.transaction(durable=any(p.durable for p in group)) as tx:
                 results = [p.work(tx) for p in group]
         except BaseException as exc:
             if len(group) == 1:
@@ -89,7 +94,7 @@ class GroupCommit:
     def _one_by_one(self, group: list[_Work]) -> None:
         for p in group:
             try:
-                with self.catalog.transaction() as tx:
+                with self.catalog.transaction(durable=p.durable) as tx:
                     p.result = p.work(tx)
             except BaseException as exc:
                 p.error = exc

@@ -66,6 +66,7 @@ class RateBook:
             "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
             "ELSE rate_counters.expires_at END RETURNING count",
             (key, amount, ends, now, now),
+            durable=False,
         )
         return int(rows[0]["count"]) if rows else amount
 
@@ -100,6 +101,7 @@ class RateBook:
             "expires_at = CASE WHEN rate_counters.expires_at <= ? THEN excluded.expires_at "
             "ELSE rate_counters.expires_at END RETURNING key, count, expires_at",
             (*params, now, now),
+            durable=False,  # counts a power cut may lose weaken no limit for long: not fsynced
         )
         counted = {row["key"]: (int(row["count"]), int(row["expires_at"]) / 1_000_000) for row in rows}
         answers: list[RateCount] = []
