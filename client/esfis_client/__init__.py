@@ -45,9 +45,11 @@ from esfis_client.models import (
     Labels,
     LineError,
     Memory,
+    MemoryPage,
     Recalled,
     Reference,
     RunToken,
+    SpacePage,
 )
 from esfis_client.retrying import NO_RETRIES, Retries
 
@@ -78,6 +80,7 @@ __all__ = [
     "Labels",
     "LineError",
     "Memory",
+    "MemoryPage",
     "NO_RETRIES",
     "NotFound",
     "CatalogUnavailable",
@@ -94,6 +97,7 @@ __all__ = [
     "RunEnded",
     "RunToken",
     "SpaceNotFound",
+    "SpacePage",
     "StoreUnavailable",
     "TextTooLong",
     "TooManyRequests",

@@ -20,9 +20,11 @@ from esfis_client.models import (
     Context,
     ImportReport,
     Memory,
+    MemoryPage,
     Recalled,
     Reference,
     RunToken,
+    SpacePage,
 )
 from esfis_client.retrying import Retries, poll_delays
 
@@ -130,6 +132,69 @@ class AsyncEsfis:
 
     async def forget(self, memory_id: str, *, space: str | None = None, cwd: str | None = None) -> AsyncHeld | None:
         return await self._run(calls.forget(memory_id, self._settings.at(space, cwd)))
+
+    async def list_spaces(
+        self,
+        *,
+        within: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> SpacePage:
+        place = self._settings.at(space, cwd)
+        return await self._run(calls.space_page(place, within=within, cursor=cursor, limit=limit))
+
+    async def spaces(
+        self, *, within: str | None = None, page: int = 200, space: str | None = None, cwd: str | None = None
+    ) -> AsyncIterator[str]:
+        """As ``Esfis.spaces``: ``async for name in esfis.spaces()``."""
+        cursor: str | None = None
+        while True:
+            found = await self.list_spaces(within=within, cursor=cursor, limit=page, space=space, cwd=cwd)
+            for name in found.spaces:
+                yield name
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
+
+    async def list_memories(
+        self,
+        *,
+        within: str | None = None,
+        below: bool = True,
+        filter: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> MemoryPage:
+        place = self._settings.at(space, cwd)
+        return await self._run(
+            calls.listed_memories(place, within=within, below=below, filter=filter, cursor=cursor, limit=limit)
+        )
+
+    async def memories(
+        self,
+        *,
+        within: str | None = None,
+        below: bool = True,
+        filter: Mapping[str, Any] | None = None,
+        page: int = 200,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> AsyncIterator[Memory]:
+        """As ``Esfis.memories``: ``async for memory in esfis.memories(within="acme")``."""
+        cursor: str | None = None
+        while True:
+            found = await self.list_memories(
+                within=within, below=below, filter=filter, cursor=cursor, limit=page, space=space, cwd=cwd
+            )
+            for memory in found.memories:
+                yield memory
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
 
     async def share(self, memory_ids: Iterable[str], *, space: str | None = None, cwd: str | None = None) -> Reference:
         return await self._run(calls.share(memory_ids, self._settings.at(space, cwd)))

@@ -2,7 +2,7 @@
 answer reads. ``Esfis`` and ``AsyncEsfis`` only carry calls out, so the two never disagree on a
 path, a body or a result (the sync and async clients differ in how they wait, nothing else).
 
-Which calls may be sent again (``safe``): reads (get, recall, open_context, an approval's check),
+Which calls may be sent again (``safe``): reads (get, recall, the listings, open_context, an approval's check),
 where a second answer is as good as the first. A write (remember, replace, forget, share, a run
 token, an import, a backup) is sent once: esfis has no idempotency key, so a write repeated after
 an answer was lost could be applied twice; only a connection that was never made is tried again
@@ -26,9 +26,11 @@ from esfis_client.models import (
     Context,
     ImportReport,
     Memory,
+    MemoryPage,
     Recalled,
     Reference,
     RunToken,
+    SpacePage,
 )
 
 T = TypeVar("T")
@@ -177,6 +179,37 @@ def share(memory_ids: Iterable[str], place: Place) -> Call[Reference]:
 def open_context(ref: str, place: Place) -> Call[Context]:
     path = f"/v1/context/{_segment(ref)}"
     return Call("GET", path, lambda r: Context.model_validate(r.json()), True, params=place.fields())
+
+
+def space_page(
+    place: Place, *, within: str | None = None, cursor: str | None = None, limit: int | None = None
+) -> Call[SpacePage]:
+    """One page of the spaces the caller reads (GET /v1/browse/spaces): a read."""
+    chosen = (("within", within), ("cursor", cursor), ("limit", limit))
+    params = {**place.fields(), **{k: v for k, v in chosen if v is not None}}
+    return Call("GET", "/v1/browse/spaces", lambda r: SpacePage.model_validate(r.json()), True, params=params)
+
+
+def listed_memories(
+    place: Place,
+    *,
+    within: str | None = None,
+    below: bool = True,
+    filter: Mapping[str, Any] | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Call[MemoryPage]:
+    """One page of the memories the caller reads (POST /v1/browse/memories), newest first: a read
+    (the run reads what it lists, as a recall's results; a second answer is as good as the first)."""
+    body: dict[str, Any] = {**place.fields()}
+    for name, value in (("within", within), ("cursor", cursor), ("limit", limit)):
+        if value is not None:
+            body[name] = value
+    if not below:
+        body["below"] = False
+    if filter is not None:
+        body["filter"] = dict(filter)
+    return Call("POST", "/v1/browse/memories", lambda r: MemoryPage.model_validate(r.json()), True, json=body)
 
 
 def open_run(*, space: str | None = None, ttl: int | str | None = None) -> Call[RunToken]:

@@ -24,9 +24,11 @@ from esfis_client.models import (
     Context,
     ImportReport,
     Memory,
+    MemoryPage,
     Recalled,
     Reference,
     RunToken,
+    SpacePage,
 )
 from esfis_client.retrying import Retries, poll_delays
 
@@ -151,6 +153,74 @@ class Esfis:
     def forget(self, memory_id: str, *, space: str | None = None, cwd: str | None = None) -> Held | None:
         """Forget a memory for good; a ``Held`` when the forget waits for a person."""
         return self._run(calls.forget(memory_id, self._settings.at(space, cwd)))
+
+    # -- what the caller reads, listed ----------------------------------------------------
+
+    def list_spaces(
+        self,
+        *,
+        within: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> SpacePage:
+        """One page of the spaces the call reads from where it stands (``within``: that space and
+        those below it), by name; ``personal`` says whether it reads personal memories. Reads no memory."""
+        return self._run(calls.space_page(self._settings.at(space, cwd), within=within, cursor=cursor, limit=limit))
+
+    def spaces(
+        self, *, within: str | None = None, page: int = 200, space: str | None = None, cwd: str | None = None
+    ) -> Iterator[str]:
+        """Every space the call reads, by name, read a page at a time."""
+        cursor: str | None = None
+        while True:
+            found = self.list_spaces(within=within, cursor=cursor, limit=page, space=space, cwd=cwd)
+            yield from found.spaces
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
+
+    def list_memories(
+        self,
+        *,
+        within: str | None = None,
+        below: bool = True,
+        filter: Mapping[str, Any] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> MemoryPage:
+        """One page of the current memories the call reads, newest first (``within``: one space,
+        and with ``below`` those under it; ``filter``: as recall's). The run reads what it lists,
+        as a recall's results: it carries their labels (the data barrier)."""
+        place = self._settings.at(space, cwd)
+        return self._run(
+            calls.listed_memories(place, within=within, below=below, filter=filter, cursor=cursor, limit=limit)
+        )
+
+    def memories(
+        self,
+        *,
+        within: str | None = None,
+        below: bool = True,
+        filter: Mapping[str, Any] | None = None,
+        page: int = 200,
+        space: str | None = None,
+        cwd: str | None = None,
+    ) -> Iterator[Memory]:
+        """Every current memory the call reads, newest first, read a page at a time (each page
+        read by the run, as ``list_memories``)."""
+        cursor: str | None = None
+        while True:
+            found = self.list_memories(
+                within=within, below=below, filter=filter, cursor=cursor, limit=page, space=space, cwd=cwd
+            )
+            yield from found.memories
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
 
     # -- context by reference -------------------------------------------------------------
 

@@ -25,8 +25,10 @@ How an item maps (docs in client/README.md, "The LangGraph store"):
   ``value.status``) inside the partitions, before ranking. ``limit + offset`` is at most 100.
   An empty prefix searches the store's ``roots`` (else the token's own place: a token scoped to a
   space stands in it).
-- **list_namespaces** lists the namespaces holding items the token reaches, from the newest 100
-  items under each root or prefix: esfis has no route that lists spaces to an agent.
+- **list_namespaces** lists the namespaces the token reads under each root or prefix: every space
+  it reads from there (``GET /v1/browse/spaces``, followed page by page, however many), whether or
+  not it holds items yet. It reads no memory, so the run carries nothing from listing them (a
+  listing of items would be read by the run, as recall's results are, and could bar its writes).
 - ``ttl`` is not supported (``supports_ttl = False``): an esfis memory's ``valid_until`` does not
   refresh on read.
 
@@ -68,6 +70,7 @@ SEGMENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 MAX_DEPTH = 8  # a space's segments
 MAX_KEY_CHARS = 512
 MAX_RESULTS = 100  # recall's limit: a search's limit + offset
+SPACES_PAGE = 200  # spaces read a page at a time by list_namespaces
 WHOLE_VALUE = "$"
 
 
@@ -209,10 +212,13 @@ class EsfisStore(BaseStore):
                 prefix = tuple(_literal_head(c.path))
         seen: set[tuple[str, ...]] = set()
         for space in self._spaces(prefix):
-            items = yield Ask(
-                "recall", (None,), {"filter": {"namespace": {"$exists": True}}, "limit": MAX_RESULTS, "space": space}
-            )
-            seen.update(namespace_of(r.space) for r in items if r.space is not None)
+            cursor: str | None = None
+            while True:  # every page: the store lists every space, however many
+                page = yield Ask("list_spaces", (), {"cursor": cursor, "limit": SPACES_PAGE, "space": space})
+                seen.update(namespace_of(name) for name in page.spaces)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
         matching = sorted(n for n in seen if all(_matches(n, c.match_type, c.path) for c in conditions))
         if op.max_depth is not None:
             matching = sorted({n[: op.max_depth] for n in matching})

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Model(BaseModel):
@@ -52,6 +52,28 @@ class Recalled(Model):
     valid_until: datetime | None = None
     labels: Labels = Field(default_factory=Labels)
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpacePage(Model):
+    """A page of the spaces the caller reads from where it stands, by name (``GET /v1/browse/spaces``);
+    ``personal``: it reads personal memories too (no space names them)."""
+
+    personal: bool = False
+    spaces: list[str] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+    @field_validator("spaces", mode="before")
+    @classmethod
+    def _names(cls, spaces: Any) -> Any:  # on the wire each is {"name": …}
+        return [s["name"] if isinstance(s, dict) else s for s in spaces] if isinstance(spaces, list) else spaces
+
+
+class MemoryPage(Model):
+    """A page of the current memories the caller reads, newest first (``POST /v1/browse/memories``):
+    read by the run, as a recall's results are. ``next_cursor`` None: the last page."""
+
+    memories: list[Memory] = Field(default_factory=list)
+    next_cursor: str | None = None
 
 
 ApprovalStatus = Literal["pending", "approved", "declined", "expired", "void", "withdrawn"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import server.facade.approvals as held_calls
+import server.facade.browsing as browsing
 import server.facade.reach as reach
 import server.facade.references as references
 import server.facade.upkeep as upkeep
@@ -440,6 +441,29 @@ class Esfis:
             name="esfis-trail-upkeep",
             daemon=True,
         ).start()
+
+    # -- what an agent may read, listed (server.facade.browsing) ------------------------------
+
+    def list_spaces(
+        self, caller: Caller, *, within: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> browsing.SpacePage:
+        """A page of the spaces ``caller`` reads, by name; ``personal``: it reads personal memories."""
+        return browsing.spaces(self._parts, caller, within=within, cursor=cursor, limit=limit)
+
+    def list_memories(
+        self,
+        caller: Caller,
+        *,
+        within: str | None = None,
+        below: bool = True,
+        where: object = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> browsing.MemoryPage:
+        """A page of the memories ``caller`` reads, newest first; read by its run as a recall's are."""
+        return browsing.memories(
+            self._parts, caller, within=within, below=below, where=where, cursor=cursor, limit=limit
+        )
 
 
 def close_all(*handles: object) -> None:

@@ -29,10 +29,12 @@ from server.http.schemas import (
     ERRORS,
     ContextIn,
     Cwd,
+    MemoryListIn,
     RecallIn,
     RememberIn,
     ReplaceIn,
     RunIn,
+    SpaceListIn,
     Text,
 )
 from server.metrics import time_stage
@@ -41,11 +43,13 @@ from server.shapes import (
     ApprovalOut,
     ContextOut,
     HeldOut,
+    MemoryListOut,
     MemoryOut,
     RecallOut,
     ReferenceOut,
     RememberedOut,
     RunTokenOut,
+    SpaceListOut,
 )
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
@@ -202,3 +206,24 @@ def open_context(ref: str, agent: AsAgent, where: InQuery) -> dict:
     the run."""
     reference, memories = agent.service.open_context(agent.at(where), ref)
     return ContextOut.of(reference, memories).dump()
+
+
+@router.get("/browse/spaces", response_model=SpaceListOut, summary="list the spaces the caller reads")
+def list_spaces(agent: AsAgent, query: Annotated[SpaceListIn, Query()]) -> dict:
+    """The spaces the caller reads from where it stands (its own and those below it, allowed by
+    policy; ``within``: one space and those below it), by name, a page at a time; ``personal``
+    says whether it reads personal memories. No other space is ever named. Reads no memory."""
+    page = agent.service.list_spaces(agent.at(query), within=query.within, cursor=query.cursor, limit=query.limit)
+    return SpaceListOut.of(page).dump()
+
+
+@router.post("/browse/memories", response_model=MemoryListOut, summary="list the memories the caller reads")
+def list_memories(body: MemoryListIn, agent: AsAgent) -> dict:
+    """The current memories the caller reads, newest first, a keyset page at a time; ``within``
+    (and ``below``) narrows to one space, ``filter`` selects by ``data`` as recall's does. What
+    a page lists is read by the run, as a recall's results are: in the delivery log, and carried
+    by the run (the data barrier)."""
+    page = agent.service.list_memories(
+        agent.at(body), within=body.within, below=body.below, where=body.filter, cursor=body.cursor, limit=body.limit
+    )
+    return MemoryListOut.of(page).dump()

@@ -74,6 +74,32 @@ class ContextIn(_In):
     cwd: Cwd | None = Field(None, description=inputs.CWD)
 
 
+_WITHIN = "a space the caller reaches: only it and the spaces below it (never personal); absent: all it reads"
+_CURSOR = "the previous page's next_cursor; absent: the first page"
+_PAGE = "how many on a page, 1 to 200"
+
+
+class SpaceListIn(BaseModel):
+    """``GET /v1/browse/spaces``: a query string's values are text, read as what they say."""
+
+    model_config = ConfigDict(extra="forbid")
+    within: Text | None = Field(None, description=_WITHIN)
+    cursor: Text | None = Field(None, description=_CURSOR)
+    limit: int = Field(50, ge=1, le=200, description=_PAGE)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
+
+
+class MemoryListIn(_In):
+    within: Text | None = Field(None, description=_WITHIN)
+    below: bool = Field(True, description="with within: the spaces below it too (the default)")
+    filter: dict[str, Any] | None = Field(None, description=inputs.FILTER)
+    cursor: Text | None = Field(None, description=_CURSOR)
+    limit: int = Field(50, ge=1, le=200, description=_PAGE)
+    space: Text | None = Field(None, description=inputs.SPACE)
+    cwd: Cwd | None = Field(None, description=inputs.CWD)
+
+
 class RunIn(_In):
     space: Text | None = Field(None, description="the run token's scope: the opener's, or a space inside it")
     ttl: int | Text | None = Field(None, description=inputs.TTL)

@@ -11,6 +11,7 @@ from server.shapes.agents import (
     ContextOut,
     ForgottenOut,
     LabelsOut,
+    MemoryListOut,
     MemoryOut,
     OpenedOut,
     RecalledOut,
@@ -21,6 +22,8 @@ from server.shapes.agents import (
     RunTokenOut,
     SharedOut,
     SimilarOut,
+    SpaceListOut,
+    SpaceNameOut,
 )
 from server.shapes.approvals import (
     ApprovalOut,
@@ -87,6 +90,7 @@ __all__ = [
     "ImportErrorOut",
     "ImportOut",
     "LabelsOut",
+    "MemoryListOut",
     "MemoryOut",
     "OpenedOut",
     "OtherMatchOut",
@@ -95,6 +99,8 @@ __all__ = [
     "RecallOut",
     "RememberedOut",
     "SimilarOut",
+    "SpaceListOut",
+    "SpaceNameOut",
     "RecalledOut",
     "ReferenceOut",
     "ReplacedOut",

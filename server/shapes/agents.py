@@ -178,6 +178,32 @@ class ContextOut(Shape):
         )
 
 
+class SpaceNameOut(Shape):
+    name: str
+
+
+class SpaceListOut(Shape):
+    personal: bool = Field(description="whether the caller reads personal memories (no space names them)")
+    spaces: list[SpaceNameOut] = Field(description="the spaces the caller reads from where it stands, by name")
+    next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")
+
+    @classmethod
+    def of(cls, p: Any) -> SpaceListOut:  # server.facade.browsing.SpacePage
+        return cls(personal=p.personal, spaces=[SpaceNameOut(name=n) for n in p.spaces], next_cursor=p.next_cursor)
+
+
+class MemoryListOut(Shape):
+    memories: list[MemoryOut] = Field(description="current memories the caller reads, newest first")
+    next_cursor: str | None = Field(
+        description="pass as cursor for the next (older) page; null on the last page (a filtered page may "
+        "hold fewer than limit, even none, and still have one)"
+    )
+
+    @classmethod
+    def of(cls, p: Any) -> MemoryListOut:  # server.facade.browsing.MemoryPage
+        return cls(memories=[MemoryOut.of(m) for m in p.memories], next_cursor=p.next_cursor)
+
+
 # -- the operator's ---------------------------------------------------------------------------
 
 

@@ -123,6 +123,23 @@ def test_list_namespaces_lists_what_the_token_reaches(acme):
     assert acme.list_namespaces(suffix=("platform",)) == [PLATFORM]
 
 
+def test_list_namespaces_lists_every_namespace_however_many(server, acme, globex, monkeypatch):
+    """More namespaces than a page of spaces holds, and than the 100 items the store once read:
+    every one is listed, by both the blocking and the async path, and never one of Globex's."""
+    monkeypatch.setattr("esfis_client.langgraph.SPACES_PAGE", 40)  # several pages of spaces
+    teams = [("acme", "teams", f"t{i:03d}") for i in range(120)]
+    with server.client(server.tokens["operator"]) as operator:
+        for name in ["acme/teams", *("/".join(t) for t in teams)]:
+            assert operator.post("/v1/spaces", json={"name": name}).status_code == 201
+    acme.put(teams[0], "charter", {"text": "team 0 owns the billing service"})
+    listed = acme.list_namespaces(prefix=("acme", "teams"), limit=500)
+    assert listed == [("acme", "teams"), *teams]
+    assert asyncio.run(acme.alist_namespaces(limit=500)) == sorted([ACME, PLATFORM, ("acme", "teams"), *teams])
+    assert acme.list_namespaces(prefix=("acme", "teams"), max_depth=2, limit=500) == [("acme", "teams")]
+    assert acme.list_namespaces(suffix=("t119",)) == [teams[-1]]
+    assert globex.list_namespaces(limit=500) == [GLOBEX]
+
+
 def test_what_cannot_map_fails_with_a_clear_error(acme):
     with pytest.raises(InvalidNamespaceError, match="not a space segment"):
         acme.put(("Acme",), "k", {"text": "upper case is no space name"})
