@@ -8,9 +8,12 @@ end.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 OPEN_END = np.iinfo(np.int64).max  # valid_until of a row with no end
 
@@ -50,6 +53,21 @@ class RowBatch:
             created_at=np.array([r.created_at for r in rows], dtype=np.int64),
             valid_from=np.array([r.valid_from for r in rows], dtype=np.int64),
             valid_until=np.array([OPEN_END if r.valid_until is None else r.valid_until for r in rows], dtype=np.int64),
+        )
+
+    @classmethod
+    def of_table(cls, table: pa.Table, dimension: int) -> RowBatch:
+        """The rows of an Arrow table of the store's schema (a file's, a table's, a tail's)."""
+        n = table.num_rows
+        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        until = table.column("valid_until").fill_null(int(OPEN_END))
+        return cls(
+            ids=table.column("id").to_pylist(),
+            texts=table.column("text").to_pylist(),
+            vectors=flat.reshape(n, dimension).astype(np.float32, copy=False),
+            created_at=table.column("created_at").to_numpy().astype(np.int64),
+            valid_from=table.column("valid_from").to_numpy().astype(np.int64),
+            valid_until=until.to_numpy().astype(np.int64),
         )
 
     def __len__(self) -> int:

@@ -23,27 +23,14 @@ import numpy as np
 import pyarrow as pa
 
 from indexing.partitions.image import Image
-from indexing.partitions.validity import ValidityCounts, validity_counts
-from indexing.relevance.fusion import SPREAD_SAMPLE, fuse_lexical
+from indexing.partitions.numbering import NumberedRows
+from indexing.partitions.validity import Validity, ValidityCounts, validity_window
+from indexing.relevance.fusion import fuse_lexical
 from indexing.relevance.lexical import LexicalIndex
 from indexing.relevance.top import largest
-from indexing.rows import OPEN_END, Hit, PartitionResult, RowBatch
+from indexing.rows import Hit, PartitionResult, RowBatch
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class _Validity:
-    """Which rows are valid, and the cut counts, for every ``now`` in [lo, hi): no start or end
-    of a row falls inside, so the masks stand until the clock passes ``hi`` or a row changes."""
-
-    changes: int  # the partition's change count they were computed at
-    lo: int
-    hi: int
-    held_valid: np.ndarray  # bool, one per held row
-    held_rows: np.ndarray  # its true positions
-    held_counts: tuple[int, int, int]  # (ended, pending, valid)
-    base_counts: tuple[int, int, int]
 
 
 @dataclass
@@ -79,7 +66,7 @@ class LivePartition:
     # The tail (``tail.py``) its rows were read with: its id, "" for none, None when not known
     # (a fold was under way): ``tail.refresh`` takes only that tail, or any when there was none.
     tail_id: str | None = None
-    _validity: _Validity | None = field(default=None, repr=False)
+    _validity: Validity | None = field(default=None, repr=False)
     _base_valid: tuple[int, int, np.ndarray] | None = field(default=None, repr=False)  # (changes, lo, mask), for BM25
 
     def __post_init__(self) -> None:
@@ -103,21 +90,8 @@ class LivePartition:
         return part
 
     def append_arrow(self, table: pa.Table) -> None:
-        n = table.num_rows
-        if not n:
-            return
-        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        until = table.column("valid_until").fill_null(int(OPEN_END))
-        self.append(
-            RowBatch(
-                ids=table.column("id").to_pylist(),
-                texts=table.column("text").to_pylist(),
-                vectors=flat.reshape(n, self.dimension).astype(np.float32, copy=False),
-                created_at=table.column("created_at").to_numpy().astype(np.int64),
-                valid_from=table.column("valid_from").to_numpy().astype(np.int64),
-                valid_until=until.to_numpy().astype(np.int64),
-            )
-        )
+        if table.num_rows:
+            self.append(RowBatch.of_table(table, self.dimension))
 
     def append(self, batch: RowBatch) -> None:
         n = len(batch)
@@ -265,7 +239,7 @@ class LivePartition:
         if text is not None:
             fused = fuse_lexical(
                 self.lexicon(),
-                _Vectors(self),
+                self.numbered(),
                 query,
                 text=text,
                 rows=rows,
@@ -292,7 +266,7 @@ class LivePartition:
         )
 
     def _search_allowed(
-        self, query: np.ndarray, k: int, *, now: int, text: str | None, allow: Collection[str], validity: _Validity
+        self, query: np.ndarray, k: int, *, now: int, text: str | None, allow: Collection[str], validity: Validity
     ) -> PartitionResult:
         """The ``k`` best of the rows valid at ``now`` whose ids are in ``allow`` (a caller's
         narrowing, decided outside: ``indexing`` knows ids, not why they were chosen). Every such
@@ -316,12 +290,12 @@ class LivePartition:
         ended, pending = (a + b for a, b in zip(validity.base_counts[:2], validity.held_counts[:2]))
         if not len(rows):
             return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, ended, pending, partition=self)
-        scores = _Vectors(self)[rows] @ query
+        scores = self.numbered()[rows] @ query
         cosines, postings = scores, 0
         if text is not None:
             valid = np.zeros(offset + n, dtype=bool)
             valid[rows] = True
-            fused = fuse_lexical(self.lexicon(), _Vectors(self), query, text=text, rows=rows, cos=scores, valid=valid)
+            fused = fuse_lexical(self.lexicon(), self.numbered(), query, text=text, rows=rows, cos=scores, valid=valid)
             rows, scores, postings = fused.rows, fused.scores, fused.postings
             cosines = fused.cosines if fused.cosines is not None else scores
         if len(rows) > k:
@@ -355,36 +329,27 @@ class LivePartition:
             rows = rows[np.argsort(-counts, kind="stable")[:most]]
         if not len(rows):
             return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, 0, 0, partition=self)
-        scores = _Vectors(self)[rows] @ query
+        scores = self.numbered()[rows] @ query
         if len(rows) > k:
             top = largest(scores, k)
             rows, scores = rows[top], scores[top]
         best = np.argsort(-scores, kind="stable")
         return PartitionResult(rows[best], scores[best], len(rows), len(rows), 0, 0, partition=self)
 
-    def _validity_at(self, now: int) -> _Validity:
+    def _validity_at(self, now: int) -> Validity:
         """Which held rows are valid at ``now`` and the cut counts, computed once for as long as
         they hold: a recall's clock moves every call, but rarely past a row's start or end."""
         cached = self._validity
         if cached is not None and cached.changes == self.changes and cached.lo <= now < cached.hi:
             return cached
-        lo, hi = np.iinfo(np.int64).min, int(OPEN_END)
         n = self.rows
-        live, start, end = self.live[:n], self.valid_from[:n], self.valid_until[:n]
-        held_valid = live & (end > now) & (start <= now)
-        held_counts = validity_counts(live, valid_from=start, valid_until=end, now=now)
-        if n:
-            bounds = np.concatenate([start[live], end[live]])
-            past, future = bounds[bounds <= now], bounds[bounds > now]
-            lo = int(past.max()) if len(past) else lo
-            hi = int(future.min()) if len(future) else hi
-        base_counts = (0, 0, 0)
-        if self.base is not None and self.base_counts is not None:
-            base_counts = self.base_counts.at(now)
-            base_lo, base_hi = self.base_counts.window(now)
-            lo, hi = max(lo, base_lo), min(hi, base_hi)
-        self._validity = _Validity(
-            self.changes, lo, hi, held_valid, np.flatnonzero(held_valid), held_counts, base_counts
+        self._validity = validity_window(
+            self.changes,
+            self.live[:n],
+            valid_from=self.valid_from[:n],
+            valid_until=self.valid_until[:n],
+            now=now,
+            base=self.base_counts if self.base is not None else None,
         )
         return self._validity
 
@@ -400,60 +365,27 @@ class LivePartition:
         self._base_valid = (validity.changes, validity.lo, mask)
         return mask
 
+    def numbered(self) -> NumberedRows:
+        """Its rows in the one numbering (``indexing.partitions.numbering``), as they are now."""
+        return NumberedRows(
+            self.base,
+            self.vectors,
+            self.ids,
+            self.texts,
+            self.created_at,
+            self.valid_from,
+            self.valid_until,
+            self._image_rows,
+            self.dimension,
+        )
+
     def vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The vectors of ``rows`` in the partition's one numbering (the image's, then the held ones)."""
-        return _Vectors(self)[rows]
+        return self.numbered()[rows]
 
     def hit(self, i: int, score: float) -> Hit:
         """Row ``i`` (in the one numbering) as a hit."""
-        if i < self._image_rows:
-            b = self.base
-            assert b is not None
-            id_, text = b.id(i), b.text(i)
-            created, start, until = int(b.created_at[i]), int(b.valid_from[i]), int(b.valid_until[i])
-        else:
-            i -= self._image_rows
-            id_, text = self.ids[i], self.texts[i] or ""
-            created, start, until = int(self.created_at[i]), int(self.valid_from[i]), int(self.valid_until[i])
-        return Hit(
-            id=id_,
-            score=score,
-            text=text,
-            created_at=created,
-            valid_from=start,
-            valid_until=None if until == OPEN_END else until,
-        )
-
-
-class _Vectors:
-    """A partition's vectors in its one numbering (the image's rows, then the held ones), for the
-    few rows the lexical signal adds to an IVF probe's candidates."""
-
-    def __init__(self, part: LivePartition) -> None:
-        self.part = part
-
-    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-        offset, base = self.part._image_rows, self.part.base
-        rows = np.asarray(rows)
-        out = np.empty((len(rows), self.part.dimension), dtype=np.float32)
-        inside = rows < offset
-        if base is not None and inside.any():  # rows below the offset are the image's
-            out[inside] = base.vectors[rows[inside]]
-        out[~inside] = self.part.vectors[rows[~inside] - offset]
-        return out
-
-    def spread_sample(self, valid: np.ndarray) -> np.ndarray:
-        """Vectors of an even sample of the valid rows: the image's own contiguous sample (a
-        stride through its mapped vectors would page most of the file in), then the held rows'."""
-        part, offset = self.part, self.part._image_rows
-        parts = []
-        if part.base is not None:
-            keep = valid[part.base.spread_rows]
-            parts.append(np.asarray(part.base.spread_vectors)[keep])
-        held = np.flatnonzero(valid[offset:])
-        if len(held):
-            parts.append(part.vectors[held[:: max(1, len(held) // SPREAD_SAMPLE)]])
-        return np.concatenate(parts) if parts else np.zeros((0, part.dimension), dtype=np.float32)
+        return self.numbered().hit(i, score)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -1,8 +1,12 @@
 """A partition's cut counts at a time: how many live rows had ended, had not yet started, and were
 valid at ``now``, by a pass over the rows (``validity_counts``) or, for a large image, by binary
-search over its sorted starts and ends (``ValidityCounts``), kept current by its rare writes."""
+search over its sorted starts and ends (``ValidityCounts``), kept current by its rare writes; and
+which held rows are valid, for the whole window of time in which none starts or ends
+(``validity_window``), so a recall whose clock moved on reuses them."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,3 +66,44 @@ class ValidityCounts:
             self.ends = np.insert(self.ends, np.searchsorted(self.ends, new[1]), new[1])
             if new[1] < new[0]:
                 self.odd.append(new)
+
+
+@dataclass(frozen=True)
+class Validity:
+    """Which rows are valid, and the cut counts, for every ``now`` in [lo, hi): no start or end
+    of a row falls inside, so the masks stand until the clock passes ``hi`` or a row changes."""
+
+    changes: int  # the partition's change count they were computed at
+    lo: int
+    hi: int
+    held_valid: np.ndarray  # bool, one per held row
+    held_rows: np.ndarray  # its true positions
+    held_counts: tuple[int, int, int]  # (ended, pending, valid)
+    base_counts: tuple[int, int, int]
+
+
+def validity_window(
+    changes: int,
+    live: np.ndarray,
+    *,
+    valid_from: np.ndarray,
+    valid_until: np.ndarray,
+    now: int,
+    base: ValidityCounts | None,
+) -> Validity:
+    """The held rows' validity at ``now`` (``live``, ``valid_from``, ``valid_until``: one per held
+    row) and the image's counts (``base``), with the window around ``now`` they hold for."""
+    lo, hi = np.iinfo(np.int64).min, int(OPEN_END)
+    held_valid = live & (valid_until > now) & (valid_from <= now)
+    held_counts = validity_counts(live, valid_from=valid_from, valid_until=valid_until, now=now)
+    if len(live):
+        bounds = np.concatenate([valid_from[live], valid_until[live]])
+        past, future = bounds[bounds <= now], bounds[bounds > now]
+        lo = int(past.max()) if len(past) else lo
+        hi = int(future.min()) if len(future) else hi
+    base_counts = (0, 0, 0)
+    if base is not None:
+        base_counts = base.at(now)
+        base_lo, base_hi = base.window(now)
+        lo, hi = max(lo, base_lo), min(hi, base_hi)
+    return Validity(changes, lo, hi, held_valid, np.flatnonzero(held_valid), held_counts, base_counts)

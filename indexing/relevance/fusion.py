@@ -37,7 +37,7 @@ SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF thresh
 class RowVectors(Protocol):
     """A partition's vectors in its one numbering, as fusion reads them: the rows it asks for, and
     an even sample of the valid rows for the cosine's spread (an image keeps one contiguous: a
-    stride through its mapped vectors would page the file in). ``partition._Vectors`` is one."""
+    stride through its mapped vectors would page the file in). ``partitions.numbering.NumberedRows`` is one."""
 
     def __getitem__(self, rows: np.ndarray, /) -> np.ndarray: ...
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server.spaces.connections import Consent, Issued, Refresh, StoredClient, check_request_id
+from server.spaces.connections import Consent, Issued, Refresh, check_request_id
+from server.spaces.oauth_clients import StoredClient
 from server.spaces.rates import RateCount, RateKey
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, BinaryIO, Literal
@@ -18,9 +17,11 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 import server.facade.approvals as held_calls
 import server.facade.bulk as bulk
 import server.facade.curation as curation
+import server.facade.settings_pages as settings_pages
 from server.barrier.trail_upkeep import Pruned, prune_trail
 from server.clock import parse_time
 from server.errors import InvalidInput, RuleNotFound, SpaceNotEmpty, SpaceNotFound
+from server.facade.settings_pages import Everywhere, rule_place
 from server.memories.deliveries import explain
 from server.memories.folding import FoldReport, fold_copies_of
 from server.models import (
@@ -39,7 +40,7 @@ from server.models import (
 from server.records import Effect, Grant, Rule, Run, TrailStep
 from server.render import counted
 from server.spaces import partition_key, validate_space_name
-from server.spaces.access import Access, access_rows
+from server.spaces.access import Access
 from server.spaces.policies import validate_ai
 
 if TYPE_CHECKING:
@@ -92,19 +93,19 @@ class Operator:
         return removed
 
     def allow(self, ai: str, space: str | Everywhere = EVERYWHERE) -> Rule:
-        return self._parts.registry.set_rule(ai, _rule_place(space), "allow")
+        return self._parts.registry.set_rule(ai, rule_place(space), "allow")
 
     def deny(self, ai: str, space: str | Everywhere = EVERYWHERE) -> Rule:
-        return self._parts.registry.set_rule(ai, _rule_place(space), "deny")
+        return self._parts.registry.set_rule(ai, rule_place(space), "deny")
 
     def set_policy(self, ai: str, space: str | Everywhere, effect: Effect) -> Rule:
-        return self._parts.registry.set_rule(ai, _rule_place(space), effect)
+        return self._parts.registry.set_rule(ai, rule_place(space), effect)
 
     def policies(self) -> list[Rule]:
         return self._parts.registry.policies().rules()
 
     def clear_policy(self, ai: str, space: str | Everywhere = EVERYWHERE) -> None:
-        place = _rule_place(space)
+        place = rule_place(space)
         if not self._parts.registry.clear_rule(ai, place):
             raise RuleNotFound(f"no rule for {ai} {'everywhere' if place is None else 'in ' + place}")
 
@@ -301,38 +302,19 @@ class Operator:
         labels kept, never widened; rows already known are skipped."""
         return bulk.import_restore(self._parts, stream, progress=progress)
 
-    # -- for the settings pages (server.web) ---------------------------------------------
-    # Each is a call on one book: the web layer calls only the façade, never a book.
+    # -- for the settings pages (``server.facade.settings_pages``) -------------------------
 
     def known_ais(self) -> list[str]:
-        """The AIs that have used esfis (every recall, write, get, share and open is a step of a
-        run), hold an active AI token, or have a rule."""
-        ais = set(self._parts.runs.ais())
-        ais |= {t.ai for t in self.tokens() if t.ai is not None and t.active}
-        ais |= {r.ai for r in self.policies() if r.ai != "*"}
-        return sorted(ais)
+        """The AIs that have used esfis, hold an active AI token, or have a rule."""
+        return settings_pages.known_ais(self._parts)
 
     def access(self, space: str | Everywhere) -> list[Access]:
-        """For a space (or everywhere, where personal memories are), each known AI and everyone:
-        its rule there and the effective decision with the rule that makes it (DESIGN §3)."""
-        place = _rule_place(space)
-        if place is not None:
-            self._parts.registry.require(place)
-        return access_rows(self._parts.registry.policies(), self.known_ais(), place)
+        """Each known AI's and everyone's rule at a place, and the decision it makes (DESIGN §3)."""
+        return settings_pages.access(self._parts, space)
 
     def set_access(self, ai: str, space: str | Everywhere, effect: str) -> None:
-        """``allow`` or ``deny`` sets the rule for the AI (or '*') at this place; ``inherit``
-        removes it, if there is one, so the order of DESIGN §3 decides from further up."""
-        place = _rule_place(space)
-        if effect == "inherit":
-            validate_ai(ai, wildcard=True)
-            self._parts.registry.clear_rule(ai, place)
-        elif effect == "allow":
-            self._parts.registry.set_rule(ai, place, "allow")
-        elif effect == "deny":
-            self._parts.registry.set_rule(ai, place, "deny")
-        else:
-            raise InvalidInput(f"effect must be allow, deny or inherit, got {str(effect)[:20]!r}", field="effect")
+        """``allow``, ``deny``, or ``inherit`` (the rule removed) for the AI at this place."""
+        settings_pages.set_access(self._parts, ai, space, effect)
 
     def delivery_page(
         self,
@@ -343,16 +325,12 @@ class Operator:
         page: int = 1,
         per_page: int = 25,
     ) -> tuple[list[Delivery], int]:
-        """Deliveries newest first, filtered by AI, caller's space and run; one page, and the
-        number that match in all."""
-        if ai is not None:
-            validate_ai(ai)
-        if space is not None:
-            validate_space_name(space)
-        if run is not None and not _RUN_ID.fullmatch(run):
-            raise InvalidInput(f"malformed run id {run[:40]!r}: run ids look like run_ and 24 hex digits", field="run")
-        offset = _page_offset(page, per_page)
-        return self._parts.deliveries.page(ai=ai, space=space, run=run, offset=offset, limit=per_page)
+        """Deliveries newest first by AI, caller's space and run; one page, and the total."""
+        return settings_pages.delivery_page(self._parts, ai=ai, space=space, run=run, page=page, per_page=per_page)
+
+    def run_page(self, *, ai: str | None = None, page: int = 1, per_page: int = 25) -> tuple[list[Run], int]:
+        """Runs newest first, optionally one AI's; one page, and the total."""
+        return settings_pages.run_page(self._parts, ai=ai, page=page, per_page=per_page)
 
     # -- the memories themselves (server.facade.curation) -------------------------------------
 
@@ -402,36 +380,8 @@ class Operator:
             dry_run=dry_run,
         )
 
-    def run_page(self, *, ai: str | None = None, page: int = 1, per_page: int = 25) -> tuple[list[Run], int]:
-        """Runs newest first, optionally one AI's; one page, and the number that match in all."""
-        if ai is not None:
-            validate_ai(ai)
-        return self._parts.runs.page(ai=ai, offset=_page_offset(page, per_page), limit=per_page)
-
 
 Personal = Literal[Place.PERSONAL]
-Everywhere = Literal[Place.EVERYWHERE]
-
-
-def _rule_place(space: str | Everywhere) -> str | None:
-    """A rule's place as the registry keeps it: None for everywhere."""
-    if space is EVERYWHERE:
-        return None
-    if not isinstance(space, str):  # None, say: everywhere is named, never implied
-        raise InvalidInput("a rule's place is a space's name or EVERYWHERE", field="space")
-    return space
-
-
-_RUN_ID = re.compile(r"run_[0-9a-f]{24}")
-MAX_PAGE = 100_000
-
-
-def _page_offset(page: object, per_page: object) -> int:
-    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
-        raise InvalidInput(f"page must be an integer from 1 to {MAX_PAGE}", field="page")
-    if isinstance(per_page, bool) or not isinstance(per_page, int) or not 1 <= per_page <= 100:
-        raise InvalidInput("per_page must be an integer from 1 to 100", field="per_page")
-    return (page - 1) * per_page
 
 
 def space_or_personal(parts: Parts, space: str | Personal) -> str | None:

@@ -10,8 +10,8 @@ revoke``, RFC 7009) ends the connection: its refresh tokens stop with it.
 
 What is kept, and how long:
 
-- **clients**: registered ones (RFC 7591) and Client ID Metadata Documents read from their URL;
-  a client secret only as its sha256;
+- **clients**: registered ones (RFC 7591) and Client ID Metadata Documents read from their URL
+  (``server.spaces.oauth_clients``);
 - **requests** waiting for the operator's consent (``CONSENT_S``); once approved, a code that is
   good once, for ``CODE_S``, kept as its sha256. A code shown a second time revokes the token
   the first showing made (RFC 6749 §4.1.2);
@@ -21,9 +21,7 @@ What is kept, and how long:
 
 Strangers reach the endpoints that write here, so their rows are bounded (``MAX_PENDING``
 requests, at most ``MAX_PENDING_PER_ADDRESS`` of them from one address, so one stranger cannot
-keep the operator's own host from asking; ``MAX_CLIENTS`` clients of each kind: a flood of
-registrations leaves documents room, and the reverse) and pruned (``prune``: a client of either kind that has no connection and no
-request a day after it was first stored).
+keep the operator's own host from asking; clients bounded by kind) and pruned (``prune``).
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from server.catalog import Catalog
 from server.clock import Clock, from_micros, system_clock, to_micros
 from server.errors import InvalidInput, NotFound, TooManyRequests
 from server.models import Token
+from server.spaces.oauth_clients import ClientBook, StoredClient, prune_unused
 from server.spaces.policies import validate_ai
 from server.spaces.registry import Registry
 from server.spaces.tokens import TokenBook, hash_token
@@ -49,8 +48,6 @@ ACCESS_S = 3600  # the default life of a connection's access token (ESFIS_OAUTH_
 REFRESH_DAYS = 30  # a refresh token's life
 MAX_PENDING = 1000  # requests waiting for consent, at most
 MAX_PENDING_PER_ADDRESS = 20  # of them from one address (the peer, or a trusted proxy's forwarded one)
-MAX_CLIENTS = 10_000  # clients of each kind (registered, document), at most
-UNUSED_CLIENT_S = 86_400  # a client with no connection and no request is pruned after a day
 KEPT_USED_REFRESH = 32  # a connection's used refresh tokens kept to catch a replay: the newest ones
 REFRESH_PREFIX = "esfisr_"  # never an access token: TokenBook.authenticate refuses it
 REQUEST_ID_BYTES = 16
@@ -58,14 +55,6 @@ REQUEST_ID_BYTES = 16
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class StoredClient:
-    client_id: str
-    kind: str  # registered | document
-    info: dict[str, Any]  # as the client registered it (a secret as its sha256)
-    fetched_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -118,41 +107,18 @@ class ConnectionBook:
         self.tokens = tokens
         self.clock = clock
         self.access_s = access_s
+        self.clients = ClientBook(catalog, clock)
 
-    # -- clients ----------------------------------------------------------------------------
+    # -- clients (``server.spaces.oauth_clients``) -----------------------------------------
 
     def save_client(self, client_id: str, kind: str, info: dict[str, Any]) -> None:
-        now = to_micros(self.clock())
-        with self.catalog.transaction() as tx:
-            known = tx.one("SELECT kind FROM oauth_clients WHERE client_id = ?", (client_id,))
-            if known is None:  # a document read again updates its row: only a new client counts
-                count = tx.one("SELECT count(*) AS n FROM oauth_clients WHERE kind = ?", (kind,))
-                if count is not None and count["n"] >= MAX_CLIENTS:
-                    raise TooManyRequests(f"this server holds as many {kind} clients as it takes: try later")
-            tx.execute(
-                "INSERT INTO oauth_clients (client_id, kind, info, created_at, fetched_at) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (client_id) DO UPDATE SET info = excluded.info, fetched_at = excluded.fetched_at",
-                (client_id, kind, json.dumps(info), now, now if kind == "document" else None),
-            )
+        self.clients.save(client_id, kind, info)
 
     def client(self, client_id: str) -> StoredClient | None:
-        row = self.catalog.one("SELECT * FROM oauth_clients WHERE client_id = ?", (client_id,))
-        if row is None:
-            return None
-        return StoredClient(row["client_id"], row["kind"], json.loads(row["info"]), from_micros(row["fetched_at"]))
+        return self.clients.get(client_id)
 
     def consented(self, client_id: str) -> bool:
-        """Whether the operator has said yes to this client: a request of it approved, or a
-        connection made for it (revoked since or not). Only such a client's redirect URI is sent
-        an ``/authorize`` error (RFC 9700 §4.11.2): a registration alone vouches for nothing."""
-        if not isinstance(client_id, str) or not client_id or len(client_id) > 2048:
-            return False
-        row = self.catalog.one(
-            "SELECT 1 AS one FROM oauth_requests WHERE client_id = ? AND status IN ('approved', 'exchanged') "
-            "UNION ALL SELECT 1 AS one FROM tokens WHERE client_id = ? LIMIT 1",
-            (client_id, client_id),
-        )
-        return row is not None
+        return self.clients.consented(client_id)
 
     # -- consent ----------------------------------------------------------------------------
 
@@ -376,12 +342,7 @@ class ConnectionBook:
                 "(SELECT id FROM tokens WHERE revoked_at IS NOT NULL)",
                 (now,),
             )
-            tx.execute(
-                "DELETE FROM oauth_clients WHERE created_at <= ? AND client_id NOT IN "
-                "(SELECT client_id FROM tokens WHERE client_id IS NOT NULL) AND client_id NOT IN "
-                "(SELECT client_id FROM oauth_requests)",
-                (now - UNUSED_CLIENT_S * 1_000_000,),
-            )
+            prune_unused(tx, now)
         return count
 
 

@@ -6,22 +6,18 @@ message with its status, a missing page is a 404 page, and anything unexpected i
 shown as "internal error" — never a stack trace. ``WebRoute`` also checks, before anything else
 and before any cookie is read, that the request names the pages' secret segment
 (``server.web.site``): at any other address the answer is the page that says where to look. Pages are rendered on the server with Jinja2
-(autoescaped: memory texts and queries are shown as text; a name a stranger chose goes through
-the ``inert`` filter too), with no script at all, and sent with
+(``server.web.rendering``), with no script at all, and sent with
 headers that keep them out of caches and frames (``Cache-Control: no-store``, a strict CSP).
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
@@ -29,21 +25,18 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 from starlette.exceptions import HTTPException
 
 from server.errors import EsfisError
 from server.facade import Esfis, Operator
-from server.render import inert
 from server.web.operators import active_operator_token, private_key
+from server.web.rendering import ENV
 from server.web.session import FLASH_COOKIE, KEY_NAME, SESSION_COOKIE, Session, Signer
 from server.web.site import PREFIX, SETTINGS, STYLE_URL, segment, site_of, url
 
 log = logging.getLogger("esfis.web")
 
-TEMPLATES = Path(__file__).parent / "templates"
-STATIC = Path(__file__).parent / "static"
 MAX_FORM_FIELDS = 50
 CROSS_SITE = "this form was sent from another site: refused (open the page here and send it again)"
 CSRF_FAILED = "this form is out of date or was not sent from this page: reload the page and send it again"
@@ -86,58 +79,6 @@ class SignInRequired(Exception):
 
 class ElsewhereRequired(Exception):
     """The request does not name the pages' segment: the answer says where the pages are."""
-
-
-# -- templates ------------------------------------------------------------------------------
-
-
-def _when(moment: datetime | None) -> str:
-    return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _iso(moment: datetime | None) -> str:
-    return "" if moment is None else moment.isoformat().replace("+00:00", "Z")
-
-
-def _where(space: str | None) -> str:
-    return "personal" if space is None else space
-
-
-def _folder(path: str) -> str:
-    home = str(Path.home())
-    return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
-
-
-def _clip(text: str, width: int = 90) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _data_text(data: dict) -> str:
-    """A memory's data as a page shows it: compact JSON with its own characters (``inert`` then
-    escapes control and bidi ones; autoescaping, the markup)."""
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(", ", ": ")) if data else ""
-
-
-ENV = Environment(
-    loader=FileSystemLoader(TEMPLATES),
-    autoescape=select_autoescape(["html"]),
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-# ``inert``: a name a stranger chose (an OAuth client's, a run's), escaped as the CLI escapes it
-# (``server.render.inert``): autoescaping stops markup, not a bidi override that reorders a line.
-ENV.filters.update(
-    when=_when,
-    iso=_iso,
-    where=_where,
-    folder=_folder,
-    clip=_clip,
-    q=lambda s: quote(str(s), safe=""),
-    inert=inert,
-    data_text=_data_text,
-)
 
 
 # -- the service, the key, the session -------------------------------------------------------

@@ -15,7 +15,6 @@ from server.errors import Forbidden, Unauthorized
 from server.web.operators import counted_sign_in
 from server.web.pages import (
     HEADERS,
-    STATIC,
     Posted,
     WebError,
     WebRoute,
@@ -36,6 +35,7 @@ from server.web.pages import (
     signer_of,
     url,
 )
+from server.web.rendering import STATIC
 from server.web.session import SESSION_COOKIE, SESSION_SECONDS, SIGNIN_COOKIE, SIGNIN_SECONDS
 from server.web.site import SETTINGS, STYLE_URL, site_of
 

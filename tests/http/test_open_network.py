@@ -24,11 +24,10 @@ from server.settings import Settings
 from server.spaces.connections import (
     CONSENT_S,
     KEPT_USED_REFRESH,
-    MAX_CLIENTS,
     MAX_PENDING_PER_ADDRESS,
-    UNUSED_CLIENT_S,
     ConnectionBook,
 )
+from server.spaces.oauth_clients import MAX_CLIENTS, UNUSED_CLIENT_S
 from server.spaces.tokens import TokenBook
 from tests.conftest import MovableClock
 from tests.http.conftest import Server, start_server, stop_server

@@ -263,7 +263,6 @@ def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
     # BM25's fusion scales by the cosine's spread over the valid rows. Taken by stride from the
     # mapped vectors.npy it paged most of the file into every reader (the report has the figure);
     # the image keeps an even sample of rows, contiguous, and the rows written since add theirs.
-    from indexing.partitions.partition import _Vectors
     from indexing.relevance.fusion import SPREAD_SAMPLE
 
     store = imported(tmp_path, clustered(20_000, seed=9))
@@ -274,6 +273,6 @@ def test_the_cosine_spread_comes_from_the_images_contiguous_sample(tmp_path):
     assert np.array_equal(np.asarray(base.spread_vectors), np.asarray(base.vectors)[base.spread_rows])
     valid = np.ones(base.rows + snap.rows, dtype=bool)
     valid[base.spread_rows[::2]] = False  # rows no longer valid leave the sample
-    sample = _Vectors(snap).spread_sample(valid)
+    sample = snap.numbered().spread_sample(valid)
     kept = np.asarray(base.spread_vectors)[valid[base.spread_rows]]
     assert np.array_equal(sample, np.concatenate([kept, snap.vectors[: snap.rows]]))
