@@ -213,6 +213,34 @@ END $$;
 CREATE TRIGGER rate_rows_on_delete AFTER DELETE ON rate_counters REFERENCING OLD TABLE AS gone
     FOR EACH STATEMENT EXECUTE FUNCTION rate_rows_removed();
 """,
+    # The fields of memories' data, for recall's filter (server.memories.data_index); filled from
+    # memories.data by the first MemoryBook to open the catalog. A statement's trigger: a forget
+    # by filter or a space's purge clears thousands of rows' data in one UPDATE.
+    14: f"""
+CREATE TABLE memory_fields (
+    partition {T} NOT NULL,
+    path {T} NOT NULL,
+    memory_id {T} NOT NULL,
+    kind {T} NOT NULL,
+    num DOUBLE PRECISION,
+    txt {T},
+    instant BIGINT,
+    PRIMARY KEY (partition, path, memory_id)
+);
+CREATE INDEX memory_fields_by_num ON memory_fields (partition, path, kind, num) INCLUDE (memory_id);
+CREATE INDEX memory_fields_by_txt ON memory_fields (partition, path, txt) INCLUDE (memory_id) WHERE txt IS NOT NULL;
+CREATE INDEX memory_fields_by_instant ON memory_fields (partition, path, instant) INCLUDE (memory_id)
+    WHERE instant IS NOT NULL;
+CREATE INDEX memory_fields_by_memory ON memory_fields (memory_id);
+CREATE FUNCTION memory_fields_forget() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_fields WHERE memory_id IN
+        (SELECT id FROM changed WHERE data IS NULL OR forgotten_at IS NOT NULL);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_fields_on_forget AFTER UPDATE ON memories REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_fields_forget();
+""",
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 

@@ -69,6 +69,27 @@ CREATE INDEX IF NOT EXISTS memories_by_digest16 ON memories (partition, substr(d
 -- Version 10: the memories page reads a partition newest first, a page at a time (keyset on
 -- created_at and the rowid the index ends with: server.memories.listing).
 CREATE INDEX IF NOT EXISTS memories_by_written ON memories (partition, created_at);
+-- Version 14: the fields of memories' data, for recall's filter (server.memories.data_index):
+-- one row per path a filter may name, its value in the one column it is compared in. A forget
+-- clears a memory's data: the trigger takes its fields with it, in the same transaction.
+CREATE TABLE IF NOT EXISTS memory_fields (
+    partition TEXT NOT NULL,
+    path TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    kind TEXT NOT NULL,             -- n number, b boolean, z null, s string, t time, j object or array, x loose
+    num REAL,                       -- n: the number; b: 0 or 1
+    txt TEXT,                       -- s: the string
+    instant INTEGER,                -- t: microseconds since the epoch
+    PRIMARY KEY (partition, path, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memory_fields_by_num ON memory_fields (partition, path, kind, num);
+CREATE INDEX IF NOT EXISTS memory_fields_by_txt ON memory_fields (partition, path, txt) WHERE txt IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memory_fields_by_instant ON memory_fields (partition, path, instant)
+    WHERE instant IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memory_fields_by_memory ON memory_fields (memory_id);
+CREATE TRIGGER IF NOT EXISTS memory_fields_on_forget AFTER UPDATE OF data, forgotten_at ON memories
+WHEN NEW.data IS NULL OR NEW.forgotten_at IS NOT NULL
+BEGIN DELETE FROM memory_fields WHERE memory_id = OLD.id; END;
 CREATE TABLE IF NOT EXISTS partitions (
     key TEXT PRIMARY KEY,
     live INTEGER NOT NULL DEFAULT 0,       -- memories not forgotten

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor, wait
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
@@ -30,10 +30,11 @@ from server.clock import to_micros
 from server.errors import AlreadySuperseded, CatalogUnavailable
 from server.faults import DiskRoom
 from server.memories import forgetting
-from server.memories.data import Data, loaded
+from server.memories.data import Data
+from server.memories.data_index import build_if_missing, write_fields
 from server.memories.input import MemoryBatch, NewMemory
 from server.memories.journal import WriteJournal
-from server.memories.listing import memory_of
+from server.memories.listing import current_rows, memory_of
 from server.memories.presence import Presence
 from server.memories.undo import Undo
 from server.models import Memory
@@ -61,6 +62,7 @@ class MemoryBook:
         self.room = room
         self.undo = Undo(catalog, store, journal if isinstance(journal, WriteJournal) else None)
         self.presence = Presence(catalog)  # what the catalog holds already: an import's checks
+        build_if_missing(catalog)  # a catalog made before the data's index: filled once
 
     def load(self, id_: str) -> Memory | None:
         memory = self.meta(id_)
@@ -245,6 +247,7 @@ class MemoryBook:
                         "digest, labels, run_id, from_spaces, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [(m[0], key, *m[1:]) for m in meta],
                     )
+                    write_fields(tx, [(key, m[0], m[10]) for m in meta])
                     tx.execute(
                         "INSERT INTO partitions (key, live) VALUES (?, ?) "
                         "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
@@ -330,6 +333,7 @@ class MemoryBook:
             f"FROM {tx.sql.rows}",
             (supersedes, orjson.dumps(memories).decode()),  # orjson: 5x json's speed on a batch
         )
+        write_fields(tx, [(m[1], m[0], m[12]) for m in memories])
         if keyed:
             # WHERE true: SQLite would read the ON of the upsert as a join's.
             tx.execute(
@@ -375,67 +379,7 @@ class MemoryBook:
     ) -> tuple[dict[str, Labels], dict[str, Data]]:
         """``current_labels``, and the data of those that carry any, in the same one read (a
         recall's: a statement fewer on its path)."""
-        if not ids:
-            return {}, {}
-        micros = to_micros(now)
-        # The ids as one JSON array: one statement text whatever their number (PostgreSQL
-        # prepares a statement it has seen often; a list of marks made a new text per length).
-        rows = self.catalog.all(
-            "SELECT id, space, labels, digest, run_id, from_spaces, data FROM memories "
-            f"WHERE id IN (SELECT value FROM {self.catalog.sql.values}) "
-            f"AND forgotten_at IS NULL {'' if as_of else 'AND superseded_by IS NULL '}AND valid_from <= ? "
-            "AND (valid_until IS NULL OR valid_until > ?)",
-            (json.dumps(ids), micros, micros),
-        )
-        labels = {
-            r["id"]: Labels(r["space"], _marks(r["labels"]), r["digest"], r["run_id"], _marks(r["from_spaces"]))
-            for r in rows
-        }
-        return labels, {r["id"]: loaded(r["data"]) for r in rows if r["data"] is not None}
-
-    def with_data(
-        self, keys: list[str], *, also_none: bool, like: Sequence[Sequence[str]] = ()
-    ) -> list[tuple[str, str, str | None]]:
-        """(partition, id, data column) of the memories of ``keys`` not forgotten: those that carry
-        data, and with ``also_none`` those that carry none too (a filter they match). Validity
-        is left to the partition's search, which applies it at the recall's time. ``like``:
-        groups of LIKE patterns on the data's text, a row kept when each group has one that
-        matches (a filter's narrowing: ``server.memories.data_filter``)."""
-        if not keys:
-            return []
-        narrowed, patterns = _like(like)
-        rows = self.catalog.all(
-            f"SELECT partition, id, data FROM memories WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
-            f"AND forgotten_at IS NULL{'' if also_none else ' AND data IS NOT NULL'}{narrowed}",
-            (json.dumps(keys), *patterns),
-        )
-        return [(r["partition"], r["id"], r["data"]) for r in rows]
-
-    def newest_current(
-        self,
-        keys: list[str],
-        at: datetime,
-        *,
-        also_none: bool,
-        as_of: bool = False,
-        like: Sequence[Sequence[str]] = (),
-    ) -> list[tuple[str, str, str | None, int, int, int | None]]:
-        """(partition, id, data column, created_at, valid_from, valid_until) of the memories of
-        ``keys`` current at ``at`` (with ``as_of``, valid then: superseded since included), newest
-        first: those that carry data, and with ``also_none`` the rest; ``like`` as ``with_data``."""
-        if not keys:
-            return []
-        micros = to_micros(at)
-        narrowed, patterns = _like(like)
-        rows = self.catalog.all(
-            "SELECT partition, id, data, created_at, valid_from, valid_until FROM memories "
-            f"WHERE partition IN (SELECT value FROM {self.catalog.sql.values}) "
-            f"AND forgotten_at IS NULL {'' if as_of else 'AND superseded_by IS NULL '}AND valid_from <= ? "
-            f"AND (valid_until IS NULL OR valid_until > ?){'' if also_none else ' AND data IS NOT NULL'}{narrowed} "
-            "ORDER BY created_at DESC, id DESC",
-            (json.dumps(keys), micros, micros, *patterns),
-        )
-        return [(r["partition"], r["id"], r["data"], r["created_at"], r["valid_from"], r["valid_until"]) for r in rows]
+        return current_rows(self.catalog, ids, now, as_of=as_of)
 
     def counts(self, keys: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
         """For ``keys``: (live memories, of which superseded); and the live total of all, in one
@@ -447,14 +391,3 @@ class MemoryBook:
         )
         total = sum(r["live"] for r in rows if r["key"] is None)
         return {r["key"]: (r["live"], r["superseded"]) for r in rows if r["key"] is not None}, int(total)
-
-
-def _like(groups: Sequence[Sequence[str]]) -> tuple[str, list[str]]:
-    """SQL for ``with_data``'s ``like``: each group one parenthesised OR of LIKEs, ANDed."""
-    clauses = [" OR ".join(["data LIKE ? ESCAPE '\\'"] * len(group)) for group in groups if group]
-    return "".join(f" AND ({c})" for c in clauses), [p for group in groups for p in group]
-
-
-def _marks(stored: str) -> tuple[str, ...]:
-    # Most memories carry no marks: skip the JSON parser for them (it ran twice per hit).
-    return () if stored == "[]" else tuple(json.loads(stored))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from typing import Any
 
 from server.errors import InvalidInput
@@ -87,6 +88,38 @@ def stored(data: Data | None) -> str | None:
 def loaded(column: str | None) -> Data:
     """A catalog's ``data`` column as the object it holds ({} for NULL)."""
     return {} if column is None else json.loads(column)
+
+
+MISSING: Any = object()  # what ``at_path`` finds where the data holds no such field
+
+
+def at_path(data: Data, field: str) -> Any:
+    """The value at ``field`` in ``data``: a key of it, else a dotted path through objects (a
+    key that itself holds a dot is found first, as written); ``MISSING`` where there is none."""
+    if field in data:
+        return data[field]
+    value: Any = data
+    for part in field.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+def is_number(value: object) -> bool:
+    """A finite JSON number; a boolean is none."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def instant(value: object) -> datetime | None:
+    """``value`` as an instant, when it is a string in ISO 8601 with a timezone."""
+    if not isinstance(value, str) or len(value) < 16 or not value[:4].isdigit():
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None and moment.utcoffset() is not None else None
 
 
 def _kind(value: object) -> str:

@@ -1,6 +1,8 @@
 """Recall's filter over memories' data: parsed and checked once (``parse_filter``), matched
-against a memory's data (``DataFilter.matches``), and turned into the ids a partition search
-may score (``allowed_ids``), so that the filter runs after validity and before relevance.
+against a memory's data (``DataFilter.matches``: the semantics), and answered through the
+catalog's index over data (``server.memories.data_index``): the ids a partition search may score
+(``filter_reach``), or, with no query, the newest that match (``newest_matching``). The filter
+runs after validity and before relevance.
 
 The syntax is Mongo's, as LangGraph's stores take it: ``{"field": value}`` is equality;
 ``{"field": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}}``, ``{"field": {"$in": [..]}}`` and
@@ -16,26 +18,26 @@ holds where the field is missing, as in Mongo and LangGraph's in-memory store.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from indexing.partitions.store import VectorStore
 from indexing.rows import Hit
+from server.clock import to_micros
 from server.errors import InvalidInput
 from server.inputs import MAX_FILTER_BYTES, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, size
 from server.memories import MemoryBook
-from server.memories.data import Data, compact, loaded
+from server.memories.data import MISSING, Data, at_path, compact, instant, is_number, loaded
+from server.memories.data_index import keyed, matching_sql, probes
 from server.spaces import partition_key
 
 FIELD = "filter"
 EQUALITY = ("$eq", "$ne")
 RANGES = ("$gt", "$gte", "$lt", "$lte")
 OPERATORS = (*EQUALITY, *RANGES, "$in", "$exists")
-_MISSING = object()
-MAX_NARROWING = 16  # values of an $in written as LIKE patterns; past it, the rows are matched here
+WALK = 256  # the newest memories of a partition a filter with no query tests one by one first
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,12 @@ class Condition:
     value: Any
 
     def holds(self, data: Data) -> bool:
-        found = _at(data, self.field)
+        found = at_path(data, self.field)
         if self.op == "$exists":
-            return (found is not _MISSING) == self.value
+            return (found is not MISSING) == self.value
         if self.op == "$ne":
-            return found is _MISSING or not _equal(found, self.value)
-        if found is _MISSING:
+            return found is MISSING or not _equal(found, self.value)
+        if found is MISSING:
             return False
         if self.op == "$eq":
             return _equal(found, self.value)
@@ -75,21 +77,9 @@ class DataFilter:
         """Whether a memory with no data matches (then rows without data are candidates too)."""
         return self.matches({})
 
-    def narrowing(self) -> list[list[str]]:
-        """LIKE patterns on a row's stored data that every matching row satisfies (one of each
-        group), so the catalog hands over fewer rows to match here; a superset, never the
-        answer. Written only where the stored text must hold a piece of the filter: a string
-        that equals (and reads as no time: an instant may be written in other ways), a key that
-        exists. Numbers (1 = 1.0) and ranges narrow nothing."""
-        groups: list[list[str]] = []
-        for c in self.conditions:
-            if c.op == "$exists" and c.value and "." not in c.field:
-                groups.append([f"%{_escaped(compact({c.field: 0})[1:-2])}%"])
-            elif c.op == "$eq" and _plain_text(c.value):
-                groups.append([f"%{_escaped(compact([c.value])[1:-1])}%"])
-            elif c.op == "$in" and c.value and len(c.value) <= MAX_NARROWING and all(map(_plain_text, c.value)):
-                groups.append([f"%{_escaped(compact([v])[1:-1])}%" for v in c.value])
-        return groups
+    @property
+    def triples(self) -> list[tuple[str, str, Any]]:
+        return [(c.field, c.op, c.value) for c in self.conditions]
 
 
 def parse_filter(raw: object) -> DataFilter | None:
@@ -138,7 +128,7 @@ def _condition(name: str, op: object, value: object) -> Condition:
             raise InvalidInput(f"{where}: $in takes an array of values", field=FIELD)
         if len(value) > MAX_FILTER_VALUES:
             raise InvalidInput(f"{where}: $in lists {len(value)} values; the limit is {MAX_FILTER_VALUES}", field=FIELD)
-    elif op in RANGES and not (_number(value) or _instant(value) is not None):
+    elif op in RANGES and not (is_number(value) or instant(value) is not None):
         raise InvalidInput(
             f"{where}: {op} compares numbers or ISO 8601 times with a timezone, got {json.dumps(value)[:80]}",
             field=FIELD,
@@ -146,59 +136,15 @@ def _condition(name: str, op: object, value: object) -> Condition:
     return Condition(name, op, value)
 
 
-def allowed_ids(rows: Iterable[tuple[str, str, str | None]], data_filter: DataFilter) -> dict[str, list[str]]:
-    """Of catalog rows (partition, id, data column), the ids whose data matches, by partition."""
-    allowed: dict[str, list[str]] = {}
-    for partition, id_, column in rows:
-        if data_filter.matches(loaded(column)):
-            allowed.setdefault(partition, []).append(id_)
-    return allowed
-
-
-def _at(data: Data, field: str) -> Any:
-    if field in data:
-        return data[field]
-    value: Any = data
-    for part in field.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
-
-
-def _plain_text(value: object) -> bool:
-    return isinstance(value, str) and _instant(value) is None
-
-
-def _escaped(text: str) -> str:
-    """``text`` inside a LIKE pattern with ESCAPE '\\': its own wildcards taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _instant(value: object) -> datetime | None:
-    """``value`` as an instant, when it is a string in ISO 8601 with a timezone."""
-    if not isinstance(value, str) or len(value) < 16 or not value[:4].isdigit():
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None and moment.utcoffset() is not None else None
-
-
 def _equal(found: object, wanted: object) -> bool:
-    if _number(found) and _number(wanted):
+    if is_number(found) and is_number(wanted):
         return found == wanted
     if isinstance(found, bool) or isinstance(wanted, bool):
         return type(found) is type(wanted) and found == wanted
     if isinstance(found, str) and isinstance(wanted, str):
         if found == wanted:
             return True
-        a, b = _instant(found), _instant(wanted)
+        a, b = instant(found), instant(wanted)
         return a is not None and b is not None and a == b
     return type(found) is type(wanted) and found == wanted
 
@@ -206,12 +152,12 @@ def _equal(found: object, wanted: object) -> bool:
 def _in_range(op: str, found: object, bound: object) -> bool:
     a: Any
     b: Any
-    if _number(bound):
-        if not _number(found):
+    if is_number(bound):
+        if not is_number(found):
             return False
         a, b = found, bound
     else:
-        a, b = _instant(found), _instant(bound)
+        a, b = instant(found), instant(bound)
         if a is None or b is None:
             return False
     if op == "$gt":
@@ -225,9 +171,34 @@ def _in_range(op: str, found: object, bound: object) -> bool:
 
 def filter_reach(book: MemoryBook, keys: list[str], data_filter: DataFilter) -> dict[str, list[str]]:
     """The ids of the partitions ``keys`` whose data ``data_filter`` matches, by partition: what a
-    partition's search may score (validity is the search's to apply, at the recall's time)."""
-    rows = book.with_data(keys, also_none=data_filter.matches_none, like=data_filter.narrowing())
-    return allowed_ids(rows, data_filter)
+    partition's search may score (validity is the search's to apply, at the recall's time; a
+    forgotten memory has no fields left to match). One indexed statement; the loose rows it
+    takes (``server.memories.data_index``) are matched here."""
+    if not keys:
+        return {}
+    catalog = book.catalog
+    chosen, params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
+    rows = [] if chosen is None else catalog.all(chosen, keyed(params, keys))
+    if loose:
+        suspects = {r[1]: r[0] for r in catalog.all(loose, keyed(loose_params, keys))}
+        failing = _failing(book, set(suspects), data_filter)
+        rows = [r for r in rows if r[1] not in suspects]
+        rows += [(partition, id_) for id_, partition in suspects.items() if id_ not in failing]
+    allowed: dict[str, list[str]] = {}
+    for partition, id_ in rows:
+        allowed.setdefault(partition, []).append(id_)
+    return allowed
+
+
+def _failing(book: MemoryBook, ids: set[str], data_filter: DataFilter) -> set[str]:
+    """Of ``ids``, those whose data ``data_filter`` does not match (read from the catalog)."""
+    if not ids:
+        return set()
+    rows = book.catalog.all(
+        f"SELECT id, data FROM memories WHERE id IN (SELECT value FROM {book.catalog.sql.values})",
+        (json.dumps(sorted(ids)),),
+    )
+    return {r[0] for r in rows if not data_filter.matches(loaded(r[1]))}
 
 
 def newest_matching(
@@ -242,21 +213,66 @@ def newest_matching(
 ) -> tuple[list[tuple[Hit, str | None]], int]:
     """A recall with a filter and no query: the newest ``count`` memories of ``spaces`` valid at
     ``at`` whose data matches, newest first, as hits of score 0 (no query to be close to); and
-    how many valid ones the filter left out."""
+    how many valid ones the filter refused on the way: those newer than a partition's last hit
+    among the ``WALK`` newest it tested one by one (the rest were never read: counting every
+    memory a filter leaves out would cost a read of them all)."""
     space_of = {partition_key(s): s for s in spaces}
-    rows = book.newest_current(
-        list(space_of), at, also_none=data_filter.matches_none, as_of=as_of, like=data_filter.narrowing()
-    )
+    rows: list[tuple[Any, ...]] = []
+    refused = 0
+    for key in space_of:
+        found, left = _newest_in(book, key, data_filter, to_micros(at), as_of, count)
+        rows += found
+        refused += left
+    rows.sort(key=lambda r: (r[3], r[6]), reverse=True)
     hits: list[tuple[Hit, str | None]] = []
-    left_out = 0
-    for key, id_, column, created_at, valid_from, valid_until in rows:
-        if not data_filter.matches(loaded(column)):
-            left_out += 1
-            continue
+    for key, id_, _, created_at, valid_from, valid_until, _ in rows:
         if len(hits) == count:
-            continue
+            break
         text = store.text(key, id_)
         if text is None:  # purged by a forget meanwhile: the catalog's check drops it too
             continue
         hits.append((Hit(id_, 0.0, text, created_at, valid_from, valid_until), space_of[key]))
-    return hits, left_out
+    return hits, refused
+
+
+def _newest_in(
+    book: MemoryBook, key: str, data_filter: DataFilter, micros: int, as_of: bool, count: int
+) -> tuple[list[tuple[Any, ...]], int]:
+    """The newest ``count`` memories of partition ``key`` valid at ``micros`` that match, and how
+    many valid ones were refused before the last of them: first among its newest ``WALK``, each
+    tested by index probes (a broad filter stops there), else from the filter's indexed set (a
+    narrow one: its rows, newest first)."""
+    catalog = book.catalog
+    columns = "m.partition, m.id, m.data, m.created_at, m.valid_from, m.valid_until, m.row_at"
+    valid = (
+        f"m.forgotten_at IS NULL {'' if as_of else 'AND m.superseded_by IS NULL '}AND m.valid_from <= ? "
+        f"AND (m.valid_until IS NULL OR m.valid_until > ?){'' if data_filter.matches_none else ' AND m.data IS NOT NULL'}"
+    )
+    # Newest first by the index memories_by_written (partition, created_at, rowid): an import's
+    # rows share their time, and a tie broken by id sorted the whole batch.
+    order = "ORDER BY m.created_at DESC, m.row_at DESC"
+    test, params = probes(data_filter.triples)
+    walked = catalog.all(
+        f"SELECT {columns}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM (SELECT rowid AS row_at, partition, id, "
+        "data, created_at, valid_from, valid_until, forgotten_at, superseded_by FROM memories WHERE partition = ? "
+        f"ORDER BY created_at DESC, rowid DESC LIMIT ?) m WHERE {valid} {order}",
+        (*params, key, WALK, micros, micros),
+    )
+    found: list[tuple[Any, ...]] = []
+    refused = 0
+    for r in walked:
+        if r[7] and data_filter.matches(loaded(r[2])):
+            found.append(tuple(r)[:7])
+            if len(found) == count:
+                return found, refused
+        else:
+            refused += 1
+    chosen, chosen_params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
+    suspects = len(catalog.all(loose, keyed(loose_params, [key]))) if loose else 0
+    sets = [s for s in (chosen, loose) if s]
+    rows = catalog.all(
+        f"SELECT {columns} FROM (SELECT rowid AS row_at, * FROM memories) m WHERE m.id IN "
+        f"(SELECT memory_id FROM ({' UNION '.join(sets)}) AS chosen) AND m.partition = ? AND {valid} {order} LIMIT ?",
+        (*keyed((chosen_params if chosen else []) + loose_params, [key]), key, micros, micros, count + suspects),
+    )
+    return [tuple(r) for r in rows if data_filter.matches(loaded(r[2]))][:count], refused

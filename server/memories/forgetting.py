@@ -22,6 +22,7 @@ from indexing.partitions.store import VectorStore
 from server.catalog import Catalog, Tx
 from server.clock import to_micros
 from server.memories.data import stored
+from server.memories.data_index import field_rows
 from server.memories.listing import Selection
 from server.models import Memory
 from server.spaces import partition_key
@@ -78,9 +79,11 @@ def forget(
 def cleared_by(memory: Memory) -> list[bytes]:
     """What a forget of ``memory`` clears that a page of the catalog may still hold a copy of
     (``Catalog.scrub``): its digest (the row's, the index's first 16 digits, a reference's),
-    its key, its text (a held write's, approved into it) and its data as stored."""
+    its key, its text (a held write's, approved into it), its data as stored, and the paths and
+    strings of its data's index (``server.memories.data_index``: a dotted path is in no stored form)."""
     values = [memory.digest.removeprefix("sha256:")] if memory.digest else []
     values += [v for v in (memory.key, memory.text, stored(memory.data)) if v]
+    values += [v for path, _, _, txt, _ in field_rows(memory.data) for v in (path, txt) if v]
     return [v.encode() for v in values]
 
 

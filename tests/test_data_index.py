@@ -1,0 +1,225 @@
+"""The catalog's index over memories' data (issue 69, ``server.memories.data_index``): a filter is
+answered through it, every write that adds, changes or removes a memory's data keeps it current
+(remember, replace, import, import --restore, forget, a forget by filter, a space's purge), and
+a home made before it is filled on open. Each filter is checked against ``DataFilter.matches``,
+the semantics, over the catalog's rows; the property tests (tests/test_recall_filter_properties.py)
+cover the operators' combinations."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from indexing.embedding.testing import HashingEmbedder
+from server.facade import export_home, open_service
+from server.facade.curation import Filter
+from server.memories.data import loaded
+from server.memories.data_filter import DataFilter, filter_reach, parse_filter
+from server.memories.data_index import BUILT, field_rows
+from server.settings import Settings
+from server.spaces import partition_key
+from tests.catalogs import BACKEND, settings_for
+
+DATA = [
+    {"n": 1, "team": "core", "due": "2027-01-01T09:00:00+01:00"},
+    {"n": 1.0, "team": "Core", "due": "2027-01-01T08:00:00Z"},  # the same instant as the first
+    {"n": True, "team": "core", "flag": False},  # a boolean is no number
+    {"n": 2.5, "a": {"b": "deep"}, "a.b": "literal"},  # the literal dotted key wins
+    {"a": {"b": "deep", "c": None}, "big": 2**60 + 1},
+    {"long": "x" * 300, "obj": {"k": [1, 2]}, "big": 2**60},
+    {"n": -3, "due": "2027-01-02T00:00:00-05:00", "tags": ["a", "b"]},
+    {},
+]
+FILTERS = [
+    {"n": 1},
+    {"n": True},
+    {"n": {"$ne": 1}},
+    {"n": {"$gt": 1}},
+    {"n": {"$gte": 1, "$lt": 3}},
+    {"n": {"$in": [2.5, -3, True]}},
+    {"n": {"$exists": False}},
+    {"team": "core"},
+    {"team": {"$ne": "core"}},
+    {"team": {"$in": ["core", "Core"]}},
+    {"due": "2027-01-01T08:00:00+00:00"},
+    {"due": {"$gt": "2027-01-01T08:30:00Z"}},
+    {"due": {"$lte": "2027-01-01T03:00:00-05:00"}},
+    {"a.b": "literal"},
+    {"a.b": "deep"},
+    {"a.c": None},
+    {"a": {"$exists": True}},
+    {"a.b": {"$exists": True}, "n": {"$exists": False}},
+    {"big": {"$gt": 2**60}},
+    {"big": 2**60 + 1},
+    {"big": {"$ne": 2**60}},
+    {"long": "x" * 300},
+    {"long": {"$ne": "x" * 299}},
+    {"obj": {"k": [1.0, 2]}},
+    {"obj": {"$ne": {"k": [1, 2]}}},
+    {"tags": ["a", "b"]},
+    {"flag": False},
+    {"flag": 0},
+]
+
+ACME = partition_key("acme")
+
+
+@pytest.fixture
+def acme(fake_service):
+    fake_service.operator.create_space("acme")
+    return fake_service.caller("cli", space="acme")
+
+
+def _fields(svc, memory_id: str) -> list[tuple]:
+    return [
+        tuple(r)
+        for r in svc._parts.catalog.all("SELECT path, kind FROM memory_fields WHERE memory_id = ?", (memory_id,))
+    ]
+
+
+def _expected(svc, data_filter: DataFilter) -> set[str]:
+    rows = svc._parts.catalog.all("SELECT id, data FROM memories WHERE forgotten_at IS NULL AND partition = ?", (ACME,))
+    return {r["id"] for r in rows if data_filter.matches(loaded(r["data"]))}
+
+
+def test_a_memorys_fields_are_the_paths_a_filter_names_with_the_value_the_filter_finds():
+    rows = {path: (kind, num, txt, instant) for path, kind, num, txt, instant in field_rows(DATA[3])}
+    assert rows["a.b"] == ("s", None, "literal", None)  # the literal key, as at_path finds it
+    assert rows["a"][0] == "j" and rows["n"] == ("n", 2.5, None, None)
+    assert field_rows({"t": True, "u": 1}) == [("t", "b", 1.0, None, None), ("u", "n", 1.0, None, None)]
+    one, two = (dict((r[0], r[4]) for r in field_rows(d)) for d in DATA[:2])
+    assert one["due"] == two["due"]  # two offsets, one instant
+    loose = {path: kind for path, kind, *_ in field_rows(DATA[5])}
+    assert loose == {"long": "x", "obj": "j", "obj.k": "j", "big": "n"}  # 2**60 is a double exactly
+    assert {p: k for p, k, *_ in field_rows(DATA[4])}["big"] == "x"  # 2**60 + 1 is not
+
+
+@pytest.mark.parametrize("raw", FILTERS, ids=[json.dumps(f)[:40] for f in FILTERS])
+def test_every_operator_answers_through_the_index_exactly_what_the_filter_matches(fake_service, acme, raw):
+    ids = [fake_service.remember(acme, f"fact {i}", data=d).id for i, d in enumerate(DATA)]
+    data_filter = parse_filter(raw)
+    assert data_filter is not None
+    wanted = _expected(fake_service, data_filter)
+    reach = filter_reach(fake_service._parts.memories, [ACME], data_filter)
+    assert set(reach.get(ACME, [])) == wanted
+    newest = fake_service.recall(acme, None, limit=100, where=raw).memories
+    assert {m.id for m in newest} == wanted and {m.id for m in newest} <= set(ids)
+    ranked = fake_service.recall(acme, "fact", limit=100, where=raw).memories
+    assert {m.id for m in ranked} == wanted
+
+
+def test_an_exact_filter_never_reads_a_memorys_data(fake_service, acme, monkeypatch):
+    for i in range(30):
+        fake_service.remember(acme, f"fact {i}", data={"n": i, "team": "core" if i % 3 else "rare"})
+    data_filter = parse_filter({"n": {"$gte": 10}, "team": {"$ne": "rare"}})
+    wanted = _expected(fake_service, data_filter)
+
+    def refuse(self, data):
+        raise AssertionError("matched in Python")
+
+    monkeypatch.setattr(DataFilter, "matches", refuse)
+    reach = filter_reach(fake_service._parts.memories, [ACME], data_filter)
+    assert set(reach[ACME]) == wanted and len(wanted) == 14
+
+
+def test_forget_takes_a_memorys_fields_with_its_data(fake_service, acme):
+    kept = fake_service.remember(acme, "acme builds with bazel", data={"tool": "bazel", "v": 6})
+    gone = fake_service.remember(acme, "acme's ledger", data={"ledger": "ledger-7f3a", "v": 7, "x": {"y": 1}})
+    assert len(_fields(fake_service, gone.id)) == 4
+    fake_service.forget(acme, gone.id)
+    assert _fields(fake_service, gone.id) == [] and len(_fields(fake_service, kept.id)) == 2
+    assert fake_service.recall(acme, None, where={"v": {"$gt": 0}}).memories[0].id == kept.id
+    assert fake_service.recall(acme, None, where={"ledger": {"$exists": True}}).memories == []
+    assert filter_reach(fake_service._parts.memories, [ACME], parse_filter({"v": {"$ne": 6}})) == {}
+
+
+def test_a_forget_by_filter_and_a_purged_space_take_their_fields(fake_service, acme):
+    fake_service.operator.create_space("globex")
+    globex = fake_service.caller("cli", space="globex")
+    for i in range(5):
+        fake_service.remember(acme, f"acme fact {i}", data={"i": i})
+        fake_service.remember(globex, f"globex fact {i}", data={"i": i})
+    preview = fake_service.operator.preview_forget(Filter(space="acme"))
+    assert fake_service.operator.forget_where(Filter(space="acme"), up_to=preview.up_to) == 5
+    count = "SELECT count(*) FROM memory_fields WHERE partition = ?"
+    assert fake_service._parts.catalog.one(count, (ACME,))[0] == 0
+    assert fake_service._parts.catalog.one(count, (partition_key("globex"),))[0] == 5
+    fake_service.operator.remove_space("globex", purge=True)
+    assert fake_service._parts.catalog.one("SELECT count(*) FROM memory_fields")[0] == 0
+
+
+def test_replace_indexes_the_new_memory_and_a_filter_answers_the_current_one(fake_service, acme):
+    old = fake_service.remember(acme, "acme deploys on fridays", data={"day": 5})
+    new = fake_service.replace(acme, old.id, "acme deploys on thursdays", data={"day": 4})
+    assert _fields(fake_service, new.id) == [("day", "n")]
+    assert [m.id for m in fake_service.recall(acme, None, where={"day": {"$gte": 4}}).memories] == [new.id]
+    assert [m.id for m in fake_service.recall(acme, "deploys", where={"day": {"$gte": 4}}).memories] == [new.id]
+
+
+def test_an_import_indexes_its_rows(fake_service, acme):
+    lines = [{"text": f"imported fact {i}", "space": "acme", "data": {"n": i, "even": i % 2 == 0}} for i in range(50)]
+    report = fake_service.operator.import_jsonl(io.BytesIO(b"".join(json.dumps(x).encode() + b"\n" for x in lines)))
+    assert report.imported == 50
+    assert fake_service._parts.catalog.one("SELECT count(*) FROM memory_fields")[0] == 100
+    found = fake_service.recall(acme, None, limit=100, where={"even": True, "n": {"$lt": 10}}).memories
+    assert sorted(m.data["n"] for m in found) == [0, 2, 4, 6, 8]
+
+
+def test_an_import_restore_indexes_the_restored_data(fake_service, acme, tmp_path, clock):
+    source = open_service(Settings(home=tmp_path / "source", model=None), embedder=HashingEmbedder(), clock=clock)
+    try:
+        source.operator.create_space("acme")
+        there = source.caller("cli", space="acme")
+        ids = [
+            source.remember(there, f"restored fact {i}", data={"n": i, "due": f"2027-0{i + 1}-01T00:00:00Z"}).id
+            for i in range(4)
+        ]
+        out = io.BytesIO()
+        export_home(out, Settings(home=source.home, model=None))
+    finally:
+        source.close()
+    report = fake_service.operator.import_restore(io.BytesIO(out.getvalue()))
+    assert report.imported == 4, report.errors
+    found = fake_service.recall(acme, None, where={"due": {"$gte": "2027-02-01T01:00:00+01:00"}}).memories
+    assert {m.id for m in found} == set(ids[1:])
+
+
+def _make_old(catalog) -> None:
+    """The catalog as esfis made it before version 14: no memory_fields, schema 13."""
+    with catalog.transaction() as tx:
+        if BACKEND == "postgresql":
+            tx.execute("DROP TABLE memory_fields")
+            tx.execute("DROP TRIGGER memory_fields_on_forget ON memories")
+            tx.execute("DROP FUNCTION memory_fields_forget()")
+        else:
+            tx.execute("DROP TRIGGER memory_fields_on_forget")
+            tx.execute("DROP TABLE memory_fields")
+        tx.execute("DELETE FROM meta WHERE key = ?", (BUILT,))
+        tx.execute("UPDATE meta SET value = '13' WHERE key = 'schema'")
+
+
+def test_a_home_made_before_the_index_is_filled_from_its_data_on_open(home, clock):
+    svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
+    svc.operator.create_space("acme")
+    acme = svc.caller("cli", space="acme")
+    ids = [
+        svc.remember(acme, f"old fact {i}", data={"n": i, "who": {"team": "core" if i % 2 else "ops"}}).id
+        for i in range(6)
+    ]
+    svc.forget(acme, ids[5])
+    _make_old(svc._parts.catalog)
+    svc.close()
+    svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
+    try:
+        acme = svc.caller("cli", space="acme")
+        assert svc._parts.catalog.one("SELECT value FROM meta WHERE key = 'schema'")[0] == "14"
+        assert svc._parts.catalog.one("SELECT count(*) FROM memory_fields")[0] == 5 * 3  # n, who, who.team
+        found = svc.recall(acme, None, limit=10, where={"who.team": "core", "n": {"$ne": 3}}).memories
+        assert [m.id for m in found] == [ids[1]]
+        gone = svc.remember(acme, "new fact", data={"n": 9})
+        svc.forget(acme, gone.id)  # the trigger came back with the schema
+        assert _fields(svc, gone.id) == []
+    finally:
+        svc.close()
