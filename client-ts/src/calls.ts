@@ -2,8 +2,8 @@
  * Each verb once, as data: the request it sends, whether it is safe to send again, and how its
  * answer reads. `Esfis` only carries calls out (client.ts), as the Python client's `calls` does.
  *
- * Which calls may be sent again (`safe`): reads (get, recall, openContext, an approval's check,
- * an export page), where a second answer is as good as the first. A write (remember, replace,
+ * Which calls may be sent again (`safe`): reads (get, recall, a listing's page, openContext, an
+ * approval's check, an export page), where a second answer is as good as the first. A write (remember, replace,
  * forget, withdraw, share, a run token, an import, a backup) is sent once: esfis has no
  * idempotency key, so a write repeated after an answer was lost could be applied twice; only a
  * connection that was never made is tried again (retrying.ts).
@@ -21,6 +21,7 @@ import {
   type Reference,
   type Remembered,
   type RunToken,
+  type SpacePage,
   readApproval,
   readBackupReport,
   readContext,
@@ -31,6 +32,7 @@ import {
   readReference,
   readRemembered,
   readRunToken,
+  readSpacePage,
 } from "./models.js";
 
 /** An answer as a call reads it: its status and its parsed JSON body (undefined for 204). */
@@ -208,6 +210,49 @@ export function openContext(ref: string, place: Place): Call<Context> {
     read: ({ body }) => readContext(body),
     safe: true,
     params: placeFields(place),
+  };
+}
+
+export interface SpacePageFields {
+  within?: string | undefined;
+  cursor?: string | null | undefined;
+  limit?: number | undefined;
+}
+
+/** One page of the spaces the caller reads (GET /v1/browse/spaces): a read. */
+export function spacePage(place: Place, fields: SpacePageFields = {}): Call<SpacePage> {
+  const params = placeFields(place);
+  if (fields.within !== undefined) params["within"] = fields.within;
+  if (fields.cursor !== undefined && fields.cursor !== null) params["cursor"] = fields.cursor;
+  if (fields.limit !== undefined) params["limit"] = String(fields.limit);
+  return { method: "GET", path: "/v1/browse/spaces", read: ({ body }) => readSpacePage(body), safe: true, params };
+}
+
+export interface MemoryListFields {
+  within?: string | undefined;
+  below?: boolean | undefined;
+  filter?: JsonObject | undefined;
+  cursor?: string | null | undefined;
+  limit?: number | undefined;
+}
+
+/**
+ * One page of the memories the caller reads (POST /v1/browse/memories), newest first: a read (the
+ * run reads what it lists, as a recall's results; a second answer is as good as the first).
+ */
+export function listedMemories(place: Place, fields: MemoryListFields = {}): Call<MemoryPage> {
+  const body: Record<string, unknown> = { ...placeFields(place) };
+  if (fields.within !== undefined) body["within"] = fields.within;
+  if (fields.below === false) body["below"] = false;
+  if (fields.filter !== undefined) body["filter"] = fields.filter;
+  if (fields.cursor !== undefined && fields.cursor !== null) body["cursor"] = fields.cursor;
+  if (fields.limit !== undefined) body["limit"] = fields.limit;
+  return {
+    method: "POST",
+    path: "/v1/browse/memories",
+    read: ({ body: b }) => readMemoryPage(b),
+    safe: true,
+    json: body,
   };
 }
 

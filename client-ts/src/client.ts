@@ -23,6 +23,7 @@ import type {
   Reference,
   Remembered,
   RunToken,
+  SpacePage,
 } from "./models.js";
 import { NO_RETRIES, Retries, type RetryOptions, pollDelays, sleep } from "./retrying.js";
 
@@ -79,6 +80,41 @@ export interface RecallOptions extends PlaceOptions {
   asOf?: string | Date | undefined;
   /** At most this many (1 to 100; the server's default 10). */
   limit?: number | undefined;
+}
+
+export interface ListSpacesOptions extends PlaceOptions {
+  /** Only this space and those below it (never personal); absent: every space the call reads. */
+  within?: string | undefined;
+  /** The previous page's `nextCursor`; absent: the first page. */
+  cursor?: string | null | undefined;
+  /** Spaces on the page (1 to 200; the server's default 50). */
+  limit?: number | undefined;
+}
+
+export interface SpacesOptions extends PlaceOptions {
+  within?: string | undefined;
+  /** Spaces per page read (1 to 200, default 200). */
+  page?: number | undefined;
+}
+
+export interface ListMemoriesOptions extends PlaceOptions {
+  /** Only this space, and with `below` (the default) those under it; absent: all the call reads. */
+  within?: string | undefined;
+  below?: boolean | undefined;
+  /** Select by the memories' `data`, as recall's filter does. */
+  filter?: JsonObject | undefined;
+  /** The previous page's `nextCursor`; absent: the first (newest) page. */
+  cursor?: string | null | undefined;
+  /** Memories on the page (1 to 200; the server's default 50). */
+  limit?: number | undefined;
+}
+
+export interface MemoriesOptions extends PlaceOptions {
+  within?: string | undefined;
+  below?: boolean | undefined;
+  filter?: JsonObject | undefined;
+  /** Memories per page read (1 to 200, default 200). */
+  page?: number | undefined;
 }
 
 export interface ReplaceOptions extends PlaceOptions {
@@ -289,6 +325,50 @@ export class Esfis {
   async forget(memoryId: string, options: PlaceOptions = {}): Promise<Held | undefined> {
     const answer = await this.#run(calls.forget(memoryId, this.#at(options)), options.signal);
     return answer === undefined ? undefined : this.#held(answer);
+  }
+
+  // -- what the call reads, listed ----------------------------------------------------------
+
+  /**
+   * One page of the spaces the call reads from where it stands (`within`: that space and those
+   * below it), by name; `personal` says whether it reads personal memories. Reads no memory.
+   */
+  async listSpaces(options: ListSpacesOptions = {}): Promise<SpacePage> {
+    return this.#run(calls.spacePage(this.#at(options), options), options.signal);
+  }
+
+  /** Every space the call reads, by name, read a page at a time: `for await (const name of esfis.spaces())`. */
+  async *spaces(options: SpacesOptions = {}): AsyncGenerator<string, void, undefined> {
+    const { page = 200, ...rest } = options;
+    let cursor: string | null = null;
+    for (;;) {
+      const found: SpacePage = await this.listSpaces({ ...rest, cursor, limit: page });
+      yield* found.spaces;
+      if (found.nextCursor === null) return;
+      cursor = found.nextCursor;
+    }
+  }
+
+  /**
+   * One page of the current memories the call reads, newest first (`within`: one space, and with
+   * `below` those under it; `filter`: as recall's). The run reads what it lists, as a recall's
+   * results: it carries their labels (the data barrier). A filtered page may hold fewer than
+   * `limit`, even none, and still have a `nextCursor`.
+   */
+  async listMemories(options: ListMemoriesOptions = {}): Promise<MemoryPage> {
+    return this.#run(calls.listedMemories(this.#at(options), options), options.signal);
+  }
+
+  /** Every current memory the call reads, newest first, read a page at a time (each read by the run). */
+  async *memories(options: MemoriesOptions = {}): AsyncGenerator<Memory, void, undefined> {
+    const { page = 200, ...rest } = options;
+    let cursor: string | null = null;
+    for (;;) {
+      const found: MemoryPage = await this.listMemories({ ...rest, cursor, limit: page });
+      yield* found.memories;
+      if (found.nextCursor === null) return;
+      cursor = found.nextCursor;
+    }
   }
 
   // -- context by reference -----------------------------------------------------------------

@@ -15,11 +15,15 @@ export {
   type ExportOptions,
   type FetchLike,
   type ImportOptions,
+  type ListMemoriesOptions,
+  type ListSpacesOptions,
+  type MemoriesOptions,
   type PlaceOptions,
   type RecallOptions,
   type RememberOptions,
   type ReplaceOptions,
   type RunOptions,
+  type SpacesOptions,
   type WaitOptions,
 } from "./client.js";
 export type { ImportRow, Place, Selection } from "./calls.js";

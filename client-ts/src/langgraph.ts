@@ -23,8 +23,10 @@
  *   runs on the value through esfis's metadata filter (`{status: "active"}` tests
  *   `value.status`) inside the partitions, before ranking. `limit + offset` is at most 100. An
  *   empty prefix searches the store's `roots` (else the token's own place).
- * - **listNamespaces** lists the namespaces holding items the token reaches, from the newest 100
- *   items under each root or prefix: esfis has no route that lists spaces to an agent.
+ * - **listNamespaces** lists the namespaces the token reads under each root or prefix: every space
+ *   it reads from there (`GET /v1/browse/spaces`, followed page by page, however many), whether or
+ *   not it holds items yet. It reads no memory, so the run carries nothing from listing them (a
+ *   listing of items would be read by the run, as recall's results are, and could bar its writes).
  *
  * Needs `@langchain/langgraph-checkpoint` (a peer dependency; `@langchain/langgraph` brings it).
  */
@@ -46,12 +48,13 @@ import {
 
 import { Esfis, type EsfisOptions, Held } from "./client.js";
 import { EsfisError, Forbidden, HeldForApproval, InvalidInput, NotFound } from "./errors.js";
-import type { JsonObject, Recalled } from "./models.js";
+import type { JsonObject, Recalled, SpacePage } from "./models.js";
 
 const SEGMENT = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const MAX_DEPTH = 8; // a space's segments
 export const MAX_KEY_CHARS = 512;
 const MAX_RESULTS = 100; // recall's limit: a search's limit + offset
+const SPACES_PAGE = 200; // spaces read a page at a time by listNamespaces
 const WHOLE_VALUE = "$";
 
 /** The space a namespace names, or `InvalidNamespaceError` stating the rule. */
@@ -209,10 +212,15 @@ export class EsfisStore extends BaseStore {
     for (const c of conditions) if (c.matchType === "prefix") prefix = literalHead(c.path);
     const seen = new Map<string, string[]>();
     for (const space of this.#spaces(prefix)) {
-      const items = await this.#ask({ space }, () =>
-        this.client.recall({ filter: { namespace: { $exists: true } }, limit: MAX_RESULTS, space }),
-      );
-      for (const r of items) if (r.space !== null) seen.set(r.space, namespaceOf(r.space));
+      let cursor: string | null = null;
+      do {
+        // every page: the store lists every space, however many
+        const page: SpacePage = await this.#ask({ space }, () =>
+          this.client.listSpaces({ cursor, limit: SPACES_PAGE, space }),
+        );
+        for (const name of page.spaces) seen.set(name, namespaceOf(name));
+        cursor = page.nextCursor;
+      } while (cursor !== null);
     }
     let matching = [...seen.values()].filter((n) => conditions.every((c) => matches(n, c)));
     if (op.maxDepth !== undefined) {

@@ -143,9 +143,22 @@ export interface BackupReport {
   seconds: number;
 }
 
-/** One keyset page of the operator's listing. */
+/**
+ * One keyset page of memories, newest first: the operator's listing, or an agent's (the current
+ * memories it reads; read by its run, as a recall's results are). `nextCursor` null: the last page.
+ */
 export interface MemoryPage {
   memories: Memory[];
+  nextCursor: string | null;
+}
+
+/**
+ * One keyset page of the spaces the caller reads from where it stands, by name; `personal`: it
+ * reads personal memories too (no space names them). `nextCursor` null: the last page.
+ */
+export interface SpacePage {
+  personal: boolean;
+  spaces: string[];
   nextCursor: string | null;
 }
 
@@ -358,4 +371,13 @@ export function readBackupReport(value: unknown): BackupReport {
 export function readMemoryPage(value: unknown): MemoryPage {
   const o = object(value, "page of memories");
   return { memories: list(o, "memories", readMemory), nextCursor: textOrNull(o, "next_cursor") };
+}
+
+export function readSpacePage(value: unknown): SpacePage {
+  const o = object(value, "page of spaces");
+  return {
+    personal: o["personal"] === true,
+    spaces: list(o, "spaces", (s) => text(object(s, "space"), "name", "space")),
+    nextCursor: textOrNull(o, "next_cursor"),
+  };
 }

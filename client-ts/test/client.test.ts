@@ -2,7 +2,8 @@
  * esfis-client against a real `esfis serve`: the three-line start, isolation through the client,
  * typed answers, each error code its own class (and the list held to the server's), the barrier,
  * held calls awaited and approved by the operator, dedupe, recall as of a time, context by
- * reference, and the operator's streamed import and paged export.
+ * reference, the operator's streamed import and paged export, and an agent's listings (spaces and
+ * memories, page by page; what a page lists is read by the run).
  */
 
 import assert from "node:assert/strict";
@@ -21,6 +22,7 @@ import {
   InvalidMemoryId,
   InvalidSpaceName,
   type ImportRow,
+  type Memory,
   NotFound,
   OutOfReach,
   SpaceNotFound,
@@ -30,6 +32,7 @@ import {
 import {
   ACME_AUTH,
   GLOBEX_AUTH,
+  OPERATOR_TOKEN,
   QUESTION,
   RUN,
   SECRET,
@@ -322,5 +325,57 @@ describe("the operator's", () => {
     for await (const m of op.export({ space: "globex", state: "current" })) globex.push(m);
     assert.ok(globex.some((m) => m.text === GLOBEX_AUTH));
     assert.ok(globex.every((m) => m.space === "globex"));
+  });
+});
+
+describe("listings", () => {
+  test("an agent lists the spaces and memories it reads, page by page, never another space's", async () => {
+    const acme = await session("acme"); // a run token scoped to acme: no personal memories
+    const first = await acme.listSpaces({ limit: 1 });
+    assert.deepEqual([first.personal, first.spaces, first.nextCursor], [false, ["acme"], "acme"]);
+    const names: string[] = [];
+    for await (const name of acme.spaces({ page: 1 })) names.push(name);
+    assert.ok(names.includes("acme") && names.includes("acme/platform"), String(names));
+    assert.ok(names.every((n) => n === "acme" || n.startsWith("acme/")), String(names));
+    assert.equal(new Set(names).size, names.length); // every page, once
+    const listed: Memory[] = [];
+    for await (const m of acme.memories({ page: 2 })) listed.push(m);
+    assert.ok(listed.length > 2);
+    assert.equal(new Set(listed.map((m) => m.id)).size, listed.length);
+    assert.ok(listed.every((m, i) => i === 0 || m.createdAt <= (listed[i - 1] as Memory).createdAt)); // newest first
+    assert.ok(listed.every((m) => m.space === "acme" || m.space?.startsWith("acme/")));
+    const all = new Set(texts(listed));
+    assert.ok(all.has(ACME_AUTH) && all.has(SECRET) && !all.has(GLOBEX_AUTH));
+    const decisions = await acme.listMemories({ filter: { kind: "decision" }, limit: 200 });
+    assert.ok(decisions.memories.every((m) => m.data["kind"] === "decision"));
+    await assert.rejects(acme.listSpaces({ within: "globex" }), OutOfReach);
+    await assert.rejects(acme.listMemories({ within: "globex" }), OutOfReach);
+    const cursor = await acme.listMemories({ cursor: "not-a-cursor" }).catch((e: unknown) => e);
+    assert.ok(cursor instanceof InvalidInput && cursor.field === "cursor", String(cursor));
+    const limit = await acme.listSpaces({ limit: 0 }).catch((e: unknown) => e);
+    assert.ok(limit instanceof InvalidInput && limit.field === "limit", String(limit));
+  });
+
+  test("what a page lists is in the delivery log and carried by the run", async () => {
+    const agent = await session(); // unscoped: stands in acme, reads personal memories too
+    assert.equal((await agent.listSpaces({ space: "acme" })).personal, true);
+    const listed = await agent.listMemories({ space: "acme", within: "acme/platform" });
+    assert.deepEqual(texts(listed.memories), [SECRET]);
+    const answer = await fetch(`${SERVER_URL}/v1/deliveries?ai=ts-agent&last=1`, {
+      headers: { Authorization: `Bearer ${OPERATOR_TOKEN}` },
+    });
+    const delivery = ((await answer.json()) as { deliveries: { items: { memory_id: string }[] }[] }).deliveries[0];
+    assert.deepEqual(
+      delivery?.items.map((i) => i.memory_id),
+      listed.memories.map((m) => m.id),
+    );
+    // The run now carries acme/platform: a write into personal waits for a person…
+    const held = await agent.remember(`platform secrets live in vault (${RUN})`, { space: "acme", personal: true });
+    assert.ok(isHeld(held), String(held));
+    await held.withdraw();
+    // …where a run that only listed spaces carries nothing, and writes it at once.
+    const other = await session();
+    await other.listSpaces({ space: "acme" });
+    assert.ok(!isHeld(await other.remember(`a personal note (${RUN})`, { space: "acme", personal: true })));
   });
 });

@@ -13,7 +13,7 @@ import type { BaseStore } from "@langchain/langgraph-checkpoint";
 
 import { Esfis, InvalidInput, NotFound, OutOfReach, SpaceNotFound } from "../src/index.js";
 import { EsfisStore, InvalidNamespaceError, MAX_KEY_CHARS } from "../src/langgraph.js";
-import { ACME_AUTH, GLOBEX_AUTH, QUESTION, SERVER_URL, agentToken } from "./support.js";
+import { ACME_AUTH, GLOBEX_AUTH, OPERATOR_TOKEN, QUESTION, SERVER_URL, agentToken } from "./support.js";
 
 const ACME = ["acme"];
 const PLATFORM = ["acme", "platform"];
@@ -37,6 +37,16 @@ function oneNodeGraph(node: Node, store: BaseStore) {
  */
 function storeFor(space: string): EsfisStore {
   return new EsfisStore(new Esfis(SERVER_URL, agentToken(space)), { fields: ["text"] });
+}
+
+/** A space made by the operator's route (an agent token cannot make one). */
+async function createSpace(name: string): Promise<void> {
+  const answer = await fetch(`${SERVER_URL}/v1/spaces`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${OPERATOR_TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ name }),
+  });
+  if (answer.status !== 201) throw new Error(`space ${name}: ${answer.status} ${await answer.text()}`);
 }
 
 let globex: EsfisStore;
@@ -124,6 +134,23 @@ test("listNamespaces lists what the token reaches", async () => {
   assert.deepEqual(await acme.listNamespaces({ prefix: PLATFORM }), [PLATFORM]);
   assert.deepEqual(await acme.listNamespaces({ maxDepth: 1 }), [ACME]);
   assert.deepEqual(await acme.listNamespaces({ suffix: ["platform"] }), [PLATFORM]);
+});
+
+test("listNamespaces lists every namespace, however many, and never one of Globex", async () => {
+  // More than a page of spaces (200), and more than the 100 items the store once read.
+  const teams = Array.from({ length: 230 }, (_, i) => ["acme", "teams", `t${String(i).padStart(3, "0")}`]);
+  for (const names of [[["acme", "teams"]], teams]) {
+    for (let i = 0; i < names.length; i += 10) {
+      await Promise.all(names.slice(i, i + 10).map((n) => createSpace(n.join("/"))));
+    }
+  }
+  const acme = storeFor("acme");
+  await acme.put(teams[0] as string[], "charter", { text: "team 0 owns the billing service" });
+  assert.deepEqual(await acme.listNamespaces({ prefix: ["acme", "teams"], limit: 500 }), [["acme", "teams"], ...teams]);
+  const all = await acme.listNamespaces({ limit: 500 });
+  assert.equal(all.length, 233, String(all.length)); // acme, acme/platform, acme/teams and its 230
+  assert.deepEqual(await acme.listNamespaces({ suffix: ["t229"] }), [teams[229]]);
+  assert.deepEqual(await storeFor("globex").listNamespaces({ limit: 500 }), [GLOBEX]);
 });
 
 test("what cannot map fails with a clear error", async () => {
