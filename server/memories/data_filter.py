@@ -30,7 +30,7 @@ from server.errors import InvalidInput
 from server.inputs import MAX_FILTER_BYTES, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, size
 from server.memories import MemoryBook
 from server.memories.data import MISSING, Data, at_path, compact, instant, is_number, loaded
-from server.memories.data_index import keyed, matching_sql, probes
+from server.memories.data_index import joined, keyed, matching_sql, probes
 from server.spaces import partition_key
 
 FIELD = "filter"
@@ -178,15 +178,17 @@ def filter_reach(book: MemoryBook, keys: list[str], data_filter: DataFilter) -> 
         return {}
     catalog = book.catalog
     chosen, params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
-    rows = [] if chosen is None else catalog.all(chosen, keyed(params, keys))
+    allowed: dict[str, list[str]] = {}
+    if chosen is not None:
+        for partition, ids in catalog.all(joined(chosen, catalog.sql), keyed(params, keys)):
+            allowed[partition] = ids.split(",")
     if loose:
         suspects = {r[1]: r[0] for r in catalog.all(loose, keyed(loose_params, keys))}
         failing = _failing(book, set(suspects), data_filter)
-        rows = [r for r in rows if r[1] not in suspects]
-        rows += [(partition, id_) for id_, partition in suspects.items() if id_ not in failing]
-    allowed: dict[str, list[str]] = {}
-    for partition, id_ in rows:
-        allowed.setdefault(partition, []).append(id_)
+        allowed = {k: [i for i in ids if i not in suspects] for k, ids in allowed.items()}
+        for id_, partition in suspects.items():
+            if id_ not in failing:
+                allowed.setdefault(partition, []).append(id_)
     return allowed
 
 
@@ -270,9 +272,11 @@ def _newest_in(
     chosen, chosen_params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
     suspects = len(catalog.all(loose, keyed(loose_params, [key]))) if loose else 0
     sets = [s for s in (chosen, loose) if s]
+    # CROSS JOIN: SQLite then reads the set first, as written (left to itself, it walked the
+    # whole partition newest first, testing each memory against the set).
     rows = catalog.all(
-        f"SELECT {columns} FROM (SELECT rowid AS row_at, * FROM memories) m WHERE m.id IN "
-        f"(SELECT memory_id FROM ({' UNION '.join(sets)}) AS chosen) AND m.partition = ? AND {valid} {order} LIMIT ?",
+        f"SELECT {columns} FROM ({' UNION '.join(sets)}) AS chosen CROSS JOIN (SELECT rowid AS row_at, * FROM memories) m "
+        f"WHERE m.id = chosen.memory_id AND m.partition = ? AND {valid} {order} LIMIT ?",
         (*keyed((chosen_params if chosen else []) + loose_params, [key]), key, micros, micros, count + suspects),
     )
     return [tuple(r) for r in rows if data_filter.matches(loaded(r[2]))][:count], refused

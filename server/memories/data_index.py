@@ -293,6 +293,14 @@ def probes(conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
     return " AND ".join(clauses) or "1 = 1", params
 
 
+def joined(chosen: str, sql: Dialect) -> str:
+    """``chosen``'s ids as one comma-separated text per partition: a broad filter's tens of
+    thousands of ids cross to Python as a few strings, not as a row each (half the cost of its
+    read at 100,000 memories). Ids hold no comma (``server.memories.input``)."""
+    aggregate = "group_concat(memory_id, ',')" if sql.values.startswith("json_each") else "string_agg(memory_id, ',')"
+    return f"SELECT partition, {aggregate} FROM ({chosen}) AS chosen GROUP BY partition"
+
+
 def keyed(params: list[Any], keys: list[str]) -> tuple[Any, ...]:
     """``params`` with each None (a partitions' placeholder) given the partitions' JSON array."""
     array = json.dumps(keys)
