@@ -1,56 +1,23 @@
 """The operator's memories at the command line: ``esfis memories list`` (a keyset page under a
-filter), ``esfis memories show ID`` (one memory's provenance), and the forget by filter that
-``esfis forget --where FILTER`` runs (``--dry-run`` counts; otherwise the count is shown and
-confirmed at a terminal, or by ``--yes``, and nothing written after the count is touched).
+selection), ``esfis memories show ID`` (one memory's provenance), and the forget by selection
+that ``esfis forget`` without an ID runs (``--dry-run`` counts; otherwise the count is shown
+and confirmed at a terminal, or by ``--yes``, and nothing written after the count is touched).
 
-A filter is a JSON object, as ``recall --where`` takes one: ``{"space": "acme", "below": true,
-"ai": "cursor", "origin": "source:slack", "since": "7d", "before": "2026-12-01", "state":
-"current"}``; ``space`` absent or null means personal memories.
+A selection is spelled as on every command that selects (``server.cli.selection``): ``--space
+acme --below --ai cursor --origin source:slack --since 7d --before 2026-12-01 --state current``;
+no ``--space`` (or ``--personal``) means personal memories.
 """
 
 from __future__ import annotations
 
 import sys
 from argparse import Namespace
-from typing import Any
 
 from server import render
 from server.cli.context import dumps, open_service, shapes
 from server.cli.registry import arg, command, group
+from server.cli.selection import NARROWING, OLD_WHERE, PLACE, WRITER, selection
 from server.errors import InvalidInput
-
-FILTER_KEYS = ("space", "below", "ai", "origin", "since", "before", "state")
-FILTER_HELP = (
-    'a JSON object: {"space": "acme", "below": true, "ai": "cursor", "origin": "source:slack", '
-    '"since": "7d", "before": "2026-12-01", "state": "current|superseded|expired"} (space null: personal)'
-)
-
-
-def memory_filter(where: Any, flag: str = "--where") -> Any:
-    """The façade's filter from a ``--where`` JSON object; an unknown key is a clear error."""
-    from server.facade import PERSONAL, MemoryFilter
-
-    if not isinstance(where, dict):
-        raise InvalidInput(f"{flag} must be a JSON object with keys among {', '.join(FILTER_KEYS)}")
-    unknown = sorted(set(where) - set(FILTER_KEYS))
-    if unknown:
-        raise InvalidInput(f"{flag}: unknown key {unknown[0]!r} (keys: {', '.join(FILTER_KEYS)})")
-    for key in ("space", "ai", "origin", "since", "before", "state"):
-        if where.get(key) is not None and not isinstance(where[key], str):
-            raise InvalidInput(f"{flag}: {key} must be a string")
-    if not isinstance(where.get("below", False), bool):
-        raise InvalidInput(f"{flag}: below must be true or false")
-    space = where.get("space")
-    return MemoryFilter(
-        space=PERSONAL if space is None else space,
-        below=where.get("below", False),
-        ai=where.get("ai"),
-        origin=where.get("origin"),
-        since=where.get("since"),
-        before=where.get("before"),
-        state=where.get("state"),
-    )
-
 
 group("memories", "the memories themselves: list and show, as the operator")
 
@@ -58,14 +25,19 @@ group("memories", "the memories themselves: list and show, as the operator")
 @command(
     "memories list",
     "memories newest first under a filter, a page at a time (operator)",
-    arg("--where", type=lambda v: _json(v), metavar="JSON", default={}, help=FILTER_HELP),
+    *PLACE,
+    *NARROWING,
+    WRITER,
+    OLD_WHERE,
     arg("--cursor", help="the next_cursor a page printed"),
     arg("--limit", type=int, default=50, help="memories on a page, 1 to 200"),
     arg("--json", action="store_true"),
 )
 def list_memories(args: Namespace) -> None:
     with open_service() as service:
-        found = service.operator.memory_page(memory_filter(args.where), cursor=args.cursor, limit=args.limit)
+        found = service.operator.memory_page(
+            selection(args, command="memories list"), cursor=args.cursor, limit=args.limit
+        )
     if args.json:
         print(dumps(shapes().MemoryPageOut.of(found).dump()))
         return
@@ -101,15 +73,15 @@ def show_memory(args: Namespace) -> None:
 
 
 def forget_where(args: Namespace) -> None:
-    """``esfis forget --where``: count, then (confirmed) forget what was counted."""
+    """``esfis forget`` by selection: count, then (confirmed) forget what was counted."""
     with open_service() as service:
-        chosen = memory_filter(args.where)
+        chosen = selection(args, command="forget")
         preview = service.operator.preview_forget(chosen)
         if args.dry_run:
             if args.json:
                 print(dumps({"dry_run": True, "matched": preview.count, "up_to": preview.up_to}))
             else:
-                print(f"would forget {render.counted(preview.count, 'memory')} (esfis forget --where … --yes)")
+                print(f"would forget {render.counted(preview.count, 'memory')} (the same with --yes forgets them)")
             return
         up_to = preview.up_to if args.up_to is None else args.up_to
         if not args.yes:
@@ -131,13 +103,3 @@ def forget_where(args: Namespace) -> None:
 def _line(text: str | None, width: int = 100) -> str:
     flat = render.memory_text(" ".join(text.split()) if text else text)
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _json(value: str) -> Any:
-    import argparse
-    import json
-
-    try:
-        return json.loads(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--where must be JSON (a JSON object): {exc}") from None

@@ -7,15 +7,14 @@ folder); a write the data barrier holds asks a person at the terminal, and only 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from argparse import Namespace
-from collections.abc import Callable
 
 from server import inputs, render
 from server.cli.context import CALLER, ask_at_terminal, caller, dumps, open_service, shapes
-from server.cli.curation import FILTER_HELP, forget_where
+from server.cli.curation import forget_where
 from server.cli.registry import arg, command
+from server.cli.selection import NARROWING, OLD_WHERE, UNTIL, chosen, data_filter, json_value, narrowed
 from server.clock import iso
 from server.errors import InvalidInput
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, Held
@@ -29,18 +28,6 @@ def _integer(value: str) -> int:
         raise argparse.ArgumentTypeError(f"--limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}") from None
 
 
-def _json(flag: str) -> Callable[[str], object]:
-    """A flag's type: JSON text, parsed; what it must hold is the core's to check."""
-
-    def parse(value: str) -> object:
-        try:
-            return json.loads(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{flag} must be JSON (a JSON object): {exc}") from None
-
-    return parse
-
-
 @command(
     "remember",
     "store a memory in this space (or personal)",
@@ -50,7 +37,7 @@ def _json(flag: str) -> Callable[[str], object]:
     arg("--valid-until", help=inputs.VALID_UNTIL),
     arg("--labels", action="append", metavar="MARK", help=f"{inputs.LABELS} (one mark per flag, repeatable)"),
     arg("--no-dedupe", action="store_true", help="store it even when the space already holds this fact"),
-    arg("--data", type=_json("--data"), metavar="JSON", help=inputs.DATA),
+    arg("--data", type=json_value("--data"), metavar="JSON", help=inputs.DATA),
 )
 def remember(args: Namespace) -> None:
     with open_service() as service:
@@ -78,7 +65,7 @@ def remember(args: Namespace) -> None:
     "recall",
     "the memories of this space and personal that best answer QUERY",
     *CALLER,
-    arg("query", nargs="?", help=inputs.QUERY + "; may be left out with --where"),
+    arg("query", nargs="?", help=inputs.QUERY + "; may be left out with --filter"),
     arg(
         "--limit",
         type=_integer,
@@ -87,12 +74,19 @@ def remember(args: Namespace) -> None:
         field="limit",
     ),
     arg("--as-of", metavar="TIME", help=inputs.AS_OF),
-    arg("--where", type=_json("--where"), metavar="JSON", help=inputs.FILTER),
+    arg("--filter", type=json_value("--filter"), metavar="JSON", help=inputs.FILTER),
+    arg(
+        "--where",
+        type=json_value("--where"),
+        metavar="JSON",
+        help=f"deprecated, accepted until {UNTIL}: the old name of --filter",
+    ),
     arg("--json", action="store_true"),
 )
 def recall(args: Namespace) -> None:
+    data = data_filter(args)
     with open_service() as service:
-        result = service.recall(caller(service, args), args.query, limit=args.limit, as_of=args.as_of, where=args.where)
+        result = service.recall(caller(service, args), args.query, limit=args.limit, as_of=args.as_of, where=data)
     print(dumps(shapes().RecallOut.of(result.memories).dump()) if args.json else render.recall_table(result.memories))
 
 
@@ -118,7 +112,7 @@ def get(args: Namespace) -> None:
     arg("id"),
     arg("text", help=inputs.NEW_TEXT),
     arg("--new-space", help=inputs.NEW_SPACE),
-    arg("--data", type=_json("--data"), metavar="JSON", help=inputs.REPLACE_DATA),
+    arg("--data", type=json_value("--data"), metavar="JSON", help=inputs.REPLACE_DATA),
 )
 def replace(args: Namespace) -> None:
     with open_service() as service:
@@ -130,21 +124,33 @@ def replace(args: Namespace) -> None:
 
 @command(
     "forget",
-    "remove a memory for good; with --where, every memory a filter selects (operator)",
-    *CALLER,
+    "remove a memory for good; without ID, every memory a selection chooses (operator)",
     arg("id", nargs="?"),
-    arg("--where", type=_json("--where"), metavar="JSON", help="forget by filter: " + FILTER_HELP),
-    arg("--dry-run", action="store_true", help="with --where: count what it selects, forget nothing"),
-    arg("--yes", action="store_true", help="with --where: forget without asking at the terminal"),
-    arg("--up-to", type=int, metavar="ROW", help="with --where: a dry run's up_to (nothing newer is touched)"),
-    arg("--json", action="store_true", help="with --where --dry-run: the count as JSON"),
+    # With an ID these say who forgets, from where (an agent's verb); without, what to forget.
+    arg("--ai", help="with ID: the acting AI (default: $ESFIS_AI, else 'cli'); without: only those this AI wrote"),
+    arg(
+        "--space",
+        field="space",
+        help="with ID: the caller's space (default: $ESFIS_SPACE, else the current folder's); "
+        "without: the space whose memories (no --space: personal ones)",
+    ),
+    CALLER[2],  # --run
+    arg("--personal", action="store_true", help="without ID: personal memories (in no space)"),
+    *NARROWING,
+    OLD_WHERE,
+    arg("--dry-run", action="store_true", help="without ID: count what it selects, forget nothing"),
+    arg("--yes", action="store_true", help="without ID: forget without asking at the terminal"),
+    arg("--up-to", type=int, metavar="ROW", help="without ID: a dry run's up_to (nothing newer is touched)"),
+    arg("--json", action="store_true", help="without ID, with --dry-run: the count as JSON"),
 )
 def forget(args: Namespace) -> None:
-    if (args.id is None) == (args.where is None):
-        raise InvalidInput("forget takes a memory's ID, or --where FILTER (not both)")
-    if args.where is not None:
+    if args.id is None:
+        if not chosen(args):
+            raise InvalidInput("forget takes a memory's ID, or a selection (--space or --personal, --ai, --below, …)")
         forget_where(args)
         return
+    if narrowed(args) or args.where is not None:
+        raise InvalidInput("forget ID forgets that memory: leave out the selection's flags, or the ID")
     with open_service() as service:
         service.forget(caller(service, args), args.id, ask=ask_at_terminal)
     print(f"forgot {args.id}")
