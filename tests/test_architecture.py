@@ -246,6 +246,18 @@ def test_no_module_is_over_400_lines():
     assert not over, f"over {MAX_LINES} lines: {over}"
 
 
+def test_every_module_is_named_in_the_layout():
+    """docs/layout.md is the house's map: a module of server/ or indexing/ it does not name (by
+    file name, in its room's lines) lives nowhere a reader looks."""
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    unnamed = sorted(
+        path.relative_to(ROOT).as_posix()
+        for name, path in MODULES.items()
+        if path.name != "__init__.py" and path.name not in layout
+    )
+    assert not unnamed
+
+
 def test_core_never_imports_an_interface():
     bad = {n: sorted(t for t in imports_of(n) if layer(t) == "interface") for n in MODULES if layer(n) == "core"}
     assert not {n: t for n, t in bad.items() if t}
