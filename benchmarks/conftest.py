@@ -30,7 +30,13 @@ RESULTS_PREFIX = "benchmarks/results/"  # the run's own outputs: listed, never c
 # The servers the benchmarks start keep their rate limits on, so the limiter's catalog counting is
 # in every figure, but set so high that a benchmark's clients on one loopback address never meet them.
 RATES = {f"ESFIS_RATE_{name}": "100000000/minute" for name in ("TOKEN", "ADDRESS", "RUNS")}
-OVERRIDES = ("ESFIS_BENCH_ARMS", "ESFIS_BENCH_SIZES", "ESFIS_BENCH_MODEL_ARMS", "ESFIS_BENCH_REINDEX_ROWS")
+OVERRIDES = (
+    "ESFIS_BENCH_ARMS",
+    "ESFIS_BENCH_SIZES",
+    "ESFIS_BENCH_MODEL_ARMS",
+    "ESFIS_BENCH_REINDEX_ROWS",
+    "ESFIS_BENCH_FILTER_MEMORIES",
+)
 
 
 def rss_mb() -> float:

@@ -471,5 +471,26 @@ TARGETS: dict[str, Target] = {
         source="benchmarks/test_several_machines.py",
         why="isolation holds with the catalog on PostgreSQL and the partitions on S3.",
     ),
+    # benchmarks/test_recall_filter.py (issue 69: filters that never scan)
+    "filter.query_ratio": Target(
+        "a recall with a filter over data and a query, p50",
+        "<=",
+        1.5,
+        "ms",
+        relative_to="the unfiltered recall's p50 in the same run",
+        source="issue 69",
+        full_only=True,
+        why="a filter answered through the catalog's index costs little beside the search it narrows; one matched in Python over every row that carries data held a core for seconds at a million memories.",
+    ),
+    "filter.no_query_ratio": Target(
+        "a recall with a filter over data and no query, p50",
+        "<=",
+        1.0,
+        "ms",
+        relative_to="the unfiltered recall's p50 in the same run",
+        source="issue 69",
+        full_only=True,
+        why="with no query there is nothing to score: the newest matches are an index's read.",
+    ),
 }
 TARGETS |= PEER_TARGETS

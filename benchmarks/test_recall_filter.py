@@ -1,15 +1,24 @@
-"""What recall's filter over data costs (issue 61): one space of N memories, every one carrying
-data, imported; recalls through the façade (hashing embedder: the model's cost is not the
-filter's) without a filter, with a selective one (1 % of the rows match, none of them near the
-query), with a broad one (half match), and with a filter and no query (the newest that match).
-The arms run in turn, each first as often as the others, so their ratios are the figures.
-N is 20,000 in full mode, 2,000 in quick."""
+"""What recall's filter over data costs (issues 61 and 69): one space of N memories, every one
+carrying data, imported; recalls through the façade (hashing embedder: the model's cost is not
+the filter's), without a filter and with each kind of filter the API takes (equality, ``$ne``,
+``$in``, a range matching half, a narrow range, a range of times, ``$exists``, a dotted path),
+each with the query and without one (the newest that match). Each filter's p50 is stated as a
+ratio to the unfiltered recall's p50 of the same run (issue 69's targets: at most 1.5× with a
+query, at most 1× without), never as wall-clock.
+
+The data: ``n`` a shuffled 0..N-1 (so no range follows the order of writing), ``team`` rare on
+1 % of them, ``who.team`` likewise, ``opt`` on 10 %, ``due`` a time, a different offset on each.
+The arms run in turn, each first as often as the others. N is 100,000 in full mode, 2,000 in
+quick; ``ESFIS_BENCH_FILTER_MEMORIES`` sets it (``scripts/filter-scale`` runs a million)."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import random
 import time
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -18,35 +27,68 @@ from benchmarks.arms import scratch
 from benchmarks.conftest import FULL
 from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
+from server.memories.data_filter import parse_filter
 from server.settings import Settings
 
-SIZE = 20_000 if FULL else 2_000
-ROUNDS = 60 if FULL else 12
-ARMS = {
-    "none": ("how do we deploy the billing service?", None),
-    "selective": ("how do we deploy the billing service?", {"team": "rare"}),
-    "broad": ("how do we deploy the billing service?", {"n": {"$lt": SIZE // 2}}),
-    "no_query": (None, {"team": "rare"}),
+SIZE = int(os.environ.get("ESFIS_BENCH_FILTER_MEMORIES") or (100_000 if FULL else 2_000))
+ROUNDS = 30 if FULL else 6
+QUERY = "how do we deploy the billing service?"
+START = datetime(2027, 1, 1, tzinfo=UTC)
+FILTERS = {
+    "equality": {"team": "rare"},
+    "ne": {"team": {"$ne": "rare"}},
+    "in": {"team": {"$in": ["rare", "absent", "none"]}},
+    "range_half": {"n": {"$lt": SIZE // 2}},
+    "range_narrow": {"n": {"$gte": SIZE // 3, "$lt": SIZE // 3 + max(SIZE // 1000, 10)}},
+    "time_range": {
+        "due": {
+            "$gte": (START + timedelta(hours=SIZE // 3)).isoformat(),
+            "$lt": (START + timedelta(hours=SIZE // 3 + 20)).isoformat(),
+        }
+    },
+    "exists": {"opt": {"$exists": True}},
+    "dotted": {"who.team": "rare"},
 }
+ARMS: dict[str, tuple[str | None, dict | None]] = {"none": (QUERY, None)}
+for _name, _where in FILTERS.items():
+    ARMS[_name] = (QUERY, _where)
+    ARMS[f"{_name}_no_query"] = (None, _where)
+
+
+def _data(i: int, n: int) -> dict:
+    due = (START + timedelta(hours=i)).astimezone(timezone(timedelta(hours=i % 5 - 2))).isoformat()
+    data: dict = {
+        "team": "rare" if i % 100 == 0 else "common",
+        "n": n,
+        "due": due,
+        "who": {"team": "rare" if i % 100 == 1 else "core"},
+    }
+    if i % 10 == 0:
+        data["opt"] = i
+    return data
 
 
 @pytest.fixture(scope="module")
 def service():
     svc = open_service(Settings(home=scratch("esfis-filter-bench-"), model=None), embedder=HashingEmbedder())
     svc.operator.create_space("acme")
-    lines = [
-        {
-            "text": f"deploy note {i}: the billing service deploys through pipeline {i % 97}"
-            if i % 100
-            else f"unrelated fact {i} about the office coffee machine",
-            "space": "acme",
-            "data": {"team": "rare" if i % 100 == 0 else "common", "n": i},
-        }
-        for i in range(SIZE)
-    ]
-    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-    report = svc.operator.import_jsonl(io.BytesIO(body))
-    assert report.imported == SIZE, report.errors
+    shuffled = list(range(SIZE))
+    random.Random(69).shuffle(shuffled)
+    batch = 20_000
+    for start in range(0, SIZE, batch):
+        lines = [
+            {
+                "text": f"deploy note {i}: the billing service deploys through pipeline {i % 97}"
+                if i % 100
+                else f"unrelated fact {i} about the office coffee machine",
+                "space": "acme",
+                "data": _data(i, shuffled[i]),
+            }
+            for i in range(start, min(start + batch, SIZE))
+        ]
+        body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+        report = svc.operator.import_jsonl(io.BytesIO(body))
+        assert report.imported == len(lines), report.errors
     yield svc
     svc.close()
 
@@ -55,15 +97,29 @@ def test_recall_filter_cost(benchmark, service):
     caller = service.caller("bench", space="acme")
     times: dict[str, list[float]] = {arm: [] for arm in ARMS}
     names = list(ARMS)
+    for query, where in ARMS.values():  # one warm-up each: the first read of a partition is not the filter's
+        service.recall(caller, query, limit=10, where=where)
     for i in range(ROUNDS):
         for arm in names[i % len(names) :] + names[: i % len(names)]:
             query, where = ARMS[arm]
             started = time.perf_counter()
             found = service.recall(caller, query, limit=10, where=where).memories
             times[arm].append(time.perf_counter() - started)
-            assert len(found) == 10
-            if arm in ("selective", "no_query"):
-                assert all(m.data["team"] == "rare" for m in found)  # the filter ran before the limit
+            assert len(found) == 10, arm
+            if where is not None:
+                data_filter = parse_filter(where)
+                assert data_filter is not None and all(data_filter.matches(m.data) for m in found), arm
     p50 = {arm: float(np.percentile(t, 50) * 1000) for arm, t in times.items()}
-    benchmark.extra_info.update({"memories": SIZE, **{f"{arm}_p50_ms": p for arm, p in p50.items()}})
-    benchmark.pedantic(lambda: service.recall(caller, *ARMS["selective"][:1], where=ARMS["selective"][1]), rounds=3)
+    ratios = {arm: p / p50["none"] for arm, p in p50.items() if arm != "none"}
+    benchmark.extra_info.update(
+        {
+            "memories": SIZE,
+            **{f"{arm}_p50_ms": p for arm, p in p50.items()},
+            **{f"{arm}_ratio": r for arm, r in ratios.items()},
+        }
+    )
+    print(f"\n{SIZE:,} memories with data; p50 ms (ratio to the unfiltered recall's {p50['none']:.2f} ms):")
+    for name in FILTERS:
+        q, nq = f"{name}", f"{name}_no_query"
+        print(f"  {name:<13} query {p50[q]:7.2f} ({ratios[q]:.2f}x)   no query {p50[nq]:7.2f} ({ratios[nq]:.2f}x)")
+    benchmark.pedantic(lambda: service.recall(caller, QUERY, where=FILTERS["equality"]), rounds=3)

@@ -227,21 +227,36 @@ def section_memories_page(rows: list[dict], checks: Checks) -> list[str]:
 
 
 def section_recall_filter(rows: list[dict], checks: Checks) -> list[str]:
-    """Recall's filter over data (``test_recall_filter.py``): p50 of each arm, through the façade."""
+    """Recall's filter over data (``test_recall_filter.py``): each filter's p50 with a query and
+    without, and its ratio to the unfiltered recall's p50 of the same run (issue 69's targets)."""
     out = []
     for r in rows:
-        body = [
-            [what, fmt(r.get(f"{arm}_p50_ms"))]
-            for arm, what in (
-                ("none", "no filter"),
-                ("selective", "a selective equality (1 % match, none near the query)"),
-                ("broad", "a numeric range matching half"),
-                ("no_query", "a filter and no query (the newest that match)"),
+        base = r.get("none_p50_ms")
+        cell = f"{r.get('memories', 0):,} memories"
+        body = [["no filter", fmt(base), "–"]]
+        for arm, what in FILTER_ARMS:
+            body.append(
+                [
+                    what,
+                    checks.check("filter.query_ratio", f"{cell}, {arm}", r.get(f"{arm}_p50_ms"), base),
+                    checks.check("filter.no_query_ratio", f"{cell}, {arm}", r.get(f"{arm}_no_query_p50_ms"), base),
+                ]
             )
-        ]
         out += [
-            f"{r.get('memories', 0):,} memories, each with data, recall p50 ms:",
+            f"{cell}, each with data, recall p50 ms (hashing embedder):",
             "",
-            *table(body, ["recall", "p50 ms"]),
+            *table(body, ["recall", "with the query", "no query (the newest that match)"]),
         ]
     return out
+
+
+FILTER_ARMS = (
+    ("equality", "an equality (1 % match)"),
+    ("ne", "$ne (99 % match)"),
+    ("in", "$in of three (1 % match)"),
+    ("range_half", "a numeric range matching half"),
+    ("range_narrow", "a narrow numeric range (0.1 %)"),
+    ("time_range", "a range of times, offsets mixed (20 matches)"),
+    ("exists", "$exists (10 % match)"),
+    ("dotted", "a dotted path (1 % match)"),
+)

@@ -54,7 +54,7 @@ POSTGRES = Dialect(
 WRITE_LOCK = 0x6573666973  # "esfis": the one advisory lock every write transaction takes first
 LOCK_TIMEOUT = "30s"  # as SQLite's busy timeout: a writer waits this long for its turn
 
-FORGET_TABLES = "memories, import_keys, contexts, approvals"  # where a forget clears or rewrites a row
+FORGET_TABLES = "memories, memory_fields, import_keys, contexts, approvals"  # where a forget clears or removes a row
 
 
 class PostgresCatalog:
