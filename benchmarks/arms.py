@@ -39,8 +39,8 @@ from indexing.embedding.testing import HashingEmbedder
 from indexing.relevance.feedback import FEEDBACK_ROWS, FEEDBACK_WEIGHT
 from indexing.rows import merge_best
 from server.facade import Esfis, open_service
+from server.facade.recall import RUNNERS_UP
 from server.memories.input import NewMemory, new_id
-from server.memories.recall import RUNNERS_UP
 from server.settings import Settings
 from server.spaces import partition_key
 

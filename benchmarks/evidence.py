@@ -41,7 +41,7 @@ from indexing.relevance.fusion import DEFAULT, Fusion, fuse_lexical
 from indexing.relevance.lexical import LexicalIndex
 from indexing.relevance.words import STEM
 from indexing.rows import OPEN_END, RowBatch, merge_best
-from server.memories.recall import RUNNERS_UP
+from server.facade.recall import RUNNERS_UP
 
 METRICS = ("any@5", "all@5", "all@10", "ndcg@10")
 NOW = 10**15  # microseconds: every row is valid

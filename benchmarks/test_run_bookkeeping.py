@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import server.facade.recall as recalling
 from benchmarks.conftest import FULL
 from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
-from server.memories.recall import run_recall
 from server.settings import Settings
 
 MEMORIES = 20_000 if FULL else 2_000
@@ -53,10 +53,9 @@ def world(tmp_path_factory):
 def before(service, caller, query):
     """The recall path as it was before runs: scope, search, one transaction for the delivery."""
     scope = service.scope(caller)
-    now = service.clock()
-    outcome = run_recall(
-        scope, query, limit=10, now=now, store=service._parts.store, book=service._parts.memories, query_text="q"
-    )  # the same relevance as recall
+    asked = recalling.ask(service.clock(), "q", limit=10, as_of=None, where=None)
+    now = asked.now
+    outcome = recalling.answer(service._parts.memories, scope, asked, query)  # the same relevance as recall
     with service._parts.catalog.transaction() as tx:
         service._parts.deliveries.record(
             tx, caller, query="q", limit=10, at=now, searched=list(scope.allowed), items=outcome.items, cut=outcome.cut

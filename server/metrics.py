@@ -19,7 +19,9 @@ import threading
 from typing import Any
 
 DIR = "PROMETHEUS_MULTIPROC_DIR"
-STAGES = ("embedding", "search", "fusion")
+# A recall's stages, as server/facade/recall.py runs them and docs/recall.md names them ("encoding":
+# the HTTP answer's JSON).
+STAGES = ("reach", "embedding", "permissions", "filter", "relevance", "validity", "fold", "deliver", "encoding")
 
 _made: dict[str, Any] | None = None
 _off = False

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import server.facade.recall as recalling
 from server.clock import from_micros, parse_time, to_micros
 from server.errors import InvalidInput, MemoryNotFound
 from server.labels import check_source
 from server.memories import forgetting, listing
 from server.memories.input import NewMemory, check_id, check_text, new_id
 from server.memories.listing import Day, Listed, Page, Selection
-from server.memories.recall import run_recall
 from server.models import MAX_LIMIT, PERSONAL, Caller, Memory, Place
 from server.spaces import partition_key, space_of_key, validate_space_name
 from server.spaces.policies import validate_ai
@@ -141,9 +141,10 @@ def search(parts: Parts, query: str, f: Filter, *, limit: int = 10) -> tuple[lis
     chosen = selection(parts, Filter(space=f.space, below=f.below))
     spaces = tuple(space_of_key(k) for k in chosen.partitions)
     scope = Scope(OPERATOR, spaces, spaces, (), parts.registry.policies())
-    now = parts.clock()
+    asked = recalling.ask(parts.clock(), query, limit=limit, as_of=None, where=None)
+    now = asked.now
     vector = parts.embed_query(query)
-    outcome = run_recall(scope, vector, limit=limit, now=now, store=parts.store, book=parts.memories, query_text=query)
+    outcome = recalling.answer(parts.memories, scope, asked, vector)
 
     def bookkeeping(tx) -> int:
         return parts.deliveries.record(

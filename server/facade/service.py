@@ -5,8 +5,10 @@ checks: the scope (space → permissions, ``server.facade.reach``) decides what 
 and touch, and an id outside it answers exactly like an id that never existed. Then the run's
 gates (``server.barrier.gates``): the seal, the data barrier on every write, untrusted content
 on forget. Each step is recorded in the run's trail in the same transaction as what it did.
-Beside the verbs: context by reference (``references``), held calls (``approvals``), and a
-long-lived server's upkeep (``upkeep``).
+Each verb's work lives in a module of its own, the door only delegates: the writes
+(``remembering``), recall's pipeline (``recall``), listings (``browsing``), context by
+reference (``references``), held calls (``approvals``), and a long-lived server's upkeep
+(``upkeep``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import dataclasses
 import logging
 import os
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -24,31 +25,22 @@ import numpy as np
 import server.facade.approvals as held_calls
 import server.facade.browsing as browsing
 import server.facade.reach as reach
+import server.facade.recall as recalling
 import server.facade.references as references
+import server.facade.remembering as remembering
 import server.facade.upkeep as upkeep
 from indexing.embedding.batching import BatchingEmbedder
 from indexing.errors import IndexingError
-from server.barrier.approvals import is_approval_id
-from server.barrier.gates import HeldCall
-from server.barrier.labels import check_origins, space_mark
 from server.barrier.runs import Step
-from server.catalog import Tx
-from server.clock import Clock, as_of_time, parse_time
-from server.errors import AlreadySuperseded, InvalidInput, MemoryNotFound, OutOfReach, StoreUnavailable
+from server.clock import Clock
+from server.errors import MemoryNotFound, StoreUnavailable
 from server.facade.callers import resolve_caller
 from server.facade.connections import Connections, RateCounters
 from server.facade.health import Standing, standing
 from server.facade.operator import Operator
 from server.facade.parts import Parts
-from server.facade.shown import marks_of, shown, shown_recalled
-from server.facade.writing import already_there, duplicate_answer, new_memory, write_trail
-from server.memories.data import check_data, stored
-from server.memories.data_filter import parse_filter
-from server.memories.input import MAX_QUERY_BYTES, check_text
-from server.memories.recall import run_recall
-from server.metrics import time_stage
-from server.models import DEFAULT_LIMIT, MAX_LIMIT, Ask, Caller, Held, Memory, OpenedMemory, Recall, Reference, Token
-from server.spaces import validate_space_name
+from server.facade.shown import shown
+from server.models import DEFAULT_LIMIT, Ask, Caller, Held, Memory, OpenedMemory, Recall, Reference, Token
 from server.spaces.scope import Scope
 
 _log = logging.getLogger("esfis")
@@ -135,58 +127,18 @@ class Esfis:
         marked ``duplicate_of``; memories close to it are answered as ``similar``
         (``server.memories.duplicates``). ``data``: the writer's metadata, a JSON object
         (``server.memories.data``)."""
-        text = check_text(text)
-        data = check_data(data)
-        origins = check_origins(labels)
-        now = self._parts.clock()
-        until = None if valid_until is None else parse_time(valid_until, now=now, field="valid_until")
-        if until is not None and until <= now:
-            raise InvalidInput("valid_until must lie in the future", field="valid_until")
-        if not personal and caller.space is None:
-            raise InvalidInput(
-                "this caller stands in no space: register the folder (esfis space add), "
-                "name a space, or write a personal memory",
-                field="space",
-            )
-        target = None if personal else caller.space
-        scope = reach.writable(self._parts, caller, target)
-        self._parts.room.check()  # a full disk refuses before the model runs or the trail moves
-        run = self._parts.gates.enter(caller)
-        steps = self._parts.gates.write(
-            caller,
-            run,
-            carried=run.carried,
-            target=target,
-            action="remember",
-            text=text,
-            ask=ask,
-            policies=scope.policies,
-            hold=HeldCall(origins=origins, valid_until=until) if hold else None,
-            data=stored(data),
-        )
-        if isinstance(steps, Held):
-            return steps
-        memory = new_memory(
+        return remembering.remember(
             self._parts,
             caller,
-            run,
-            carried=run.carried,
-            target=target,
-            text=text,
-            origins=origins,
-            now=now,
-            until=until,
+            text,
+            personal=personal,
+            valid_until=valid_until,
+            labels=labels,
+            ask=ask,
+            hold=hold,
+            dedupe=dedupe,
             data=data,
         )
-        found = already_there(self._parts, memory, dedupe=dedupe)
-        if found.duplicate_of is not None:
-            existing = self._loaded(found.duplicate_of)
-            if existing.data == memory.data:
-                return shown(scope, duplicate_answer(self._parts, run, caller, steps, existing))
-            # The same fact under other data is another memory: its data would be lost otherwise.
-            found = dataclasses.replace(found, duplicate_of=None)
-        self._parts.memories.write([memory], also=write_trail(self._parts, run, caller, steps, memory))
-        return dataclasses.replace(shown(scope, self._loaded(memory.id)), similar=found.similar)
 
     def recall(
         self,
@@ -204,57 +156,9 @@ class Esfis:
         included, forgotten never. ``where``: a filter over the memories' data
         (``server.memories.data_filter``), applied before relevance; with it, the query may be
         None or empty: the newest memories that match."""
-        data_filter = parse_filter(where)
-        listing = data_filter is not None and (query is None or (isinstance(query, str) and not query.strip()))
-        query = "" if listing else check_text(query, field="query", limit=MAX_QUERY_BYTES)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
-        now = self._parts.clock()
-        at = None if as_of is None else as_of_time(as_of, now=now)
-        scope = reach.scope_of(self._parts, caller)
-        run = self._parts.gates.enter(caller)
-        vector = None
-        if scope.allowed and not listing:
-            embedding = time.perf_counter()
-            vector = self._parts.embed_query(query) if query_vector is None else self._parts.given_vector(query_vector)
-            time_stage("embedding", time.perf_counter() - embedding)
-        outcome = run_recall(
-            scope,
-            vector,
-            limit=limit,
-            now=now,
-            store=self._parts.store,
-            book=self._parts.memories,
-            query_text=query or None,
-            as_of=at,
-            data_filter=data_filter,
+        return recalling.recall(
+            self._parts, caller, query, limit=limit, query_vector=query_vector, as_of=as_of, where=where
         )
-        marks = marks_of(m.labels for m in outcome.memories)
-        step = Step("recall", marks, memory_ids=tuple(m.id for m in outcome.memories))
-
-        def bookkeeping(tx: Tx) -> int:
-            delivery_id = self._parts.deliveries.record(
-                tx,
-                caller,
-                query=query,
-                limit=limit,
-                at=now,
-                searched=list(scope.allowed),
-                items=outcome.items,
-                cut=outcome.cut,
-            )
-            self._parts.runs.record(tx, run, caller, steps=[step], carry=marks)
-            return delivery_id
-
-        # Committed with concurrent recalls' when they meet; returns once this one's rows are in.
-        # Flushed to the disk first only when the run opens or its marks grow (the barrier's
-        # memory); otherwise a power cut may lose the record, never a killed process
-        # (docs/guarantees.md, "What a power cut may take").
-        durable = not run.opened or not set(marks) <= set(run.carried.marks())
-        logged = time.perf_counter()
-        delivery_id = self._parts.commits.run(bookkeeping, durable=durable)
-        time_stage("delivery_log", time.perf_counter() - logged)
-        return Recall([shown_recalled(scope, m) for m in outcome.memories], delivery_id)
 
     def get(self, caller: Caller, id_: str) -> Memory:
         scope = reach.scope_of(self._parts, caller)
@@ -285,97 +189,19 @@ class Esfis:
         What the new memory holds is the old one's data and the run's: the barrier judges both.
         ``data``: the new version's metadata; without it, the new version carries none (a
         replace states the whole new memory)."""
-        old = reach.visible(self._parts, caller, id_)
-        text = check_text(text)
-        data = check_data(data)
-        if space is not None:
-            validate_space_name(space)
-            if not self._parts.registry.exists(space):
-                raise OutOfReach(f"space {space!r} is not reachable from here")
-        target = old.space if space is None else space
-        scope = reach.writable(self._parts, caller, target)
-        if old.superseded_by is not None:
-            raise reach.superseded(self._parts, caller, old)
-        self._parts.room.check()
-        run = self._parts.gates.enter(caller)
-        carried = run.carried.with_marks(old.labels.marks())
-        steps = self._parts.gates.write(
-            caller,
-            run,
-            carried=carried,
-            target=target,
-            action="replace",
-            text=text,
-            ask=ask,
-            policies=scope.policies,
-            hold=HeldCall(memory_id=old.id) if hold else None,
-            data=stored(data),
-        )
-        if isinstance(steps, Held):
-            return steps
-        now = self._parts.clock()
-        memory = new_memory(
-            self._parts,
-            caller,
-            run,
-            carried=carried,
-            target=target,
-            text=text,
-            origins=(),
-            now=now,
-            until=None,
-            data=data,
-        )
-        try:
-            self._parts.memories.write(
-                [memory],
-                supersedes=(old.id, now),
-                also=write_trail(self._parts, run, caller, steps, memory, carry=old.labels.marks(), old=old.id),
-            )
-        except AlreadySuperseded:
-            raise reach.superseded(self._parts, caller, self._parts.memories.load(old.id) or old) from None
-        return shown(scope, self._loaded(memory.id))
+        return remembering.replace(self._parts, caller, id_, text, space=space, ask=ask, hold=hold, data=data)
 
     def forget(self, caller: Caller, id_: str, *, ask: Ask | None = None, hold: bool = False) -> Held | None:
         """Forget for good. A run carrying untrusted content needs a person's approval (held
         for the operator with ``hold``). An approval's id (``apr_…``) of the caller's own run
         withdraws that held call: its text leaves the catalog."""
-        if is_approval_id(id_):
-            held_calls.withdraw(self._parts, caller, id_)
-            return None
-        memory = reach.visible(self._parts, caller, id_)
-        run = self._parts.gates.enter(caller)
-        trusted = [t.source for t in self._parts.grants.trusted()]
-        steps = self._parts.gates.forget(
-            caller,
-            run,
-            trusted=trusted,
-            target=memory.space,
-            text=memory.text or "",
-            ask=ask,
-            hold=HeldCall(memory_id=memory.id) if hold else None,
-        )
-        if isinstance(steps, Held):
-            return steps
-        step = Step("forget", memory.labels.marks(), target=space_mark(memory.space), memory_ids=(memory.id,))
-
-        def trail(tx) -> None:
-            self._parts.runs.record(tx, run, caller, steps=[*steps, step])
-            self._parts.contexts.scrub(tx, memory.id)
-
-        self._parts.memories.forget(memory, self._parts.clock(), also=trail)
-        return None
+        return remembering.forget(self._parts, caller, id_, ask=ask, hold=hold)
 
     def check_approval(self, caller: Caller, approval_id: str) -> Held:
         """A held call of the caller's own (its run's or its token's): pending, approved (with
         the memory it made), declined, expired, void or withdrawn. Any other id answers as one
         that never existed."""
         return held_calls.check(self._parts, caller, approval_id)
-
-    def _loaded(self, id_: str) -> Memory:
-        memory = self._parts.memories.load(id_)
-        assert memory is not None
-        return memory
 
     # -- context by reference ---------------------------------------------------------------
 

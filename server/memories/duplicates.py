@@ -33,7 +33,9 @@ from indexing.partitions.store import VectorStore
 from indexing.relevance.words import query_terms
 from indexing.rows import Hit
 from server.clock import to_micros
+from server.memories.data import Data, compact
 from server.models import Similar
+from server.spaces import partition_key
 
 SAME_FACT_COSINE = 0.9  # calibrated: docs/recall.md, "One fact once"
 SAME_TERMS = 0.6  # the content terms' Jaccard overlap the lexical check asks for
@@ -217,3 +219,31 @@ class _Texts:
         terms_a, terms_b = self.terms(i), self.terms(j)
         union = terms_a | terms_b
         return not union or len(terms_a & terms_b) / len(union) >= SAME_TERMS
+
+
+def fold_candidates(
+    ranked: list[tuple[Hit, str | None]], store: VectorStore, data: dict[str, Data]
+) -> tuple[list[tuple[Hit, str | None]], int]:
+    """A recall's candidates (best first, with their spaces) with copies folded (the later wins),
+    and how many were. Memories whose data differ are never copies of each other (a filter over
+    data may want either)."""
+    if len(ranked) < 2:
+        return ranked, 0
+    rows_of: dict[str | None, list[int]] = {}
+    for i, (_, space) in enumerate(ranked):
+        rows_of.setdefault(space, []).append(i)
+    vectors: list[np.ndarray | None] = [None] * len(ranked)
+    for space, rows in rows_of.items():  # one look at each partition's version, not one a row
+        for i, vector in zip(rows, store.vectors(partition_key(space), [ranked[i][0].id for i in rows])):
+            vectors[i] = vector
+    if any(v is None for v in vectors):  # forgotten meanwhile: the catalog's check already ran
+        return ranked, 0
+    alike: dict[str, list[int]] = {}
+    for i, (hit, _) in enumerate(ranked):
+        held = data.get(hit.id)
+        alike.setdefault(compact(held) if held else "", []).append(i)
+    kept: list[int] = []
+    for group in alike.values():
+        found = fold_copies([ranked[i][0] for i in group], np.stack([vectors[i] for i in group]))  # type: ignore[misc]
+        kept += [group[j] for j in found]
+    return [ranked[i] for i in sorted(kept)], len(ranked) - len(kept)

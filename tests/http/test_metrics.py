@@ -98,7 +98,17 @@ def test_a_scrape_after_a_load_adds_up_both_workers_and_holds_no_secret(two):
     assert _value(body, "esfis_http_requests_total", method="POST", route="/v1/memories", status="201") == writes
     assert _value(body, "esfis_http_requests_total", method="POST", route="/v1/memories", status="403") == 1
     assert _value(body, "esfis_http_request_duration_seconds_count", method="POST", route="/v1/recall") == recalls
-    for stage in ("embedding", "search", "fusion"):
+    for stage in (
+        "reach",
+        "embedding",
+        "permissions",
+        "filter",
+        "relevance",
+        "validity",
+        "fold",
+        "deliver",
+        "encoding",
+    ):
         assert _value(body, "esfis_recall_stage_seconds_count", stage=stage) >= recalls
     assert _value(body, "esfis_import_rows_total", outcome="imported") == 5
     assert _value(body, "esfis_refusals_total", code="data_barrier") == 1
