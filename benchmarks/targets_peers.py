@@ -17,6 +17,19 @@ PEER_TARGETS: dict[str, Target] = {
         why="a user who picks a peer still embeds the query: esfis over HTTP should cost no more than the "
         "fastest peer's search in process plus that embedding, while keeping its gate, log and barrier.",
     ),
+    "peers.http_vs_networked": Target(
+        "esfis recall over HTTP p50, embedding included, against the fastest complete networked peer",
+        "<=",
+        1.0,
+        "ms",
+        relative_to="the fastest networked peer's p50 whose answers were complete and exact (Chroma's server "
+        "over HTTP, pgvector over its socket), plus the query embedding's p50, same class",
+        source="issue 69",
+        full_only=True,
+        why="an agent asking esfis over HTTP should pay about what it would pay a vector server over a "
+        "network plus its own embedding of the query, with the gate, policies, validity, fusion, one fact "
+        "once and the delivery log kept.",
+    ),
     "peers.esfis_other_spaces": Target(
         "esfis rows from another space, each arm and class",
         "==",

@@ -9,11 +9,13 @@ cosine top 10 inside the caller's space. Each arm answers every query of each si
 reports, per class: p50/p95 latency, tie-aware recall@10, answers short of 10 (fewer rows than
 the space could give), and rows of another space; per arm: load time and bytes on disk.
 
-Peers run in process with the query vector given. esfis runs the same way (``esfis-search``,
+Peers are given the query vector, in process or over a socket (``networked``: Chroma's server
+over HTTP, pgvector over PostgreSQL's socket). esfis runs the same way (``esfis-search``,
 the index alone; ``esfis-recall``, the whole recall) and over HTTP end to end, where the
 server embeds each query's text (``test_esfis_over_http``), beside the query embedding alone
 timed in the same test: what esfis over HTTP is compared with is the fastest peer's search plus
-that embedding.
+that embedding, and with the fastest complete networked peer plus that embedding: what an agent
+querying a vector server over a network would pay.
 
 Correctness is asserted for esfis's arms only (exact, complete, nothing from another space);
 a peer's misses are its figures, shown as measured. A peer that cannot run here fails its
@@ -32,6 +34,7 @@ from benchmarks.conftest import FULL, RATES
 from benchmarks.longmemeval import load_workload
 from benchmarks.peers import NotInThisVersion, Peer, PeerUnavailable
 from benchmarks.peers.chroma import Chroma
+from benchmarks.peers.chroma_server import ChromaServer
 from benchmarks.peers.milvus import MilvusLite
 from benchmarks.peers.ours import EsfisInProcess, LanceTable
 from benchmarks.peers.pgvector import PgVector
@@ -56,6 +59,7 @@ CLASSES = {
 SLOW_MS = 20.0  # an arm slower than this at p50 is timed by pytest-benchmark on 20 queries, not all
 SYSTEMS: dict[str, type[Peer]] = {
     "Chroma": Chroma,
+    "Chroma server": ChromaServer,
     "pgvector": PgVector,
     "Milvus Lite": MilvusLite,
     "sqlite-vec": SqliteVec,
@@ -161,7 +165,13 @@ def run_arm(benchmark, system: str, arm: str) -> dict:
             return stats
         pytest.fail(f"{system} cannot run here: {e}")
     load_s, disk = peer.cost(arm, load_s, disk)
-    stats.update(version=peer.version, load_seconds=round(load_s, 2), disk_bytes=disk, classes=measure(peer, arm))
+    stats.update(
+        networked=peer.networked,
+        version=peer.version,
+        load_seconds=round(load_s, 2),
+        disk_bytes=disk,
+        classes=measure(peer, arm),
+    )
     benchmark.extra_info.update(stats)
     _measured[arm] = stats["classes"]
     w = world()

@@ -1,8 +1,10 @@
 """What a user would pick instead of esfis, loaded with the same world and asked the same query
-vectors: Chroma, pgvector, Milvus Lite and sqlite-vec, beside esfis and one LanceDB table.
+vectors: Chroma (embedded, and its own server over HTTP), pgvector, Milvus Lite and sqlite-vec,
+beside esfis and one LanceDB table.
 
-Every peer runs in this process (pgvector's PostgreSQL is a child process that ``pgserver``
-starts from its wheel), is given the query *vector*, and answers with the store rows it found,
+Every peer runs in this process or is asked over a socket (``networked``: Chroma's server that
+``chroma run`` serves, pgvector's PostgreSQL, a child process that ``pgserver`` starts from its
+wheel), is given the query *vector*, and answers with the store rows it found,
 best first. A peer holds one store and serves one or more *arms*: the same data asked in
 another way (a ``where`` filter or a collection per space; ef_search raised; a B-tree added).
 An arm's ``prepare`` moves the store into the state the arm needs (an index built or dropped)
@@ -43,6 +45,7 @@ class Peer(ABC):
     # not needed.
     remedies: dict[str, str] = {}
     version: str = ""
+    networked = False  # asked over a socket, as an agent would ask a vector server (not in process)
 
     @abstractmethod
     def load(self, store: Store) -> None:

@@ -36,6 +36,7 @@ EF_RAISED = 400
 
 class PgVector(Peer):
     system = "pgvector"
+    networked = True  # PostgreSQL over its socket
     arms = (
         "pgvector-hnsw",
         "pgvector-hnsw-ef400",
