@@ -223,3 +223,23 @@ def test_a_home_made_before_the_index_is_filled_from_its_data_on_open(home, cloc
         assert _fields(svc, gone.id) == []
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize("walk, small_set", [(2, 2), (2, 1000), (1000, 2)], ids=["deep walk", "set first", "walk"])
+def test_no_query_answers_the_newest_matches_whichever_way_it_reads(
+    fake_service, acme, monkeypatch, clock, walk, small_set
+):
+    """The newest-first walk, the deeper walk for a large set and the set read whole answer alike."""
+    from server.memories import data_filter
+
+    monkeypatch.setattr(data_filter, "WALK", walk)
+    monkeypatch.setattr(data_filter, "SMALL_SET", small_set)
+    monkeypatch.setattr(data_filter, "DEEP_WALK", 40)
+    ids = []
+    for i in range(60):
+        clock.advance(minutes=1)
+        ids.append(fake_service.remember(acme, f"event {i}", data={"n": i, "odd": i % 2 == 1}).id)
+    found = fake_service.recall(acme, None, limit=5, where={"odd": True, "n": {"$ne": 59}}).memories
+    assert [m.id for m in found] == [ids[i] for i in (57, 55, 53, 51, 49)]
+    old = fake_service.recall(acme, None, limit=5, where={"n": {"$lt": 3}}).memories  # none among the newest
+    assert [m.id for m in old] == [ids[2], ids[1], ids[0]]

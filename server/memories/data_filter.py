@@ -38,6 +38,8 @@ EQUALITY = ("$eq", "$ne")
 RANGES = ("$gt", "$gte", "$lt", "$lte")
 OPERATORS = (*EQUALITY, *RANGES, "$in", "$exists")
 WALK = 256  # the newest memories of a partition a filter with no query tests one by one first
+SMALL_SET = 2048  # a filter's set read whole when no larger; a larger one matches often enough to walk for
+DEEP_WALK = 16384  # ... the newest this many, before its set is read whole after all
 
 
 @dataclass(frozen=True)
@@ -242,8 +244,9 @@ def _newest_in(
 ) -> tuple[list[tuple[Any, ...]], int]:
     """The newest ``count`` memories of partition ``key`` valid at ``micros`` that match, and how
     many valid ones were refused before the last of them: first among its newest ``WALK``, each
-    tested by index probes (a broad filter stops there), else from the filter's indexed set (a
-    narrow one: its rows, newest first)."""
+    tested by index probes (a broad filter stops there); else, for a set over ``SMALL_SET``,
+    among its newest ``DEEP_WALK``; else from the filter's indexed set, newest first (its cost
+    is the set's: a narrow filter's, or one whose matches are all old)."""
     catalog = book.catalog
     columns = "m.partition, m.id, m.data, m.created_at, m.valid_from, m.valid_until, m.row_at"
     valid = (
@@ -254,10 +257,12 @@ def _newest_in(
     # rows share their time, and a tie broken by id sorted the whole batch.
     order = "ORDER BY m.created_at DESC, m.row_at DESC"
     test, params = probes(data_filter.triples)
+    inner = (
+        "(SELECT rowid AS row_at, partition, id, data, created_at, valid_from, valid_until, forgotten_at, "
+        "superseded_by FROM memories WHERE partition = ? ORDER BY created_at DESC, rowid DESC LIMIT ?) m"
+    )
     walked = catalog.all(
-        f"SELECT {columns}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM (SELECT rowid AS row_at, partition, id, "
-        "data, created_at, valid_from, valid_until, forgotten_at, superseded_by FROM memories WHERE partition = ? "
-        f"ORDER BY created_at DESC, rowid DESC LIMIT ?) m WHERE {valid} {order}",
+        f"SELECT {columns}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM {inner} WHERE {valid} {order}",
         (*params, key, WALK, micros, micros),
     )
     found: list[tuple[Any, ...]] = []
@@ -271,6 +276,16 @@ def _newest_in(
             refused += 1
     chosen, chosen_params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
     suspects = len(catalog.all(loose, keyed(loose_params, [key]))) if loose else 0
+    if chosen is not None and _larger_than(catalog, chosen, keyed(chosen_params, [key]), SMALL_SET):
+        # Over SMALL_SET matches: at least one in (live / SMALL_SET) memories, so the next
+        # ``count`` lie among the newest few thousand while they are spread over time.
+        deep = catalog.all(
+            f"SELECT {columns} FROM {inner} WHERE {valid} AND {test} {order} LIMIT ?",
+            (key, DEEP_WALK, micros, micros, *params, count + suspects),
+        )
+        deep_found = [tuple(r) for r in deep if data_filter.matches(loaded(r[2]))][:count]
+        if len(deep_found) == count:
+            return deep_found, refused
     sets = [s for s in (chosen, loose) if s]
     # CROSS JOIN: SQLite then reads the set first, as written (left to itself, it walked the
     # whole partition newest first, testing each memory against the set).
@@ -280,3 +295,11 @@ def _newest_in(
         (*keyed((chosen_params if chosen else []) + loose_params, [key]), key, micros, micros, count + suspects),
     )
     return [tuple(r) for r in rows if data_filter.matches(loaded(r[2]))][:count], refused
+
+
+def _larger_than(catalog: Any, chosen: str, params: tuple[Any, ...], bound: int) -> bool:
+    """Whether the set ``chosen`` holds more than ``bound`` memories (counted no further)."""
+    row = catalog.one(
+        f"SELECT count(*) FROM (SELECT 1 FROM ({chosen}) AS chosen LIMIT ?) AS capped", (*params, bound + 1)
+    )
+    return int(row[0]) > bound
