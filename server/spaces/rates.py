@@ -41,11 +41,14 @@ class RateCount:
 
 @dataclass(frozen=True)
 class RateKey:
-    """A key to hit once: its window's length, and for a capped key its overflow key."""
+    """A key to hit: its window's length, for a capped key its overflow key, and how many hits
+    to count at once (a worker's lease, ``server.http.rate_limits``; a newcomer counted in its
+    overflow key counts one, so strangers sharing it are not refused sooner)."""
 
     key: str
     expiry_s: int
     overflow: str | None = None  # None: never capped (a token's key)
+    amount: int = 1
 
 
 class RateBook:
@@ -79,20 +82,18 @@ class RateBook:
         token's) cost one write, not one each. A capped key with no row, the table full, is
         counted under its overflow key. The keys, and their overflow keys, must differ."""
         now = to_micros(self.clock())
-        hits = [RateKey(h.key[:MAX_KEY], h.expiry_s, h.overflow and h.overflow[:MAX_KEY]) for h in hits]
+        hits = [RateKey(h.key[:MAX_KEY], h.expiry_s, h.overflow and h.overflow[:MAX_KEY], h.amount) for h in hits]
         rows_sql: list[str] = []
         params: list[object] = []
+        room = "(SELECT n FROM rate_rows WHERE one = 1) < ? OR EXISTS (SELECT 1 FROM rate_counters WHERE key = ?)"
         for hit in hits:
             ends = now + hit.expiry_s * 1_000_000
             if hit.overflow is None:
-                rows_sql.append("(?, 1, ?)")
-                params += [hit.key, ends]
+                rows_sql.append("(?, ?, ?)")
+                params += [hit.key, hit.amount, ends]
             else:  # its own key while there is room, or while it has its row already
-                rows_sql.append(
-                    "(CASE WHEN (SELECT n FROM rate_rows WHERE one = 1) < ? "
-                    "OR EXISTS (SELECT 1 FROM rate_counters WHERE key = ?) THEN ? ELSE ? END, 1, ?)"
-                )
-                params += [self.max_rows, hit.key, hit.key, hit.overflow, ends]
+                rows_sql.append(f"(CASE WHEN {room} THEN ? ELSE ? END, CASE WHEN {room} THEN ? ELSE 1 END, ?)")
+                params += [self.max_rows, hit.key, hit.key, hit.overflow, self.max_rows, hit.key, hit.amount, ends]
         rows = self.catalog.write_returning(
             f"INSERT INTO rate_counters (key, count, expires_at) VALUES {', '.join(rows_sql)} "
             "ON CONFLICT (key) DO UPDATE SET "
@@ -107,7 +108,7 @@ class RateBook:
         answers: list[RateCount] = []
         for hit in hits:
             key = hit.overflow if hit.overflow is not None and hit.key not in counted else hit.key
-            count, window_ends = counted.get(key, (1, (now + hit.expiry_s * 1_000_000) / 1_000_000))
+            count, window_ends = counted.get(key, (hit.amount, (now + hit.expiry_s * 1_000_000) / 1_000_000))
             answers.append(RateCount(key, count, window_ends))
         return answers
 

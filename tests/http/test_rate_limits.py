@@ -441,3 +441,54 @@ def test_with_the_counters_full_a_new_address_is_limited_in_its_limits_overflow_
     keys = {r["key"] for r in fake_service._parts.rates.catalog.all("SELECT key FROM rate_counters")}
     assert not any("10.0.0.2" in k or "10.0.0.3" in k or "10.0.0.4" in k for k in keys)
     assert any("(overflow)" in k for k in keys) and any("tok_aaaaaaaaaaaa" in k for k in keys)
+
+
+def test_workers_claim_hits_in_leases_and_together_never_pass_the_limit(fake_service, clock):
+    """``server.http.rate_limits.lease``: a worker counts a lease of hits in one catalog write and
+    spends it with no write; two workers sharing a token's limit pass at most the limit between
+    them, and are refused at most a lease each early; a newcomer in the overflow key claims one."""
+    from datetime import UTC, datetime
+
+    from server.errors import TooManyRequests
+    from server.http.rate_limits import Limiter, RateLimits
+
+    clock.now = datetime.now(UTC)
+    limits = RateLimits.from_env({"ESFIS_RATE_TOKEN": "1280/minute"})  # a lease of 16
+    workers = [Limiter(lambda: fake_service, limits), Limiter(lambda: fake_service, limits)]
+    writes = 0
+    hit_many = fake_service._parts.rates.hit_many
+
+    def counting(hits):
+        nonlocal writes
+        writes += 1
+        return hit_many(hits)
+
+    fake_service._parts.rates.hit_many = counting
+    passed = 0
+    for i in range(1400):
+        try:
+            workers[i % 2].hit("token", "tok_leased")
+            passed += 1
+        except TooManyRequests:
+            pass
+    assert 1280 - 2 * 15 <= passed <= 1280
+    assert writes <= 1280 // 16 + 4  # a lease a write; past the limit, refused from memory
+    counted = fake_service._parts.rates.catalog.one("SELECT count FROM rate_counters WHERE key LIKE '%tok_leased%'")
+    assert counted["count"] >= passed  # what passed was counted first, never after
+
+
+def test_a_small_limit_is_counted_hit_by_hit(fake_service, clock):
+    from datetime import UTC, datetime
+
+    from server.errors import TooManyRequests
+    from server.http.rate_limits import Limiter, RateLimits, lease
+
+    clock.now = datetime.now(UTC)
+    limits = RateLimits.from_env({"ESFIS_RATE_TOKEN": "127/minute"})
+    assert lease(limits.token) == 1
+    workers = [Limiter(lambda: fake_service, limits), Limiter(lambda: fake_service, limits)]
+    for i in range(127):
+        workers[i % 2].hit("token", "tok_exact")
+    for worker in workers:
+        with pytest.raises(TooManyRequests):
+            worker.hit("token", "tok_exact")
