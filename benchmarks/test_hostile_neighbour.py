@@ -5,6 +5,12 @@ a process of its own, from an address of its own); meanwhile another agent's rec
 agent paces them (one every ``PACE_S``), are timed, and the operator's requests from a third
 address are counted.
 
+As a deployment sees it (issue 69): the server, every worker and thread of it, runs on a core of
+its own (CPU 0), and the hostile client and this process (the good agent, the operator) on the
+other (CPU 1), in the quiet blocks too, so what the neighbour costs the good token is what it costs
+the server, not what its client processes take from the server's core (``_pin``; a machine of one
+core runs them unpinned and says so).
+
 Three blocks, each ``RECALLS`` recalls: quiet, beside the hostile token, quiet again (the two quiet
 ones are the reference, so a machine that drifts meanwhile shows in neither arm alone); the
 benchmark's own rounds follow, beside the hostile token too.
@@ -25,6 +31,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -72,6 +79,29 @@ class Operator(threading.Thread):
             n += 1
 
 
+SERVER_CPU, CLIENTS_CPU = 0, 1
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (``esfis serve``'s workers), from /proc."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def _pin(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` and of the processes below it onto ``cpu`` (``taskset -a``)."""
+    for p in _tree(pid):
+        subprocess.run(["taskset", "-a", "-cp", str(cpu), str(p)], check=True, capture_output=True)
+
+
 def _ms(samples: list[float], q: float) -> float:
     return float(np.percentile(samples, q) * 1000)
 
@@ -83,9 +113,14 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
     ScopeFirst(store, home=home, embedder=load_embedder(None)).service.close()
     space = f"probe-{label}"
     server = start_server(home, tmp_path, workers=2)  # the rate limits as shipped
+    pinned = (os.cpu_count() or 1) >= 2
     hostile = None
     operator = None
+    affinity = os.sched_getaffinity(0)
     try:
+        if pinned:
+            _pin(server.process.pid, SERVER_CPU)
+            os.sched_setaffinity(0, {CLIENTS_CPU})  # this thread, and the operator's thread it starts
         good_token = server.agent_token("good-agent", space=space)
         hostile_token = server.agent_token("hostile-agent")  # unscoped: its personal write is held, not refused
         operator = Operator(server.url, server.token("--operator"))
@@ -115,6 +150,7 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         quiet = block()
         hostile = subprocess.Popen(
             [
+                *(["taskset", "-c", str(CLIENTS_CPU)] if pinned else []),
                 sys.executable,
                 "-m",
                 "benchmarks.hostile_client",
@@ -144,6 +180,7 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         operator.stop.set()
         operator.join(timeout=30)
     finally:
+        os.sched_setaffinity(0, affinity)
         if hostile is not None:
             hostile.kill()
         if operator is not None:
@@ -156,6 +193,7 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         {
             "store_memories": store.size,
             "workers": 2,
+            "pinned": f"server on CPU {SERVER_CPU}, clients on CPU {CLIENTS_CPU}" if pinned else "one core: unpinned",
             "recalls_per_block": RECALLS,
             "pace_s": PACE_S,
             "hostile_threads": HOSTILE_THREADS,
