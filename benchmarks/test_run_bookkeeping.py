@@ -55,7 +55,7 @@ def before(service, caller, query):
     scope = service.scope(caller)
     asked = recalling.ask(service.clock(), "q", limit=10, as_of=None, where=None)
     now = asked.now
-    outcome = recalling.answer(service._parts.memories, scope, asked, query)  # the same relevance as recall
+    outcome = recalling.answer(service._parts.memories, scope, asked, lambda: query)  # the same relevance as recall
     with service._parts.catalog.transaction() as tx:
         service._parts.deliveries.record(
             tx, caller, query="q", limit=10, at=now, searched=list(scope.allowed), items=outcome.items, cut=outcome.cut

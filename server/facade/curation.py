@@ -144,7 +144,7 @@ def search(parts: Parts, query: str, f: Filter, *, limit: int = 10) -> tuple[lis
     asked = recalling.ask(parts.clock(), query, limit=limit, as_of=None, where=None)
     now = asked.now
     vector = parts.embed_query(query)
-    outcome = recalling.answer(parts.memories, scope, asked, vector)
+    outcome = recalling.answer(parts.memories, scope, asked, lambda: vector)
 
     def bookkeeping(tx) -> int:
         return parts.deliveries.record(

@@ -11,7 +11,7 @@
   takes only rows valid then, and the catalog has the last word on each hit (``confirm``).
 - **filter**: with a filter over data, the ids each partition's search may score, answered by
   the catalog's indexes (``server.memories.data_filter``); with no query, the newest that match.
-- **relevance**: the query embedded, then cosine fused with BM25 inside each partition, scored
+- **relevance**: the query embedded (``embedding``, timed apart), then cosine fused with BM25 inside each partition, scored
   again against the query moved towards the best two, and one merge by score.
 - **fold**: of two candidates that are the same fact, the later wins (cut by ``copy``).
 - **limit**: the best ``limit`` go out; the next ``RUNNERS_UP`` are recorded as cut by ``limit``.
@@ -26,7 +26,7 @@ that does so). Each stage's time goes to ``/metrics`` under its name (``esfis_re
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -117,8 +117,7 @@ def recall(
     with _stage("reach"):
         scope = scope_of(parts, caller)
     run = parts.gates.enter(caller)  # an ended or sealed run takes no step: refused before any work
-    vector = embedding(parts, scope, asked, query_vector)
-    found = answer(parts.memories, scope, asked, vector)
+    found = answer(parts.memories, scope, asked, lambda: embedding(parts, scope, asked, query_vector))
     delivery_id = deliver(parts, caller, run, scope, asked, found)
     return Recall([shown_recalled(scope, m) for m in found.memories], delivery_id)
 
@@ -143,14 +142,16 @@ def embedding(parts: Parts, scope: Scope, asked: Asked, given: np.ndarray | None
         return parts.embed_query(asked.query) if given is None else parts.given_vector(given)
 
 
-def answer(book: MemoryBook, scope: Scope, asked: Asked, vector: np.ndarray | None) -> Answer:
+def answer(book: MemoryBook, scope: Scope, asked: Asked, query_vector: Callable[[], np.ndarray | None]) -> Answer:
     """Every stage between reach and deliver, over the partitions ``scope`` reaches (the
-    operator's search calls it with a scope of its own)."""
+    operator's search calls it with a scope of its own); ``query_vector`` embeds the query when
+    relevance needs it (``embedding``)."""
     cut = _Cut()
     with _stage("permissions"):
         live = permissions(book, scope, cut)
     with _stage("filter"):
         allowed = narrowed(book, scope, asked, live, cut)
+    vector = query_vector()
     for depth in widened(asked.limit):
         with _stage("relevance"):
             pool, scored = relevance(book, scope, asked, vector, depth, allowed, live, cut)
