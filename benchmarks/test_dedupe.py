@@ -38,7 +38,7 @@ from benchmarks.paraphrases import paraphrase
 from indexing.embedding.testing import HashingEmbedder
 from indexing.identity import Identified
 from server.facade import open_service
-from server.memories import recall as recall_module
+from server.facade import recall as recall_module
 from server.memories.input import NewMemory, new_ids
 from server.models import Held
 from server.settings import Settings
@@ -149,7 +149,7 @@ def test_evidence_recall_with_copies(benchmark, lme, monkeypatch):
             arms[arm] = _evidence_recall(arm, workload, chosen, embedder, q_vecs)
         # The ablation: what the copies cost when neither the write nor the recall folds them.
         with monkeypatch.context() as unfolded:
-            unfolded.setattr(recall_module, "_folded", lambda ranked, *_: (ranked, 0))
+            unfolded.setattr(recall_module, "fold_candidates", lambda ranked, *_: (ranked, 0))
             arms["copies, no check, no fold"] = _evidence_recall(
                 "copies, dedupe off", workload, chosen, embedder, q_vecs
             )
