@@ -1,7 +1,7 @@
 """Recall as a pipeline (``server/facade/recall.py``, issue 71): followed from the façade's verb,
-a recall goes down the house and climbs back up at most twice (a lower room calling into a higher
-one: the group commit running the recall's bookkeeping is the one it needs), and every stage the
-pipeline names is timed under that name."""
+a recall goes down the house and climbs back up in at most two places (a lower room calling into a
+higher one: the group commit running the recall's bookkeeping, and on PostgreSQL the partitions'
+sync the store is handed), and every stage the pipeline names is timed under that name."""
 
 from __future__ import annotations
 
@@ -68,8 +68,10 @@ def test_a_recall_climbs_back_up_at_most_twice(fake_service):
     svc.recall(reader, "how does acme deploy?", where={"n": {"$gte": 3}})  # warm: the run opened
     calls = _calls(lambda: svc.recall(reader, "how does acme deploy?", where={"n": {"$gte": 3}}))
     assert any(callee == "server/facade/recall.py" for _, callee in calls)
-    climbs = [(a, b) for a, b in calls if _layer(b) > _layer(a) and not b.startswith("tests/")]
-    assert len(climbs) <= 2, climbs
+    # Each place a lower room calls into a higher one, once however often: the group commit
+    # running the recall's bookkeeping; on PostgreSQL, the partitions' sync a store is handed.
+    climbs = {(a, b) for a, b in calls if _layer(b) > _layer(a) and not a.startswith("tests/")}
+    assert len(climbs) <= 2, sorted(climbs)
 
 
 def test_every_stage_the_pipeline_names_is_timed_under_its_name():
