@@ -90,6 +90,13 @@ def test_an_acme_caller_never_sees_a_globex_space_or_memory(svc):
             svc.list_memories(acme, within=within)
         with pytest.raises(OutOfReach, match=f"space '{within}' is not reachable from here"):
             svc.list_spaces(acme, within=within)
+    # A space a policy denies this AI answers as one that does not exist: its existence stays hidden.
+    seed(svc, "acme/finance", "Acme's finance closes on the 25th")
+    svc.operator.deny("claude-code", "acme/finance")
+    for within in ("acme/finance", "acme/finance-old"):
+        for listing in (svc.list_memories, svc.list_spaces):
+            with pytest.raises(OutOfReach, match=f"space '{within}' is not reachable from here"):
+                listing(svc.caller("claude-code", space="acme", run="r2"), within=within)
     # A cursor is a place in time, not a key to another space: a made-up one reads nothing else.
     assert svc.list_memories(acme, cursor=f"{2**62}.{2**62}").memories[0].space == "acme"
 

@@ -160,14 +160,16 @@ def _read(
 
 def _chosen(scope: Scope, within: str | None, *, below: bool) -> list[str | None]:
     """The spaces (None: personal) a listing reads: the scope's, or ``within``'s part of it.
-    A ``within`` outside the caller's reach answers alike whether it exists or not."""
+    A ``within`` the caller may not read answers alike whether it exists or not: outside its
+    reach, or denied by a policy with nothing readable below it (an empty answer would tell a
+    denied AI that the space is there)."""
     if within is None:
         return sorted(scope.allowed, key=lambda s: (s is not None, s or ""))
-    if within not in scope.reached:
-        raise OutOfReach(f"space {within!r} is not reachable from here")
     inside: list[str | None] = [
         s for s in scope.allowed if s is not None and (s == within or (below and contains(within, s)))
     ]
+    if within not in scope.reached or not inside:
+        raise OutOfReach(f"space {within!r} is not reachable from here")
     return sorted(inside, key=lambda s: s or "")
 
 
