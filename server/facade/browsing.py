@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import server.facade.reach as reach
-from server.barrier.runs import Step
-from server.catalog import Tx
 from server.errors import InvalidInput, InvalidSpaceName, OutOfReach
-from server.facade.shown import marks_of, shown
+from server.facade.recall import delivered
+from server.facade.shown import shown
 from server.memories import listing
 from server.memories.data_filter import DataFilter, parse_filter
 from server.models import Caller, DeliveryItem, Memory
@@ -105,8 +104,6 @@ def memories(
     now = parts.clock()
     selection = listing.Selection(partitions=tuple(partition_key(s) for s in chosen), state="current")
     found, next_cursor, left_out = _read(parts, selection, data_filter, cursor=cursor, limit=limit)
-    marks = marks_of(m.labels for m in found)
-    step = Step("recall", marks, memory_ids=tuple(m.id for m in found))
     counts, total = parts.memories.counts([partition_key(s) for s in scope.reached])
     cut = {
         "space": total - sum(counts.get(partition_key(s), (0, 0))[0] for s in scope.reached),
@@ -117,17 +114,8 @@ def memories(
     if data_filter is not None:
         cut["filter"] = left_out
     items = [DeliveryItem(m.id, rank, 0.0, "delivered") for rank, m in enumerate(found, start=1)]
-
-    def bookkeeping(tx: Tx) -> int:
-        delivery_id = parts.deliveries.record(
-            tx, caller, query="", limit=limit, at=now, searched=list(chosen), items=items, cut=cut
-        )
-        parts.runs.record(tx, run, caller, steps=[step], carry=marks)
-        return delivery_id
-
-    # As a recall's: committed with concurrent recalls' rows, in the log before the answer leaves;
-    # flushed to the disk first when the run opens or its marks grow (the barrier's memory).
-    parts.commits.run(bookkeeping, durable=not run.opened or not set(marks) <= set(run.carried.marks()))
+    # As a recall's (``server.facade.recall.delivered``): in the log before the answer leaves.
+    delivered(parts, caller, run, found, query="", limit=limit, at=now, searched=list(chosen), items=items, cut=cut)
     return MemoryPage([shown(scope, m) for m in found], next_cursor)
 
 

@@ -26,7 +26,7 @@ that does so). Each stage's time goes to ``/metrics`` under its name (``esfis_re
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,7 +49,7 @@ from server.memories.data_filter import DataFilter, filter_reach, newest_matchin
 from server.memories.duplicates import fold_candidates
 from server.memories.input import MAX_QUERY_BYTES, check_text
 from server.metrics import time_stage
-from server.models import DEFAULT_LIMIT, MAX_LIMIT, Caller, DeliveryItem, Recall, RecalledMemory
+from server.models import DEFAULT_LIMIT, MAX_LIMIT, Caller, DeliveryItem, Memory, Recall, RecalledMemory
 from server.records import Run
 from server.spaces import partition_key
 from server.spaces.scope import Scope
@@ -277,18 +277,13 @@ def limit_(
 
 
 def deliver(parts: Parts, caller: Caller, run: Run, scope: Scope, asked: Asked, found: Answer) -> int:
-    """The delivery (ids, scores, reasons) and the run's step with the marks it now carries, in one
-    transaction, committed with concurrent recalls' when they meet; the delivery's id once this
-    one's rows are in. Flushed to the disk first only when the run opens or its marks grow (the
-    barrier's memory); otherwise a power cut may lose the record, never a killed process
-    (docs/guarantees.md, "What a power cut may take")."""
-    marks = marks_of(m.labels for m in found.memories)
-    step = Step("recall", marks, memory_ids=tuple(m.id for m in found.memories))
-
-    def bookkeeping(tx: Tx) -> int:
-        delivery_id = parts.deliveries.record(
-            tx,
+    """The recall's delivery and the run's step, committed before the answer leaves (``delivered``)."""
+    with _stage("deliver"):
+        return delivered(
+            parts,
             caller,
+            run,
+            found.memories,
             query=asked.query,
             limit=asked.limit,
             at=asked.now,
@@ -296,12 +291,39 @@ def deliver(parts: Parts, caller: Caller, run: Run, scope: Scope, asked: Asked, 
             items=found.items,
             cut=found.cut,
         )
+
+
+def delivered(
+    parts: Parts,
+    caller: Caller,
+    run: Run,
+    memories: Sequence[Memory | RecalledMemory],
+    *,
+    query: str,
+    limit: int,
+    at: datetime,
+    searched: list[str | None],
+    items: list[DeliveryItem],
+    cut: dict[str, int],
+) -> int:
+    """What a caller read (a recall's memories, a listed page), recorded as delivered: the
+    delivery (ids, scores, reasons; never texts) and the run's step with the marks it now
+    carries, in one transaction committed with concurrent recalls' when they meet; the
+    delivery's id once this one's rows are in. Flushed to the disk first only when the run opens
+    or its marks grow (the barrier's memory); otherwise a power cut may lose the record, never a
+    killed process (docs/guarantees.md, "What a power cut may take")."""
+    marks = marks_of(m.labels for m in memories)
+    step = Step("recall", marks, memory_ids=tuple(m.id for m in memories))
+
+    def bookkeeping(tx: Tx) -> int:
+        delivery_id = parts.deliveries.record(
+            tx, caller, query=query, limit=limit, at=at, searched=searched, items=items, cut=cut
+        )
         parts.runs.record(tx, run, caller, steps=[step], carry=marks)
         return delivery_id
 
     durable = not run.opened or not set(marks) <= set(run.carried.marks())
-    with _stage("deliver"):
-        return parts.commits.run(bookkeeping, durable=durable)
+    return parts.commits.run(bookkeeping, durable=durable)
 
 
 @contextmanager
