@@ -192,7 +192,13 @@ class Limiter:
                     claims.append((name, item, key))
         if not claims:
             return
-        leases = [lease(item) for _, item, _ in claims]
+        with self._credit_lock:
+            if len(self._credit) >= SPENT_KEPT:
+                self._credit = {k: v for k, v in self._credit.items() if v[1] > now}
+            # Leases while this worker has room to remember them; hit by hit past that (a flood
+            # of addresses), so no caller's claim is lost for want of a place to keep it.
+            room = len(self._credit) < SPENT_KEPT
+        leases = [lease(item) if room else 1 for _, item, _ in claims]
         counted = self.storage.hit_many(
             [
                 RateKey(key, item.get_expiry(), _overflow(name, item), amount)
@@ -209,8 +215,6 @@ class Limiter:
                 raise _refused(name, item, hit.ends)
             if allowed > 1:
                 with self._credit_lock:
-                    if len(self._credit) >= SPENT_KEPT:
-                        self._credit = {k: v for k, v in self._credit.items() if v[1] > now}
                     self._credit[key] = (allowed - 1, hit.ends)
 
     def refused_in_memory(self, name: str, who: str) -> TooManyRequests | None:

@@ -492,3 +492,24 @@ def test_a_small_limit_is_counted_hit_by_hit(fake_service, clock):
     for worker in workers:
         with pytest.raises(TooManyRequests):
             worker.hit("token", "tok_exact")
+
+
+def test_a_worker_full_of_leases_counts_hit_by_hit(fake_service, clock, monkeypatch):
+    """A flood of callers fills a worker's memory of leases (``SPENT_KEPT``): past it, a newcomer is
+    counted hit by hit, so no claim is made that the worker could not keep."""
+    from datetime import UTC, datetime
+
+    from server.http import rate_limits
+    from server.http.rate_limits import Limiter, RateLimits
+
+    clock.now = datetime.now(UTC)
+    monkeypatch.setattr(rate_limits, "SPENT_KEPT", 3)
+    worker = Limiter(lambda: fake_service, RateLimits.from_env({"ESFIS_RATE_TOKEN": "1280/minute"}))
+    for i in range(5):
+        worker.hit("token", f"tok_flood{i}")
+    assert len(worker._credit) == 3
+    counts = {
+        r["key"]: r["count"]
+        for r in fake_service._parts.rates.catalog.all("SELECT key, count FROM rate_counters WHERE key LIKE '%flood%'")
+    }
+    assert sorted(counts.values()) == [1, 1, 16, 16, 16], counts
