@@ -236,9 +236,11 @@ def test_pruning_also_removes_old_deliveries_context_references_and_decided_held
         return int(catalog.one(f"SELECT count(*) AS n FROM {table}")["n"])
 
     assert (count("deliveries"), count("contexts"), count("approvals")) == (1, 1, 1)
+    svc._parts.deliveries.moves.move_all()  # the old delivery's items moved, today's left recent
     clock.advance(days=91)
     svc.recall(svc.caller("cli", space="acme/platform"), "staging")  # a delivery of today
+    assert (count("delivery_items"), count("recent_delivery_items")) == (1, 1)
     pruned = svc.operator.prune_trail()
     assert pruned.records == 3
     assert (count("deliveries"), count("contexts"), count("approvals")) == (1, 0, 0)
-    assert count("delivery_items") == 1  # today's delivery's one memory
+    assert (count("delivery_items"), count("recent_delivery_items")) == (0, 1)  # today's delivery's one memory

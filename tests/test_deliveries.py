@@ -73,7 +73,7 @@ def test_why_shows_forgotten_for_a_forgotten_memory(capsys, home, folders, real_
 def _delivery_rows(home):
     return (
         catalog_rows(home, "SELECT * FROM deliveries ORDER BY id"),
-        catalog_rows(home, "SELECT * FROM delivery_items ORDER BY delivery_id, rank"),
+        catalog_rows(home, "SELECT * FROM all_delivery_items ORDER BY delivery_id, rank"),
     )
 
 

@@ -109,10 +109,11 @@ def prune_records(catalog: Catalog, cutoff: int) -> int:
             if not ids:
                 break
             batch = json.dumps(ids)
-            tx.execute(
-                f"DELETE FROM delivery_items WHERE delivery_id IN (SELECT CAST(value AS BIGINT) FROM {tx.sql.values})",
-                (batch,),
-            )
+            for items in ("delivery_items", "recent_delivery_items"):  # moved or not yet (delivery_moves)
+                tx.execute(
+                    f"DELETE FROM {items} WHERE delivery_id IN (SELECT CAST(value AS BIGINT) FROM {tx.sql.values})",
+                    (batch,),
+                )
             gone += tx.execute(
                 f"DELETE FROM deliveries WHERE id IN (SELECT CAST(value AS BIGINT) FROM {tx.sql.values})", (batch,)
             ).rowcount

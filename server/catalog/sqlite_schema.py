@@ -131,6 +131,20 @@ CREATE INDEX IF NOT EXISTS delivery_items_by_delivery ON delivery_items (deliver
 -- Version 10: a memory's page lists the deliveries that included it; a space's page plots its recalls.
 CREATE INDEX IF NOT EXISTS delivery_items_by_memory ON delivery_items (memory_id);
 CREATE INDEX IF NOT EXISTS deliveries_by_space ON deliveries (space, at);
+-- Version 15: a recall's items land here first, where no index by memory is kept up (each item's
+-- entry in one dirtied a random page: most of a recall's commit), and move into delivery_items in
+-- batches (server.memories.delivery_moves). Every read goes through all_delivery_items.
+CREATE TABLE IF NOT EXISTS recent_delivery_items (
+    delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
+    memory_id TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    score REAL NOT NULL,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS recent_delivery_items_by_delivery ON recent_delivery_items (delivery_id);
+CREATE VIEW IF NOT EXISTS all_delivery_items AS
+    SELECT delivery_id, memory_id, rank, score, outcome FROM delivery_items
+    UNION ALL SELECT delivery_id, memory_id, rank, score, outcome FROM recent_delivery_items;
 CREATE TABLE IF NOT EXISTS tokens (
     id TEXT PRIMARY KEY,
     hash TEXT NOT NULL UNIQUE,

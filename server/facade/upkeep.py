@@ -2,7 +2,8 @@
 
 In the background, until the service closes: held calls past their time are settled (their
 texts leave the catalog), OAuth requests, refresh tokens and rate counters past their window
-are pruned, every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
+are pruned, and recent delivery items left below a batch move into the table indexed by memory
+(``server.memories.delivery_moves``), every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
 counted in days), first soon after start so that a server restarted often still prunes. A
 round that fails is logged and tried again; no request ever sees it.
 
@@ -20,6 +21,7 @@ from server.bulk.journal import sweep
 from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
+from server.memories.deliveries import DeliveryLog
 from server.memories.journal import JOURNALS
 from server.metrics import count_upkeep
 
@@ -29,7 +31,13 @@ UPKEEP_FIRST_S = 60  # after start: a server restarted often still prunes
 SETTLE_EVERY_S = 60  # held calls past their time are cleared this often (and at every read)
 
 
-def keep_up(closing: threading.Event, operator: Operator, connections: Connections, rates: RateCounters) -> None:
+def keep_up(
+    closing: threading.Event,
+    operator: Operator,
+    connections: Connections,
+    rates: RateCounters,
+    deliveries: DeliveryLog,
+) -> None:
     """The upkeep's rounds, until ``closing`` is set (run in a thread of its own)."""
     last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
     while not closing.wait(SETTLE_EVERY_S):
@@ -40,6 +48,10 @@ def keep_up(closing: threading.Event, operator: Operator, connections: Connectio
             rates.prune()  # rate counters past their window
         except Exception:
             _log.warning("settling held calls did not finish", exc_info=True)
+        try:
+            deliveries.moves.move_all()  # a quiet server's last few recalls' items
+        except Exception:
+            _log.warning("moving recent delivery items did not finish", exc_info=True)
         if time.monotonic() - last_prune < UPKEEP_EVERY_S:
             continue
         last_prune = time.monotonic()

@@ -17,6 +17,7 @@ from server.catalog import Catalog, Tx
 from server.clock import from_micros, to_micros
 from server.errors import DeliveryNotFound
 from server.memories import MemoryBook
+from server.memories.delivery_moves import DeliveryMoves
 from server.models import Caller, Delivery, DeliveryItem, OtherSpaceMatch, Why, WhyItem
 from server.spaces import contains, partition_key, space_of_key
 
@@ -26,6 +27,7 @@ WHY_NAMED = 5
 class DeliveryLog:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        self.moves = DeliveryMoves(catalog)  # the items' way into the table indexed by memory
 
     def record(
         self,
@@ -60,11 +62,12 @@ class DeliveryLog:
         delivery_id = int(returned[0]["id"])
         if items:  # one statement whatever the number of items: the rows travel as one JSON array
             item = tx.sql.item
-            tx.execute(
-                "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) "
+            tx.execute(  # not delivery_items: its index by memory is kept up in batches (delivery_moves)
+                "INSERT INTO recent_delivery_items (delivery_id, memory_id, rank, score, outcome) "
                 f"SELECT ?, {item(0)}, {item(1, 'INTEGER')}, {item(2, 'DOUBLE PRECISION')}, {item(3)} FROM {tx.sql.rows}",
                 (delivery_id, json.dumps([[i.memory_id, int(i.rank), float(i.score), i.outcome] for i in items])),
             )
+        self.moves.noted()
         return delivery_id
 
     def get(self, delivery_id: int) -> Delivery:
@@ -72,7 +75,7 @@ class DeliveryLog:
         if row is None:
             raise DeliveryNotFound(f"no delivery {delivery_id}")
         items = self.catalog.all(
-            "SELECT memory_id, rank, score, outcome FROM delivery_items WHERE delivery_id = ? ORDER BY rank",
+            "SELECT memory_id, rank, score, outcome FROM all_delivery_items WHERE delivery_id = ? ORDER BY rank",
             (delivery_id,),
         )
         return _delivery(row, tuple(DeliveryItem(i["memory_id"], i["rank"], i["score"], i["outcome"]) for i in items))

@@ -166,7 +166,7 @@ def supersedes(catalog: Catalog, memory_id: str) -> str | None:
 def deliveries_of(catalog: Catalog, memory_id: str, *, last: int = 50) -> list[Row]:
     """The newest deliveries that included a memory or cut it by limit: ids, ranks, scores (no text)."""
     return catalog.all(
-        "SELECT i.delivery_id, i.rank, i.score, i.outcome, d.at, d.ai, d.transport FROM delivery_items i "
+        "SELECT i.delivery_id, i.rank, i.score, i.outcome, d.at, d.ai, d.transport FROM all_delivery_items i "
         "JOIN deliveries d ON d.id = i.delivery_id WHERE i.memory_id = ? ORDER BY i.delivery_id DESC LIMIT ?",
         (memory_id, last),
     )
@@ -195,7 +195,7 @@ def recalls_per_day(catalog: Catalog, spaces: tuple[str | None, ...], *, since: 
         where = "d.space IS NULL" if space is None else "d.space = ?"
         params: tuple = () if space is None else (space,)
         for r in catalog.all(
-            "SELECT (d.at - ?) / ? AS day, count(*) AS n, sum(CASE WHEN EXISTS (SELECT 1 FROM delivery_items i "
+            "SELECT (d.at - ?) / ? AS day, count(*) AS n, sum(CASE WHEN EXISTS (SELECT 1 FROM all_delivery_items i "
             "WHERE i.delivery_id = d.id AND i.outcome = 'delivered') THEN 0 ELSE 1 END) AS empty "
             f"FROM deliveries d WHERE {where} AND d.at >= ? GROUP BY 1",
             (start, DAY, *params, start),
