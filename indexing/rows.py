@@ -110,6 +110,7 @@ class PartitionResult:
     postings: int = 0  # lexical postings read
     partition: Answered | None = field(default=None, repr=False, compare=False)
     cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
+    units: tuple[float, float] | None = None  # the fusion's units (``Fused.units``), when it fused
 
     def vectors(self) -> np.ndarray:
         """The rows' vectors, in their order."""

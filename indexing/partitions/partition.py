@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from indexing.partitions.allowed import search_allowed
 from indexing.partitions.image import Image
 from indexing.partitions.numbering import NumberedRows
 from indexing.partitions.validity import Validity, ValidityCounts, validity_window
-from indexing.relevance.fusion import fuse_lexical
+from indexing.relevance.fusion import Fused, fuse_lexical
 from indexing.relevance.lexical import LexicalIndex
 from indexing.relevance.top import largest
 from indexing.rows import Hit, PartitionResult, RowBatch
@@ -201,54 +202,18 @@ class LivePartition:
     ) -> PartitionResult:
         """The ``k`` best rows valid at ``now``; validity decides before similarity does. With a
         query ``text``, relevance is cosine fused with BM25 over the same valid rows. With
-        ``allow``, only rows of those ids are candidates (``_search_allowed``).
+        ``allow``, only rows of those ids are candidates (``allowed.search_allowed``).
 
         Rows are numbered the image's first, then the held ones (the lexical index's numbering).
         """
-        offset = self._image_rows
         validity = self._validity_at(now)
         if allow is not None:
-            return self._search_allowed(query, k, now=now, text=text, allow=allow, validity=validity)
-        found_rows: list[np.ndarray] = []
-        found_scores: list[np.ndarray] = []
-        valid_parts: list[np.ndarray] = []
-        scored = 0
+            return search_allowed(self, query, k, now=now, text=text, allow=allow, validity=validity)
         ended, pending, candidates = (a + b for a, b in zip(validity.base_counts, validity.held_counts))
-        if self.base is not None and self.base.rows:
-            b = self.base
-            rows, scores = b.lists.candidates(b.vectors, query)
-            scored += len(rows)
-            keep = self.base_live[rows] & (b.valid_until[rows] > now) & (b.valid_from[rows] <= now)
-            found_rows.append(rows[keep])
-            found_scores.append(scores[keep])
-            if text is not None:
-                valid_parts.append(self._base_valid_at(now))
-        n = self.rows
-        if n:
-            scores = self.vectors[:n] @ query
-            scored += n
-            found_rows.append(validity.held_rows + offset)
-            found_scores.append(scores[validity.held_rows])
-            valid_parts.append(validity.held_valid)
-        if not found_rows:
+        found = self.unfiltered(query, now=now, text=text)
+        if found is None:
             return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, 0, 0, partition=self)
-        rows = np.concatenate(found_rows) if len(found_rows) > 1 else found_rows[0]
-        scores = np.concatenate(found_scores) if len(found_scores) > 1 else found_scores[0]
-        postings = 0
-        cosines = scores
-        if text is not None:
-            fused = fuse_lexical(
-                self.lexicon(),
-                self.numbered(),
-                query,
-                text=text,
-                rows=rows,
-                cos=scores,
-                valid=np.concatenate(valid_parts),
-            )
-            rows, scores, postings = fused.rows, fused.scores, fused.postings
-            cosines = fused.cosines if fused.cosines is not None else scores
-            scored += fused.extra_scored
+        rows, scores, cosines, scored, fused = found
         if len(rows) > k:
             top = largest(scores, k)
             rows, scores, cosines = rows[top], scores[top], cosines[top]
@@ -260,51 +225,51 @@ class LivePartition:
             candidates,
             ended,
             pending,
-            postings,
+            0 if fused is None else fused.postings,
             partition=self,
             cosines=cosines[best],
+            units=None if fused is None else fused.units,
         )
 
-    def _search_allowed(
-        self, query: np.ndarray, k: int, *, now: int, text: str | None, allow: Collection[str], validity: Validity
-    ) -> PartitionResult:
-        """The ``k`` best of the rows valid at ``now`` whose ids are in ``allow`` (a caller's
-        narrowing, decided outside: ``indexing`` knows ids, not why they were chosen). Every such
-        row is scored exactly: an IVF probe could hold none of them, and the top ``k`` would then
-        come back short while allowed rows remain. ``candidates`` counts the allowed valid rows;
-        ``ended`` and ``pending`` stay the partition's, as without ``allow``."""
-        offset, n = self._image_rows, self.rows
-        wanted = list(allow)
-        held = np.array([self.row_of.get(i, -1) for i in wanted], dtype=np.int64)
-        held = np.unique(held[held >= 0])
-        held = held[validity.held_valid[held]]
-        parts = [held + offset]
+    def unfiltered(
+        self, query: np.ndarray, *, now: int, text: str | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, Fused | None] | None:
+        """Every candidate of the search at ``now`` (the IVF probe's valid rows and the held
+        ones), in no order: rows, scores, plain cosines, the vectors scored, and with ``text``
+        the fusion, whose units and BM25 a narrowed search scores its rows in; None for no rows."""
+        offset = self._image_rows
+        validity = self._validity_at(now)
+        found_rows: list[np.ndarray] = []
+        found_scores: list[np.ndarray] = []
+        valid_parts: list[np.ndarray] = []
+        scored = 0
         if self.base is not None and self.base.rows:
             b = self.base
-            based = np.unique(b.rows_of(wanted))
-            based = based[based >= 0]
-            keep = self.base_live[based] & (b.valid_until[based] > now) & (b.valid_from[based] <= now)
-            parts.insert(0, based[keep])
-        rows = np.concatenate(parts)
-        allowed = len(rows)
-        ended, pending = (a + b for a, b in zip(validity.base_counts[:2], validity.held_counts[:2]))
-        if not len(rows):
-            return PartitionResult(_NO_ROWS, np.zeros(0, dtype=np.float32), 0, 0, ended, pending, partition=self)
-        scores = self.numbered()[rows] @ query
-        cosines, postings = scores, 0
-        if text is not None:
-            valid = np.zeros(offset + n, dtype=bool)
-            valid[rows] = True
-            fused = fuse_lexical(self.lexicon(), self.numbered(), query, text=text, rows=rows, cos=scores, valid=valid)
-            rows, scores, postings = fused.rows, fused.scores, fused.postings
-            cosines = fused.cosines if fused.cosines is not None else scores
-        if len(rows) > k:
-            top = largest(scores, k)
-            rows, scores, cosines = rows[top], scores[top], cosines[top]
-        best = np.argsort(-scores, kind="stable")
-        return PartitionResult(
-            rows[best], scores[best], allowed, allowed, ended, pending, postings, partition=self, cosines=cosines[best]
+            rows, scores = b.lists.candidates(b.vectors, query)
+            scored += len(rows)
+            keep = self.base_live[rows] & (b.valid_until[rows] > now) & (b.valid_from[rows] <= now)
+            found_rows.append(rows[keep])
+            found_scores.append(scores[keep])
+            if text is not None:
+                valid_parts.append(self.base_valid_at(now))
+        n = self.rows
+        if n:
+            scores = self.vectors[:n] @ query
+            scored += n
+            found_rows.append(validity.held_rows + offset)
+            found_scores.append(scores[validity.held_rows])
+            valid_parts.append(validity.held_valid)
+        if not found_rows:
+            return None
+        rows = np.concatenate(found_rows) if len(found_rows) > 1 else found_rows[0]
+        scores = np.concatenate(found_scores) if len(found_scores) > 1 else found_scores[0]
+        if text is None:
+            return rows, scores, scores, scored, None
+        fused = fuse_lexical(
+            self.lexicon(), self.numbered(), query, text=text, rows=rows, cos=scores, valid=np.concatenate(valid_parts)
         )
+        cosines = fused.cosines if fused.cosines is not None else fused.scores
+        return fused.rows, fused.scores, cosines, scored + fused.extra_scored, fused
 
     def search_sharing(
         self, query: np.ndarray, k: int, *, now: int, text: str, share: float, most: int
@@ -353,7 +318,7 @@ class LivePartition:
         )
         return self._validity
 
-    def _base_valid_at(self, now: int) -> np.ndarray:
+    def base_valid_at(self, now: int) -> np.ndarray:
         """The image's rows valid at ``now`` (BM25 scores them all), kept with the held rows' mask."""
         validity = self._validity_at(now)
         cached = self._base_valid

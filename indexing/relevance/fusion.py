@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from indexing.relevance.lexical import LexicalIndex
+from indexing.relevance.lexical import LexicalIndex, LexicalScores
 
 LEXICAL_EXTRA = 256  # best lexical rows an IVF probe missed, scored exactly and added
 SPREAD_SAMPLE = 2048  # rows sampled for the cosine's spread past the IVF threshold
@@ -50,15 +50,24 @@ class Fusion:
     weight: float = 0.5
     k: int = 60  # rrf only
 
-    def __call__(self, cos: np.ndarray, lex: np.ndarray, *, ideal: float, spread: float | None = None) -> np.ndarray:
+    def __call__(
+        self,
+        cos: np.ndarray,
+        lex: np.ndarray,
+        *,
+        ideal: float,
+        spread: float | None = None,
+        lex_spread: float | None = None,
+    ) -> np.ndarray:
         """Fused scores of candidates whose cosine is ``cos`` and BM25 ``lex``; ``spread`` is the
-        standard deviation of the cosine over the partition's valid rows (default: of ``cos``)."""
+        standard deviation of the cosine over the partition's valid rows (default: of ``cos``),
+        ``lex_spread`` BM25's over the candidates (default: of ``lex``)."""
         if self.method == "cosine" or not len(cos):
             return cos
         if self.method == "anchored":
             return cos + self.weight * lex / ideal if ideal > 0 else cos
         if self.method == "scaled":
-            sigma = lex.std()
+            sigma = lex.std() if lex_spread is None else lex_spread
             if sigma <= 0:
                 return cos
             return cos + self.weight * (cos.std() if spread is None else spread) * lex / sigma
@@ -80,6 +89,16 @@ class Fused:
     extra_scored: int  # cosines computed for lexical rows the probe missed
     postings: int  # lexical postings read
     cosines: np.ndarray | None = None  # each row's plain cosine (None: the scores are cosines)
+    units: tuple[float, float] | None = None  # scaled's σ(cosine) and σ(BM25), as they were taken
+    lexical: LexicalScores | None = None  # BM25 of every row (0 where not valid), for rows scored in these units
+
+    def narrowed(self, rows: np.ndarray, cos: np.ndarray, fusion: Fusion = DEFAULT) -> np.ndarray:
+        """Scores of other valid ``rows`` (cosines ``cos``) in this fusion's units and BM25: what
+        each would score among these candidates (a narrowed search's rows, ``partitions.allowed``)."""
+        if self.lexical is None or self.units is None:
+            return cos
+        lex = self.lexical.scores[rows]
+        return fusion(cos, lex, ideal=self.lexical.ideal, spread=self.units[0], lex_spread=self.units[1])
 
 
 def fuse_lexical(
@@ -101,7 +120,7 @@ def fuse_lexical(
     lex = index.score(index.query_terms(text), valid)
     extra, spread = 0, None
     if len(rows) < int(valid.sum()):  # an IVF probe: add the best lexical rows it missed
-        spread = _cosine_spread(vectors, query, valid)
+        spread = cosine_spread(vectors, query, valid)
         seen = np.zeros(len(valid), dtype=bool)
         seen[rows] = True
         missed = np.flatnonzero((lex.scores > 0) & ~seen)
@@ -113,10 +132,12 @@ def fuse_lexical(
             extra = len(missed)
     if fusion.method == "scaled" and spread is None and len(cos):
         spread = float(cos.std())
-    return Fused(rows, fusion(cos, lex.scores[rows], ideal=lex.ideal, spread=spread), extra, lex.postings, cos)
+    lexical = lex.scores[rows]
+    taken = (spread, float(lexical.std())) if spread is not None and len(cos) else None
+    return Fused(rows, fusion(cos, lexical, ideal=lex.ideal, spread=spread), extra, lex.postings, cos, taken, lex)
 
 
-def _cosine_spread(vectors: RowVectors | np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
+def cosine_spread(vectors: RowVectors | np.ndarray, query: np.ndarray, valid: np.ndarray) -> float:
     """The cosine's standard deviation over the valid rows, from an even sample of them: the
     probed rows of an IVF search are the nearest ones, and their spread is too narrow."""
     if not isinstance(vectors, np.ndarray):  # a partition's vectors: its image keeps a contiguous sample

@@ -24,7 +24,7 @@ def largest(scores: np.ndarray, k: int) -> np.ndarray:
     n = len(scores)
     if k >= n:
         return np.arange(n)
-    if n < BLOCKS_FROM:
+    if n < BLOCKS_FROM or k >= n // BLOCK:  # small, or a k that needs most of the blocks anyway
         return np.argpartition(-scores, k - 1)[:k]
     whole = n - n % BLOCK
     maxima = scores[:whole].reshape(-1, BLOCK).max(axis=1)

@@ -9,8 +9,9 @@
   scored (cut by ``policy``).
 - **validity**: the time whose valid memories answer, now or ``as_of``; the partitions' search
   takes only rows valid then, and the catalog has the last word on each hit (``confirm``).
-- **filter**: with a filter over data, the ids each partition's search may score, answered by
-  the catalog's indexes (``server.memories.data_filter``); with no query, the newest that match.
+- **filter**: with a filter over data, how each partition's search is narrowed to the rows it
+  allows (``server.memories.filter_search``: the ids from the catalog's index, or a broad set's
+  candidates checked); with no query, the newest that match.
 - **relevance**: the query embedded (``embedding``, timed apart), then cosine fused with BM25 inside each partition, scored
   again against the query moved towards the best two, and one merge by score.
 - **fold**: of two candidates that are the same fact, the later wins (cut by ``copy``).
@@ -45,8 +46,9 @@ from server.facade.shown import marks_of, shown_recalled
 from server.labels import Labels
 from server.memories import MemoryBook
 from server.memories.data import Data
-from server.memories.data_filter import DataFilter, filter_reach, newest_matching, parse_filter
+from server.memories.data_filter import DataFilter, newest_matching, parse_filter
 from server.memories.duplicates import fold_candidates
+from server.memories.filter_search import Narrowing, narrowing, search_narrowed
 from server.memories.input import MAX_QUERY_BYTES, check_text
 from server.metrics import time_stage
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, Caller, DeliveryItem, Memory, Recall, RecalledMemory
@@ -176,13 +178,14 @@ def permissions(book: MemoryBook, scope: Scope, cut: _Cut) -> dict[str, tuple[in
 
 def narrowed(
     book: MemoryBook, scope: Scope, asked: Asked, live: dict[str, tuple[int, int]], cut: _Cut
-) -> dict[str, list[str]] | None:
-    """With a filter and a query: the ids each readable partition's search may score (None: any)."""
+) -> Narrowing | None:
+    """With a filter and a query: how each readable partition's search is narrowed to the rows
+    the filter allows (``server.memories.filter_search``; None: not narrowed)."""
     if asked.data_filter is None or asked.listing or not scope.allowed:
         return None
     keys = [partition_key(s) for s in scope.allowed]
-    allowed = filter_reach(book, keys, asked.data_filter)
-    cut.add("filter", sum(live.get(k, (0, 0))[0] for k in keys) - sum(len(ids) for ids in allowed.values()))
+    allowed = narrowing(book, keys, asked.data_filter, {k: live.get(k, (0, 0))[0] for k in keys})
+    cut.add("filter", allowed.refused)
     return allowed
 
 
@@ -202,15 +205,17 @@ def relevance(
     asked: Asked,
     vector: np.ndarray | None,
     depth: int,
-    allowed: dict[str, list[str]] | None,
+    allowed: Narrowing | None,
     live: dict[str, tuple[int, int]],
     cut: _Cut,
 ) -> tuple[Pool, int]:
     """The ``depth`` best candidates of the readable partitions, valid at the asked time, and how
-    many were scored. Counts what validity left out (superseded, expired, not yet valid), each
-    depth afresh."""
+    many were scored. Counts what validity left out (superseded, expired, not yet valid), and
+    what a broad filter refused on the way, each depth afresh."""
     for reason in ("superseded", "expired", "not_yet_valid"):
         cut.counts[reason] = 0
+    if allowed is not None:
+        cut.counts["filter"] = allowed.refused
     if vector is None:
         if asked.data_filter is None or not scope.allowed:
             return [], 0
@@ -224,8 +229,11 @@ def relevance(
     scored = 0
     for space in scope.allowed:
         key = partition_key(space)
-        allow = None if allowed is None else allowed.get(key, [])
-        result = book.store.search(key, vector, depth, now=micros, text=asked.query or None, allow=allow)
+        if allowed is None:
+            result = book.store.search(key, vector, depth, now=micros, text=asked.query or None)
+        else:
+            result, refused = search_narrowed(book, allowed, key, vector, depth, now=micros, text=asked.query or None)
+            cut.add("filter", refused)
         superseded = live.get(key, (0, 0))[1]
         cut.add("superseded", min(superseded, result.ended))
         cut.add("expired", max(result.ended - superseded, 0))

@@ -276,7 +276,7 @@ def _newest_in(
             refused += 1
     chosen, chosen_params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
     suspects = len(catalog.all(loose, keyed(loose_params, [key]))) if loose else 0
-    if chosen is not None and _larger_than(catalog, chosen, keyed(chosen_params, [key]), SMALL_SET):
+    if chosen is not None and larger_than(catalog, chosen, keyed(chosen_params, [key]), SMALL_SET):
         # Over SMALL_SET matches: at least one in (live / SMALL_SET) memories, so the next
         # ``count`` lie among the newest few thousand while they are spread over time.
         deep = catalog.all(
@@ -297,7 +297,7 @@ def _newest_in(
     return [tuple(r) for r in rows if data_filter.matches(loaded(r[2]))][:count], refused
 
 
-def _larger_than(catalog: Any, chosen: str, params: tuple[Any, ...], bound: int) -> bool:
+def larger_than(catalog: Any, chosen: str, params: tuple[Any, ...], bound: int) -> bool:
     """Whether the set ``chosen`` holds more than ``bound`` memories (counted no further)."""
     row = catalog.one(
         f"SELECT count(*) FROM (SELECT 1 FROM ({chosen}) AS chosen LIMIT ?) AS capped", (*params, bound + 1)

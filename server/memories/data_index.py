@@ -296,6 +296,31 @@ def probes(conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
     return " AND ".join(clauses) or "1 = 1", params
 
 
+def checking_sql(conditions: Sequence[Condition], sql: Dialect, key: str) -> tuple[str, list[Any]]:
+    """One statement giving, of the ids its None parameter lists (a JSON array) in partition
+    ``key``, those the exact terms take, each with its data where a loose row at a filter's path
+    leaves the match to ``DataFilter.matches`` (else NULL: the index's answer is exact). Probes
+    of the index by its key, a few per id, and no read of the memories themselves: for a
+    search's candidates (rows of the partition, not forgotten), not for a set."""
+    test, tested = probes(conditions)
+    loose: list[str] = []
+    params: list[Any] = []
+    for c in compiled_all(conditions):
+        if c.loose:
+            either = " OR ".join(f"({t.sql})" for t in c.loose)
+            loose.append(
+                "EXISTS (SELECT 1 FROM memory_fields f WHERE f.partition = m.partition AND f.path = ? "
+                f"AND f.memory_id = m.id AND ({either}))"
+            )
+            params += [c.path, *[p for t in c.loose for p in t.params]]
+    data = f"CASE WHEN {' OR '.join(loose)} THEN (SELECT data FROM memories WHERE id = m.id) END" if loose else "NULL"
+    statement = (
+        f"SELECT m.id, {data} FROM (SELECT value AS id, CAST(? AS TEXT) AS partition FROM {sql.values}) AS m "
+        f"WHERE {test}"
+    )
+    return statement, [*params, key, None, *tested]
+
+
 def joined(chosen: str, sql: Dialect) -> str:
     """``chosen``'s ids as one comma-separated text per partition: a broad filter's tens of
     thousands of ids cross to Python as a few strings, not as a row each (half the cost of its

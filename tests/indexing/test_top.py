@@ -16,7 +16,7 @@ def _kth_and_above(scores: np.ndarray, k: int) -> tuple[set[int], float]:
 
 
 @pytest.mark.parametrize("n", [1, 9, 10, 11, BLOCKS_FROM - 1, BLOCKS_FROM, BLOCKS_FROM + 1, 10_000, 10_007, 65_536 + 5])
-@pytest.mark.parametrize("k", [1, 10, 37])
+@pytest.mark.parametrize("k", [1, 10, 37, 2_000])  # 2,000: more than the blocks of most lengths
 def test_the_largest_are_those_a_full_selection_finds(n, k):
     rng = np.random.default_rng(n * 100 + k)
     scores = rng.standard_normal(n).astype(np.float32)
