@@ -58,6 +58,9 @@ class SqliteCatalog:
         self._checkpointer: threading.Thread | None = None
         self._stopping = threading.Event()
         self._scrubs = ScrubRounds(self._scrub)  # one at a time; callers meanwhile share the next
+        self._readers = threading.local()  # each thread's connection for reads (``_reader``)
+        self._reader_conns: list[sqlite3.Connection] = []  # every thread's, closed with the catalog
+        self._readers_lock = threading.Lock()
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # FULL: each commit's WAL frames are fsynced before COMMIT returns, so an acknowledged
@@ -241,12 +244,44 @@ class SqliteCatalog:
             return rows
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        if self._on_writer(sql):
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+        return self._reader().execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchone()
+        if self._on_writer(sql):
+            with self._lock:
+                return self._conn.execute(sql, params).fetchone()
+        cursor = self._reader().execute(sql, params)
+        try:
+            return cursor.fetchone()
+        finally:
+            cursor.close()  # the statement reset now: no read snapshot outlives the read
+
+    def _on_writer(self, sql: str) -> bool:
+        """A read this thread makes inside its own write (it must see that write), or of a
+        setting (a PRAGMA: the writer's connection is the catalog's)."""
+        return self._lock._is_owned() or sql.lstrip()[:6].upper() == "PRAGMA"  # type: ignore[attr-defined]
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's connection for reads outside a write. WAL serves readers beside the one
+        writer, so a read (a token, a recall's candidates) never waits for another thread's
+        commit and its fsync, as it did on the writer's connection under its lock. Each read is a
+        statement of its own, so it sees every commit made before it, this thread's included."""
+        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA query_only=ON")  # a write never goes past the writer's lock
+            with self._readers_lock:
+                if self._stopping.is_set():
+                    conn.close()
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+                self._reader_conns.append(conn)
+            self._readers.conn = conn
+        return conn
 
     def reopen(self) -> SqliteCatalog:
         return SqliteCatalog(self.path)
@@ -257,6 +292,10 @@ class SqliteCatalog:
             self._checkpointer.join()
         with self._lock:
             self._conn.close()
+        with self._readers_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
 
 
 class Tx:
