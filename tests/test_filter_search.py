@@ -25,7 +25,7 @@ import server.memories.filter_search as filter_search
 from indexing.embedding.testing import HashingEmbedder
 from server.clock import to_micros
 from server.facade import open_service
-from server.memories.data_filter import filter_reach, parse_filter
+from server.memories.data_filter import filter_reach, parse_filter, reach_within
 from server.memories.filter_search import narrowing, search_narrowed
 from server.spaces import partition_key
 from tests.catalogs import settings_for
@@ -210,3 +210,17 @@ def test_in_an_imaged_partition_a_few_rows_the_probe_misses_are_answered_whole(i
         if data_filter.matches(json.loads(r["data"]) if r["data"] else {})
     ]
     assert sorted(h.id for h in walked.hits) == sorted(current)
+
+
+def test_a_set_read_up_to_its_bound_is_the_set_read_whole_or_named_too_broad(fake_service):
+    _filled(fake_service, 300)
+    book, key = fake_service._parts.memories, partition_key("acme")
+    for name, where in FILTERS.items():
+        data_filter = parse_filter(where)
+        assert data_filter is not None
+        whole = filter_reach(book, [key], data_filter).get(key, [])
+        ids, over = reach_within(book, [key], data_filter, {key: 10_000})  # a bound past every set
+        assert sorted(ids.get(key, [])) == sorted(whole) and not over, name
+        if len(whole) > 1 and name != "loose range":  # a set only loose rows meet is read whole
+            ids, over = reach_within(book, [key], data_filter, {key: len(whole) // 2})
+            assert over == {key} and key not in ids, name

@@ -30,7 +30,7 @@ from server.errors import InvalidInput
 from server.inputs import MAX_FILTER_BYTES, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, size
 from server.memories import MemoryBook
 from server.memories.data import MISSING, Data, at_path, compact, instant, is_number, loaded
-from server.memories.data_index import joined, keyed, matching_sql, probes
+from server.memories.data_index import joined, joined_capped, keyed, matching_sql, probes
 from server.spaces import partition_key
 
 FIELD = "filter"
@@ -176,22 +176,42 @@ def filter_reach(book: MemoryBook, keys: list[str], data_filter: DataFilter) -> 
     partition's search may score (validity is the search's to apply, at the recall's time; a
     forgotten memory has no fields left to match). One indexed statement; the loose rows it
     takes (``server.memories.data_index``) are matched here."""
+    return reach_within(book, keys, data_filter)[0]
+
+
+def reach_within(
+    book: MemoryBook, keys: list[str], data_filter: DataFilter, bounds: dict[str, int] | None = None
+) -> tuple[dict[str, list[str]], set[str]]:
+    """``filter_reach``, a partition named in ``bounds`` read only up to its bound: one whose
+    indexed set holds more is left out of the ids and named apart (too many to read whole)."""
     if not keys:
-        return {}
+        return {}, set()
     catalog = book.catalog
+    bounds = bounds or {}
     chosen, params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
     allowed: dict[str, list[str]] = {}
+    over: set[str] = set()
     if chosen is not None:
-        for partition, ids in catalog.all(joined(chosen, catalog.sql), keyed(params, keys)):
-            allowed[partition] = ids.split(",")
+        whole = [k for k in keys if k not in bounds]
+        if whole:
+            for partition, ids in catalog.all(joined(chosen, catalog.sql), keyed(params, whole)):
+                allowed[partition] = ids.split(",")
+        for key in keys:
+            if key in bounds:  # one statement each: the bound is the partition's own
+                row = catalog.one(joined_capped(chosen, catalog.sql), (*keyed(params, [key]), bounds[key] + 1))
+                ids = row[0].split(",") if row is not None and row[0] else []
+                if len(ids) > bounds[key]:
+                    over.add(key)
+                elif ids:
+                    allowed[key] = ids
     if loose:
-        suspects = {r[1]: r[0] for r in catalog.all(loose, keyed(loose_params, keys))}
+        suspects = {r[1]: r[0] for r in catalog.all(loose, keyed(loose_params, keys)) if r[0] not in over}
         failing = _failing(book, set(suspects), data_filter)
         allowed = {k: [i for i in ids if i not in suspects] for k, ids in allowed.items()}
         for id_, partition in suspects.items():
             if id_ not in failing:
                 allowed.setdefault(partition, []).append(id_)
-    return allowed
+    return allowed, over
 
 
 def _failing(book: MemoryBook, ids: set[str], data_filter: DataFilter) -> set[str]:

@@ -325,8 +325,17 @@ def joined(chosen: str, sql: Dialect) -> str:
     """``chosen``'s ids as one comma-separated text per partition: a broad filter's tens of
     thousands of ids cross to Python as a few strings, not as a row each (half the cost of its
     read at 100,000 memories). Ids hold no comma (``server.memories.input``)."""
-    aggregate = "group_concat(memory_id, ',')" if sql.values.startswith("json_each") else "string_agg(memory_id, ',')"
-    return f"SELECT partition, {aggregate} FROM ({chosen}) AS chosen GROUP BY partition"
+    return f"SELECT partition, {_aggregate(sql)} FROM ({chosen}) AS chosen GROUP BY partition"
+
+
+def joined_capped(chosen: str, sql: Dialect) -> str:
+    """``joined``'s text for one partition, of at most as many ids as its last parameter says
+    (a set past its bound is not read whole: the caller learns it is larger, at that cost)."""
+    return f"SELECT {_aggregate(sql)} FROM (SELECT memory_id FROM ({chosen}) AS chosen LIMIT ?) AS capped"
+
+
+def _aggregate(sql: Dialect) -> str:
+    return "group_concat(memory_id, ',')" if sql.values.startswith("json_each") else "string_agg(memory_id, ',')"
 
 
 def keyed(params: list[Any], keys: list[str]) -> tuple[Any, ...]:

@@ -5,7 +5,7 @@ rows a filter allows, chosen by how many it allows (issue 69: no filter costs a 
   ``1 / BROAD_SHARE`` of its memories): the catalog's index gives the ids (``filter_reach``) and
   the partition scores every allowed row valid now, exactly (``VectorStore.search(allow=…)``),
   past any IVF probe: a selective filter whose matches lie far from the query still answers.
-- **Broad** (a larger set, found by a count that stops past that bound): handing tens of
+- **Broad** (a larger set, found by reading its ids up to that bound, no further): handing tens of
   thousands of ids over costs more than the search itself, so the partition's own search runs
   unfiltered, deep, and its ranking is walked best first, a few candidates at a time checked
   against the filter (their data read by id, ``DataFilter.matches`` deciding), until ``depth``
@@ -36,8 +36,8 @@ from indexing.partitions.partition import LivePartition
 from indexing.rows import PartitionResult
 from server.memories import MemoryBook
 from server.memories.data import loaded
-from server.memories.data_filter import SMALL_SET, DataFilter, filter_reach, larger_than
-from server.memories.data_index import checking_sql, keyed, matching_sql
+from server.memories.data_filter import SMALL_SET, DataFilter, filter_reach, reach_within
+from server.memories.data_index import checking_sql
 
 READ_WHOLE = SMALL_SET  # a partition's allowed set read whole when it holds no more ...
 BROAD_SHARE = 50  # ... or no more than 1 in this many of the partition's memories
@@ -59,17 +59,10 @@ class Narrowing:
 
 def narrowing(book: MemoryBook, keys: list[str], data_filter: DataFilter, live: dict[str, int]) -> Narrowing:
     """Which of the partitions ``keys`` (``live``: each one's memories) are read whole, and
-    their ids: per partition, a count that stops past its bound, then one read of the rest."""
-    catalog = book.catalog
-    chosen, params, _, _ = matching_sql(data_filter.triples, catalog.sql)
-    broad: set[str] = set()
-    if chosen is not None:  # None: only loose rows can match, a bounded set
-        for key in keys:
-            bound = max(READ_WHOLE, live.get(key, 0) // BROAD_SHARE)
-            if live.get(key, 0) > bound and larger_than(catalog, chosen, keyed(params, [key]), bound):
-                broad.add(key)
+    their ids: a partition larger than its bound has its set read up to that bound, no further."""
+    bounds = {k: max(READ_WHOLE, live.get(k, 0) // BROAD_SHARE) for k in keys}
+    ids, broad = reach_within(book, keys, data_filter, {k: b for k, b in bounds.items() if live.get(k, 0) > b})
     read = [k for k in keys if k not in broad]
-    ids = filter_reach(book, read, data_filter) if read else {}
     refused = sum(live.get(k, 0) for k in read) - sum(len(v) for v in ids.values())
     return Narrowing(data_filter, ids, frozenset(broad), refused, live)
 
