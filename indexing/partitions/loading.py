@@ -5,6 +5,12 @@ writes edit it in place (the store calls ``after_write``); a write by another pr
 partition's version (``coordination.py``), and the next read either takes what that write
 appended to the tail (``tail.refresh``) or loads the partition whole: from its mapped image when
 it is large (``image_cache.py``), else from its table or small file, its tail's rows on top.
+
+A partition let go (another process wrote; a write here failed and was undone) leaves its lexical
+index behind, with the ids and texts it was built over: a partition without an image that loads
+again with the same rows first (its rows in memory, numbered as before) starts from a copy of it
+and indexes only the rows after them. Building it again stemmed every text: on a full disk, each
+refused write's reload of a space of long texts took seconds of a core.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from indexing.partitions.image_cache import ImageCache
 from indexing.partitions.locks import PartitionLocks, Write
 from indexing.partitions.partition import LivePartition
 from indexing.partitions.stats import IndexStats
+from indexing.relevance.lexical import LexicalIndex
 
 
 class LivePartitions:
@@ -40,6 +47,7 @@ class LivePartitions:
         self.locks = locks
         self.stats = stats
         self._held: dict[str, LivePartition] = {}  # an entry guarded by locks.thread(its key)
+        self._left: dict[str, _LeftIndex] = {}  # the lexical index of a partition let go, by key
 
     def current(self, key: str) -> LivePartition:
         """The partition in memory, brought up to date if another process wrote since.
@@ -56,6 +64,7 @@ class LivePartitions:
             part = self._held.get(key)
             if part is not None and (part.token == token or self._refreshed(key, part, token)):
                 return part
+            self._let_go(key)  # stale: its lexical index may start the new one
             try:
                 part = self._load(key, token)
             except Exception:
@@ -65,6 +74,7 @@ class LivePartitions:
                 # then served from the table's rows in memory, exactly.
                 with self.locks.reading(key):
                     part = self._load(key, self.coordination.version(key), build=False)
+            self._reuse_lexicon(key, part)
             self._held[key] = part
             return part
 
@@ -74,7 +84,7 @@ class LivePartitions:
 
     def drop(self, key: str) -> None:
         """Let the partition go: the next read loads it again."""
-        self._held.pop(key, None)
+        self._let_go(key)
 
     def after_write(self, key: str, write: Write) -> None:
         """Still under the write lock: a partition held at the version the write started from
@@ -86,7 +96,26 @@ class LivePartitions:
         if part.token == write.before:
             part.token = write.after
         else:
-            self._held.pop(key, None)
+            self._let_go(key)
+
+    def _let_go(self, key: str) -> None:
+        part = self._held.pop(key, None)
+        if part is not None and part.base is None and part.lexical is not None:
+            self._left[key] = _LeftIndex(part.ids[: part.rows], part.texts[: part.rows], part.lexical)
+
+    def _reuse_lexicon(self, key: str, part: LivePartition) -> None:
+        """A copy of the lexical index the partition had when let go, when it loads again with
+        the same rows first; only the rows after them are indexed (the module says why)."""
+        left = self._left.pop(key, None)
+        if left is None or part.base is not None or part.lexical is not None:
+            return
+        n = len(left.ids)
+        if n > part.rows or part.ids[:n] != left.ids or part.texts[:n] != left.texts:
+            return
+        index = left.lexical.copy()  # a search still on the old partition may read the old one
+        if part.rows > n:
+            index.append(n, part.texts[n : part.rows])
+        part.lexical = index
 
     def _refreshed(self, key: str, part: LivePartition, token: str) -> bool:
         """Whether the partition held is brought up to ``token`` by its tail alone: every write
@@ -143,3 +172,12 @@ class LivePartitions:
         if held is None:
             return LivePartition(dimension=self.files.dimension, token=token)
         return LivePartition.from_arrow(held, self.files.dimension, token)
+
+
+class _LeftIndex:
+    """A let-go partition's lexical index and the rows it was built over, in their numbering."""
+
+    __slots__ = ("ids", "lexical", "texts")
+
+    def __init__(self, ids: list[str], texts: list[str | None], lexical: LexicalIndex) -> None:
+        self.ids, self.texts, self.lexical = ids, texts, lexical
