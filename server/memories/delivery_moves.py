@@ -9,9 +9,9 @@ index's pages are dirtied once for many items, off the request's path.
 
 Nothing reads either table alone: every read goes through the view ``all_delivery_items``
 (both, ``UNION ALL``), so a delivery is whole and visible from its commit on, moved or not. A
-move takes its rows with ``DELETE … RETURNING`` and writes them in the same transaction: two
-processes moving at once never write a row twice (PostgreSQL's second ``DELETE`` waits on the
-rows the first took, then finds them gone), and a recall still committing is left for the next.
+move copies a batch and deletes it in one transaction, which holds the catalog's one write lock
+as every write does: two processes moving at once take turns (the second finds the rows gone),
+and a recall commits before or after a move, never between its two statements.
 
 Who moves: any process that records deliveries, in a thread of its own after every
 ``MOVE_EVERY`` of them (a server, ``esfis mcp``, a library), and the server's upkeep round
@@ -20,7 +20,6 @@ Who moves: any process that records deliveries, in a thread of its own after eve
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 
@@ -28,7 +27,7 @@ from server.catalog import Catalog
 
 __all__ = ["MOVE_EVERY", "MOVE_MOST", "DeliveryMoves"]
 
-MOVE_EVERY = 256  # deliveries recorded by one process between its moves
+MOVE_EVERY = 64  # deliveries recorded by one process between its moves: a short hold of the lock
 MOVE_MOST = 1024  # deliveries moved by one transaction: the writer's lock is held for one batch
 
 _log = logging.getLogger("esfis.deliveries")
@@ -67,33 +66,23 @@ class DeliveryMoves:
 
     def move(self) -> int:
         """The oldest ``most`` recent deliveries' items moved, in one transaction; how many items.
-        Not flushed to the disk first: a power cut takes the move back whole, never a row."""
+        In SQL alone, so the writer's lock is held for the rows' copy and nothing else. Not
+        flushed to the disk first: a power cut takes the move back whole, never a row."""
         with self.catalog.transaction(durable=False) as tx:
             first = tx.one("SELECT min(delivery_id) AS first FROM recent_delivery_items")
             if first is None or first["first"] is None:
                 return 0
-            rows = tx.all(
-                "DELETE FROM recent_delivery_items WHERE delivery_id < ? "
-                "RETURNING delivery_id, memory_id, rank, score, outcome",
-                (int(first["first"]) + self.most,),
-            )
-            if not rows:
-                return 0
-            ordered = sorted(
-                (
-                    [int(r["delivery_id"]), r["memory_id"], int(r["rank"]), float(r["score"]), r["outcome"]]
-                    for r in rows
-                ),
-                key=lambda r: (r[0], r[2]),
-            )
-            item = tx.sql.item
-            tx.execute(
+            bound = int(first["first"]) + self.most
+            # Every write transaction holds the catalog's one write lock (SQLite's, PostgreSQL's
+            # advisory lock), so no recall commits between the copy and the delete.
+            moved = tx.execute(
                 "INSERT INTO delivery_items (delivery_id, memory_id, rank, score, outcome) "
-                f"SELECT {item(0, 'BIGINT')}, {item(1)}, {item(2, 'INTEGER')}, {item(3, 'DOUBLE PRECISION')}, "
-                f"{item(4)} FROM {tx.sql.rows}",
-                (json.dumps(ordered),),
-            )
-            return len(ordered)
+                "SELECT delivery_id, memory_id, rank, score, outcome FROM recent_delivery_items "
+                "WHERE delivery_id < ? ORDER BY delivery_id, rank",
+                (bound,),
+            ).rowcount
+            tx.execute("DELETE FROM recent_delivery_items WHERE delivery_id < ?", (bound,))
+            return int(moved)
 
     def _move_in_background(self) -> None:
         try:
