@@ -13,6 +13,7 @@ import json
 import pytest
 
 from indexing.embedding.testing import HashingEmbedder
+from server.catalog import SCHEMA_VERSION
 from server.facade import export_home, open_service
 from server.facade.curation import Filter
 from server.memories.data import loaded
@@ -214,7 +215,7 @@ def test_a_home_made_before_the_index_is_filled_from_its_data_on_open(home, cloc
     svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
     try:
         acme = svc.caller("cli", space="acme")
-        assert svc._parts.catalog.one("SELECT value FROM meta WHERE key = 'schema'")[0] == "14"
+        assert svc._parts.catalog.one("SELECT value FROM meta WHERE key = 'schema'")[0] == str(SCHEMA_VERSION)
         assert svc._parts.catalog.one("SELECT count(*) FROM memory_fields")[0] == 5 * 3  # n, who, who.team
         found = svc.recall(acme, None, limit=10, where={"who.team": "core", "n": {"$ne": 3}}).memories
         assert [m.id for m in found] == [ids[1]]
