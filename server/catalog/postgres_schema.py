@@ -243,16 +243,17 @@ CREATE TRIGGER memory_fields_on_forget AFTER UPDATE ON memories REFERENCING NEW 
 """,
     # A recall's items land in recent_delivery_items, with no index by memory to keep up, and move
     # into delivery_items in batches (server.memories.delivery_moves); reads go through the view.
+    # IF NOT EXISTS: a step may run again over what it made (a catalog marked older by hand).
     15: f"""
-CREATE TABLE recent_delivery_items (
+CREATE TABLE IF NOT EXISTS recent_delivery_items (
     delivery_id BIGINT NOT NULL REFERENCES deliveries(id),
     memory_id {T} NOT NULL,
     rank INTEGER NOT NULL,
     score DOUBLE PRECISION NOT NULL,
     outcome {T} NOT NULL
 );
-CREATE INDEX recent_delivery_items_by_delivery ON recent_delivery_items (delivery_id);
-CREATE VIEW all_delivery_items AS
+CREATE INDEX IF NOT EXISTS recent_delivery_items_by_delivery ON recent_delivery_items (delivery_id);
+CREATE OR REPLACE VIEW all_delivery_items AS
     SELECT delivery_id, memory_id, rank, score, outcome FROM delivery_items
     UNION ALL SELECT delivery_id, memory_id, rank, score, outcome FROM recent_delivery_items;
 """,
