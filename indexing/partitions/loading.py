@@ -86,6 +86,11 @@ class LivePartitions:
         """Let the partition go: the next read loads it again."""
         self._let_go(key)
 
+    def removed(self, key: str) -> None:
+        """The partition is gone from disk: nothing of it stays, its texts' index included."""
+        self._held.pop(key, None)
+        self._left.pop(key, None)
+
     def after_write(self, key: str, write: Write) -> None:
         """Still under the write lock: a partition held at the version the write started from
         already holds the change (the writer edited it) and takes the new version; one held at

@@ -362,7 +362,7 @@ class VectorStore:
                 tail_file.remove(tail)
             self.files.dropped(key)
             self.images.remove(key)
-            self.live.drop(key)
+            self.live.removed(key)
         with suppress(FileNotFoundError):
             os.unlink(self.layout.lock_path(key))
 

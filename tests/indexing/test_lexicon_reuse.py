@@ -81,3 +81,13 @@ def test_a_partition_let_go_after_a_write_here_keeps_its_index(tmp_path: Path, b
     builds.clear()
     store.live.drop(KEY)  # as a write that failed and was undone lets it go
     assert ranked(store, "billing invoice") == before and builds == []
+
+
+def test_a_partition_removed_from_disk_leaves_nothing_of_its_texts_in_memory(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(30)])
+    ranked(store, "billing invoice")
+    store.live.drop(KEY)
+    assert store.live._left  # a let-go partition's index, kept for its next load
+    store.drop(KEY)  # the space purged: its texts leave this process too
+    assert not store.live._left and store.live.held(KEY) is None
