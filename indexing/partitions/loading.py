@@ -86,6 +86,10 @@ class LivePartitions:
         """Let the partition go: the next read loads it again."""
         self._let_go(key)
 
+    def forgotten(self, key: str) -> None:
+        """Rows of the partition were forgotten: an index left behind may hold their texts."""
+        self._left.pop(key, None)
+
     def removed(self, key: str) -> None:
         """The partition is gone from disk: nothing of it stays, its texts' index included."""
         self._held.pop(key, None)

@@ -344,6 +344,8 @@ class VectorStore:
             return
         with self._writing(key):
             purging.purge(key, ids, files=self.files, images=self.images, live=self.live, only_if_held=only_if_held)
+            if not only_if_held:  # a forget; a refused write's undo removes rows never acknowledged
+                self.live.forgotten(key)
 
     def _end_in_memory(self, key: str, id_: str, valid_until: int) -> None:
         part = self.live.held(key)

@@ -91,3 +91,13 @@ def test_a_partition_removed_from_disk_leaves_nothing_of_its_texts_in_memory(tmp
     assert store.live._left  # a let-go partition's index, kept for its next load
     store.drop(KEY)  # the space purged: its texts leave this process too
     assert not store.live._left and store.live.held(KEY) is None
+
+
+def test_a_forget_in_a_partition_let_go_leaves_no_index_of_the_forgotten_text(tmp_path: Path):
+    store = store_at(tmp_path)
+    store.add(KEY, [row(i) for i in range(30)])
+    ranked(store, "billing invoice")
+    store.live.drop(KEY)
+    store.purge(KEY, ["r5"])  # forgotten while the partition was let go
+    assert not store.live._left
+    assert "r5" not in dict(ranked(store, "billing invoice"))
