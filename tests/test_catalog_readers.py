@@ -5,6 +5,7 @@ still shares one connection: docs/serving.md.)"""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -69,3 +70,18 @@ def test_reads_never_write_and_every_thread_connection_closes_with_the_catalog(t
         catalog.all("INSERT INTO spaces (name, created_at) VALUES ('x', 1) RETURNING name")
     catalog.close()
     assert catalog._reader_conns == []
+
+
+def test_a_thread_whose_connection_cannot_open_reads_on_the_writers(catalog, monkeypatch):
+    with catalog.transaction() as tx:
+        tx.execute("INSERT INTO spaces (name, created_at) VALUES (?, ?)", ("acme", 1))
+
+    def no_descriptor_left(*args, **kwargs):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(sqlite3, "connect", no_descriptor_left)
+    read: list[object] = []
+    reading = threading.Thread(target=lambda: read.append(_space(catalog, "acme")["name"]))
+    reading.start()
+    reading.join(10)
+    assert read == ["acme"] and catalog._reader_conns == []  # answered, and tried again next time

@@ -15,6 +15,8 @@ refused write's reload of a space of long texts took seconds of a core.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 from indexing.partitions import image
@@ -183,10 +185,10 @@ class LivePartitions:
         return LivePartition.from_arrow(held, self.files.dimension, token)
 
 
+@dataclass(frozen=True)
 class _LeftIndex:
     """A let-go partition's lexical index and the rows it was built over, in their numbering."""
 
-    __slots__ = ("ids", "lexical", "texts")
-
-    def __init__(self, ids: list[str], texts: list[str | None], lexical: LexicalIndex) -> None:
-        self.ids, self.texts, self.lexical = ids, texts, lexical
+    ids: list[str]
+    texts: list[str | None]
+    lexical: LexicalIndex

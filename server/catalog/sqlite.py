@@ -244,43 +244,55 @@ class SqliteCatalog:
             return rows
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        if self._on_writer(sql):
+        reader = self._reader(sql)
+        if reader is None:
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
-        return self._reader().execute(sql, params).fetchall()
+        return reader.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        if self._on_writer(sql):
+        reader = self._reader(sql)
+        if reader is None:
             with self._lock:
                 return self._conn.execute(sql, params).fetchone()
-        cursor = self._reader().execute(sql, params)
+        cursor = reader.execute(sql, params)
         try:
             return cursor.fetchone()
         finally:
             cursor.close()  # the statement reset now: no read snapshot outlives the read
 
-    def _on_writer(self, sql: str) -> bool:
-        """A read this thread makes inside its own write (it must see that write), or of a
-        setting (a PRAGMA: the writer's connection is the catalog's)."""
-        return self._lock._is_owned() or sql.lstrip()[:6].upper() == "PRAGMA"  # type: ignore[attr-defined]
-
-    def _reader(self) -> sqlite3.Connection:
-        """This thread's connection for reads outside a write. WAL serves readers beside the one
-        writer, so a read (a token, a recall's candidates) never waits for another thread's
+    def _reader(self, sql: str) -> sqlite3.Connection | None:
+        """This thread's connection for a read outside a write. WAL serves readers beside the
+        one writer, so a read (a token, a recall's candidates) never waits for another thread's
         commit and its fsync, as it did on the writer's connection under its lock. Each read is a
-        statement of its own, so it sees every commit made before it, this thread's included."""
+        statement of its own, so it sees every commit made before it, this thread's included.
+
+        None (read on the writer's connection, under its lock): inside this thread's own write,
+        which the read must see; a setting (a PRAGMA: the writer's connection is the catalog's);
+        and when this thread's connection cannot be opened (no file descriptor left, say): the
+        read is then answered as before, never refused for want of its own connection."""
+        if self._lock._is_owned() or sql.lstrip()[:6].upper() == "PRAGMA":  # type: ignore[attr-defined]
+            return None
         conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
-        if conn is None:
+        if conn is not None:
+            return conn
+        try:
             conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error:
+            return None  # tried again at this thread's next read
+        try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA query_only=ON")  # a write never goes past the writer's lock
-            with self._readers_lock:
-                if self._stopping.is_set():
-                    conn.close()
-                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-                self._reader_conns.append(conn)
-            self._readers.conn = conn
+        except sqlite3.Error:
+            conn.close()
+            return None
+        with self._readers_lock:
+            if self._stopping.is_set():
+                conn.close()
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._reader_conns.append(conn)
+        self._readers.conn = conn
         return conn
 
     def reopen(self) -> SqliteCatalog:
