@@ -4,12 +4,15 @@ not, and a move never loses or doubles a row, however recalls and moves meet."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from contextlib import contextmanager
 
 from indexing.embedding.testing import HashingEmbedder
 from server.catalog import SCHEMA_VERSION, open_catalog
 from server.facade import open_service
+from server.errors import CatalogUnavailable
 from server.memories.delivery_moves import DeliveryMoves
 from server.memories.listing import deliveries_of
 from tests.conftest import settings_for
@@ -87,6 +90,28 @@ def test_a_process_moves_in_the_background_after_every_few_recalls(fake_service)
     while _count(catalog, "recent_delivery_items") and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _count(catalog, "recent_delivery_items") == 0 and _count(catalog, "delivery_items") > 0
+
+
+class _CatalogAway:
+    """A catalog whose server is restarting: every transaction is refused as the real one's is."""
+
+    @contextmanager
+    def transaction(self, durable: bool = True):
+        raise CatalogUnavailable("the PostgreSQL catalog cannot be reached now: terminating connection")
+        yield
+
+
+def test_a_move_that_finds_the_catalog_away_says_so_on_one_line_and_tries_again_later(caplog):
+    moves = DeliveryMoves(_CatalogAway(), every=1)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="esfis.deliveries"):
+        moves.noted()
+        deadline = time.monotonic() + 10
+        while moves._moving and time.monotonic() < deadline:
+            time.sleep(0.01)
+    (record,) = caplog.records
+    assert "cannot be reached now" in record.getMessage()
+    assert record.exc_info is None  # an expected refusal, not a traceback in the server's log
+    assert not moves._moving  # the next recall starts a move again
 
 
 def test_recalls_and_moves_at_once_lose_and_double_nothing(fake_service):

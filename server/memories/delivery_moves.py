@@ -24,6 +24,7 @@ import logging
 import threading
 
 from server.catalog import Catalog
+from server.errors import DiskFull, Unavailable
 
 __all__ = ["MOVE_EVERY", "MOVE_MOST", "DeliveryMoves"]
 
@@ -87,7 +88,9 @@ class DeliveryMoves:
     def _move_in_background(self) -> None:
         try:
             self.move_all()
-        except Exception:  # a full disk, a catalog away: the items stay recent, read as before
+        except (DiskFull, Unavailable) as exc:  # a full disk, a catalog away: the items stay recent, read as before
+            _log.warning("moving recent delivery items did not finish; the next move tries again: %s", exc)
+        except Exception:
             _log.warning("moving recent delivery items did not finish; the next move tries again", exc_info=True)
         finally:
             with self._lock:
