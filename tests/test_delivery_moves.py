@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 from indexing.embedding.testing import HashingEmbedder
 from server.catalog import SCHEMA_VERSION, open_catalog
-from server.facade import open_service
 from server.errors import CatalogUnavailable
+from server.facade import open_service
 from server.memories.delivery_moves import DeliveryMoves
 from server.memories.listing import deliveries_of
 from tests.conftest import settings_for
