@@ -7,7 +7,7 @@ end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -111,6 +111,14 @@ class PartitionResult:
     partition: Answered | None = field(default=None, repr=False, compare=False)
     cosines: np.ndarray | None = None  # each row's plain cosine, when the scores fuse more than it
     units: tuple[float, float] | None = None  # the fusion's units (``Fused.units``), when it fused
+
+    def best(self, k: int) -> PartitionResult:
+        """The first ``k`` rows (the best), with what the search touched: the result a search for
+        ``k`` would have given (``search`` ranks every candidate before it cuts)."""
+        if len(self.rows) <= k:
+            return self
+        cosines = None if self.cosines is None else self.cosines[:k]
+        return replace(self, rows=self.rows[:k], scores=self.scores[:k], cosines=cosines)
 
     def vectors(self) -> np.ndarray:
         """The rows' vectors, in their order."""

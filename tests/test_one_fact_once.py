@@ -200,6 +200,20 @@ def test_copies_never_leave_a_recall_short_of_its_limit(service, acme):
     assert service.operator.delivery(result.delivery_id).cut["copy"] == 11
 
 
+def test_a_recall_that_looks_deeper_for_copies_searches_its_partition_once(service, acme, folders):
+    """The deeper look takes its rows from the first search's ranking, which went deep enough:
+    the partition's vectors are scored once, not once a depth."""
+    for _ in range(12):
+        service.remember(acme, AUTH0, dedupe=False)
+    service.remember(acme, "Acme's login sessions last 12 hours")
+    store = service._parts.memories.store
+    key = partition_key("acme")
+    before = store.stats.scored[key]
+    result = service.recall(acme, AUTH0, limit=3)
+    assert service.operator.delivery(result.delivery_id).cut["copy"] == 11  # it did look deeper
+    assert store.stats.scored[key] - before == 13  # every row scored once
+
+
 def test_identifiers_that_differ_are_different_facts():
     """A value written with joiners is compared whole: incident a-3 is not incident b-3, however
     close the two texts embed (two servers wrote both, tests/http/test_several_servers.py)."""

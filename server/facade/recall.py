@@ -61,7 +61,9 @@ if TYPE_CHECKING:
 
 RUNNERS_UP = 10  # candidates past the limit recorded by id, reason "limit"
 MAX_DEPTH = 4096  # the most candidates a recall takes when copies fold
+WIDEN = 4  # each widening takes this many times the candidates
 
+Searched = dict[str, tuple[int, PartitionResult]]  # a partition's search this recall: its depth, its rows
 Pool = list[tuple[Hit, str | None]]  # candidates, best first, with the space each came from
 
 
@@ -154,9 +156,10 @@ def answer(book: MemoryBook, scope: Scope, asked: Asked, query_vector: Callable[
     with _stage("filter"):
         allowed = narrowed(book, scope, asked, live, cut)
     vector = query_vector()
+    searched: Searched = {}
     for depth in widened(asked.limit):
         with _stage("relevance"):
-            pool, scored = relevance(book, scope, asked, vector, depth, allowed, live, cut)
+            pool, scored = relevance(book, scope, asked, vector, depth, allowed, live, cut, searched)
         with _stage("validity"):
             pool, current, data = confirm(book, pool, asked)
         with _stage("fold"):
@@ -195,8 +198,14 @@ def widened(limit: int) -> Iterator[int]:
     depth = limit + RUNNERS_UP
     yield depth
     while depth < MAX_DEPTH:
-        depth *= 4
+        depth *= WIDEN
         yield depth
+
+
+def ahead(depth: int) -> int:
+    """How deep a partition is searched for ``depth``: the next widening's depth, whose rows
+    cost no more to rank than ``depth``'s (the scan scores every candidate either way)."""
+    return min(depth * WIDEN, MAX_DEPTH)
 
 
 def relevance(
@@ -208,10 +217,18 @@ def relevance(
     allowed: Narrowing | None,
     live: dict[str, tuple[int, int]],
     cut: _Cut,
+    searched: Searched | None = None,
 ) -> tuple[Pool, int]:
     """The ``depth`` best candidates of the readable partitions, valid at the asked time, and how
     many were scored. Counts what validity left out (superseded, expired, not yet valid), and
-    what a broad filter refused on the way, each depth afresh."""
+    what a broad filter refused on the way, each depth afresh.
+
+    An unfiltered partition is searched deep enough for the next widening (``ahead``) and kept
+    in ``searched``: when folded copies widen the recall, its next depth is cut from the same
+    ranking instead of a second search. The rows each depth sees are the ones a search for
+    that depth gives (a search ranks every candidate before it cuts), so feedback and the
+    merge see exactly what they saw before."""
+    searched = {} if searched is None else searched
     for reason in ("superseded", "expired", "not_yet_valid"):
         cut.counts[reason] = 0
     if allowed is not None:
@@ -230,7 +247,12 @@ def relevance(
     for space in scope.allowed:
         key = partition_key(space)
         if allowed is None:
-            result = book.store.search(key, vector, depth, now=micros, text=asked.query or None)
+            deep, result = searched.get(key, (0, None))
+            if result is None or deep < depth:
+                deep = ahead(depth)
+                result = book.store.search(key, vector, deep, now=micros, text=asked.query or None)
+                searched[key] = (deep, result)
+            result = result.best(depth)
         else:
             result, refused = search_narrowed(book, allowed, key, vector, depth, now=micros, text=asked.query or None)
             cut.add("filter", refused)
