@@ -17,6 +17,7 @@ disk first) is refused whole by the write path, which leaves nothing behind.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -44,6 +45,16 @@ def fault_of(exc: BaseException) -> EsfisError | None:
             return found
         current = current.__cause__ or current.__context__
     return None
+
+
+def said(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """A background round that failed, logged: a fault of what esfis stands on (``fault_of``) on
+    one line that names it, since the next round tries again; anything else with its traceback."""
+    fault = fault_of(exc)
+    if fault is not None:
+        log.warning("%s: %s", what, fault.message)
+    else:
+        log.warning(what, exc_info=exc)
 
 
 def _one(exc: BaseException) -> EsfisError | None:

@@ -5,9 +5,12 @@ not, and a move never loses or doubles a row, however recalls and moves meet."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
+
+import pytest
 
 from indexing.embedding.testing import HashingEmbedder
 from server.catalog import SCHEMA_VERSION, open_catalog
@@ -92,24 +95,38 @@ def test_a_process_moves_in_the_background_after_every_few_recalls(fake_service)
     assert _count(catalog, "recent_delivery_items") == 0 and _count(catalog, "delivery_items") > 0
 
 
-class _CatalogAway:
-    """A catalog whose server is restarting: every transaction is refused as the real one's is."""
+class _Refusing:
+    """A catalog whose every transaction fails as the real one's does on that fault."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
     @contextmanager
     def transaction(self, durable: bool = True):
-        raise CatalogUnavailable("the PostgreSQL catalog cannot be reached now: terminating connection")
+        raise self.error
         yield
 
 
-def test_a_move_that_finds_the_catalog_away_says_so_on_one_line_and_tries_again_later(caplog):
-    moves = DeliveryMoves(_CatalogAway(), every=1)  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    "error, said",
+    [
+        (
+            CatalogUnavailable("the PostgreSQL catalog cannot be reached now: terminating connection"),
+            "cannot be reached",
+        ),
+        (sqlite3.OperationalError("database or disk is full"), "disk under the catalog is full"),
+    ],
+    ids=["catalog-restarted", "sqlite-disk-full"],
+)
+def test_a_move_that_meets_a_fault_says_so_on_one_line_and_tries_again_later(caplog, error, said):
+    moves = DeliveryMoves(_Refusing(error), every=1)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="esfis.deliveries"):
         moves.noted()
         deadline = time.monotonic() + 10
         while moves._moving and time.monotonic() < deadline:
             time.sleep(0.01)
     (record,) = caplog.records
-    assert "cannot be reached now" in record.getMessage()
+    assert said in record.getMessage()
     assert record.exc_info is None  # an expected refusal, not a traceback in the server's log
     assert not moves._moving  # the next recall starts a move again
 

@@ -18,10 +18,10 @@ import threading
 import time
 
 from server.bulk.journal import sweep
-from server.errors import DiskFull, Unavailable
 from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
+from server.faults import said
 from server.memories.deliveries import DeliveryLog
 from server.memories.journal import JOURNALS
 from server.metrics import count_upkeep
@@ -47,26 +47,20 @@ def keep_up(
             count_upkeep("settle")
             connections.prune()  # OAuth requests and refresh tokens past their time
             rates.prune()  # rate counters past their window
-        except (DiskFull, Unavailable) as exc:
-            _log.warning("settling held calls did not finish: %s", exc)
-        except Exception:
-            _log.warning("settling held calls did not finish", exc_info=True)
+        except Exception as exc:
+            said(_log, "settling held calls did not finish", exc)
         try:
             deliveries.moves.move_all()  # a quiet server's last few recalls' items
-        except (DiskFull, Unavailable) as exc:  # said on one line: what the server stands on is away
-            _log.warning("moving recent delivery items did not finish: %s", exc)
-        except Exception:
-            _log.warning("moving recent delivery items did not finish", exc_info=True)
+        except Exception as exc:
+            said(_log, "moving recent delivery items did not finish", exc)
         if time.monotonic() - last_prune < UPKEEP_EVERY_S:
             continue
         last_prune = time.monotonic()
         try:
             operator.prune_trail()
             count_upkeep("prune_trail")
-        except (DiskFull, Unavailable) as exc:
-            _log.warning("pruning the trail did not finish: %s", exc)
-        except Exception:  # the next round tries again; a request never sees it
-            _log.warning("pruning the trail did not finish", exc_info=True)
+        except Exception as exc:  # the next round tries again; a request never sees it
+            said(_log, "pruning the trail did not finish", exc)
 
 
 def recover(parts: Parts) -> None:

@@ -24,7 +24,7 @@ import logging
 import threading
 
 from server.catalog import Catalog
-from server.errors import DiskFull, Unavailable
+from server.faults import said
 
 __all__ = ["MOVE_EVERY", "MOVE_MOST", "DeliveryMoves"]
 
@@ -88,10 +88,8 @@ class DeliveryMoves:
     def _move_in_background(self) -> None:
         try:
             self.move_all()
-        except (DiskFull, Unavailable) as exc:  # a full disk, a catalog away: the items stay recent, read as before
-            _log.warning("moving recent delivery items did not finish; the next move tries again: %s", exc)
-        except Exception:
-            _log.warning("moving recent delivery items did not finish; the next move tries again", exc_info=True)
+        except Exception as exc:  # a full disk, a catalog away: the items stay recent, read as before
+            said(_log, "moving recent delivery items did not finish; the next move tries again", exc)
         finally:
             with self._lock:
                 self._moving = False
