@@ -360,10 +360,13 @@ def test_the_layering_test_sees_every_form_of_import(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["space", "list"], ["policy", "list"], ["deliveries"], ["--deny", "x"]])
-def test_commands_that_do_not_embed_never_import_the_model_stack(argv, tmp_path):
+def test_commands_that_do_not_search_never_import_the_model_stack_nor_lance_nor_pandas(argv, tmp_path):
+    """Each costs a short command tenths of a second: the model stack seconds, ``lance`` and
+    ``pandas`` (which any Arrow array built from Python objects imports) 0.2-0.4 s."""
     code = (
         "import sys; from server.cli import main; main(sys.argv[1:]); "
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'lance', 'pandas') "
+        "if m in sys.modules]; "
         "print('HEAVY', heavy, file=sys.stderr)"
     )
     proc = subprocess.run(

@@ -7,6 +7,7 @@ the postings of the same words.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +99,6 @@ STOP_WORDS = frozenset(
         "don't",
     ]
 )
-_STOP = pa.array(sorted(STOP_WORDS))
 _SPLIT = r"[^\p{L}\p{N}]+"  # a term is a run of letters and digits, in any script
 _WORD = re.compile(r"[^\W_]+")  # the same runs, for Python's re
 BULK = 64  # texts from which Arrow's kernels beat Python's re (each kernel call costs ~1 ms)
@@ -113,6 +113,13 @@ _STEPS = [
     (re.compile(r"^(.*[^us])s$"), r"\1"),
 ]
 STEM = True
+
+
+@cache
+def _stop_words() -> pa.Array:
+    # Made at first use, not at import: building any Arrow array from Python objects imports
+    # pandas (0.2 s), which a command that never indexes text (esfis space list) need not pay.
+    return pa.array(sorted(STOP_WORDS))
 
 
 def stem(term: str) -> str:
@@ -134,7 +141,7 @@ def tokenize(texts: list[str]) -> tuple[np.ndarray, pa.Array]:
     split = pc.split_pattern_regex(pc.utf8_lower(pa.array(texts, type=pa.large_string())), pattern=_SPLIT)
     parents = pc.list_parent_indices(split)
     flat = pc.list_flatten(split)
-    keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_STOP)))
+    keep = pc.and_(pc.greater(pc.utf8_length(flat), 0), pc.invert(pc.is_in(flat, value_set=_stop_words())))
     return pc.filter(parents, keep).to_numpy().astype(np.int64), pc.filter(flat, keep)
 
 
