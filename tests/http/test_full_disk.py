@@ -41,8 +41,10 @@ WORDS = [
 def fact(rng: random.Random, i: int, size: int) -> str:
     """A distinct fact of about ``size`` bytes (no two the same fact: one fact once stores each)."""
     words = [f"fact {i}:"]
-    while sum(len(w) + 1 for w in words) < size:
+    length = len(words[0])
+    while length < size:
         words.append(f"{rng.choice(WORDS)}{rng.randrange(10**6)}")
+        length += len(words[-1]) + 1
     return " ".join(words)
 
 
@@ -76,13 +78,16 @@ def _folder(tmp_path: Path) -> Path:
     return folder
 
 
+TEXT_BYTES = 30_000  # near the most a memory may hold (32 KiB): the volume fills in fewer writes
+
+
 def fill(client: httpx.Client, rng: random.Random, *, start: int = 0) -> tuple[dict[str, str], dict[int, int]]:
     """Remember until 20 writes in a row are refused; (acknowledged id → text, statuses seen)."""
     acknowledged: dict[str, str] = {}
     statuses: dict[int, int] = {}
     refused_in_a_row, i = 0, start
     while refused_in_a_row < 20:
-        text = fact(rng, i, 16_000)
+        text = fact(rng, i, TEXT_BYTES)
         response = client.post("/v1/memories", json={"text": text, "space": "acme"})
         statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
         assert response.status_code != 500, response.text
