@@ -48,9 +48,10 @@ def fault_of(exc: BaseException) -> EsfisError | None:
 
 
 def said(log: logging.Logger, what: str, exc: BaseException) -> None:
-    """A background round that failed, logged: a fault of what esfis stands on (``fault_of``) on
-    one line that names it, since the next round tries again; anything else with its traceback."""
-    fault = fault_of(exc)
+    """A background round that failed, logged: a refusal esfis names (an ``EsfisError``, or a fault
+    of what it stands on, ``fault_of``) on one line, since the next round tries again; anything
+    else with its traceback."""
+    fault = exc if isinstance(exc, EsfisError) else fault_of(exc)
     if fault is not None:
         log.warning("%s: %s", what, fault.message)
     else:

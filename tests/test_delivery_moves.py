@@ -14,7 +14,7 @@ import pytest
 
 from indexing.embedding.testing import HashingEmbedder
 from server.catalog import SCHEMA_VERSION, open_catalog
-from server.errors import CatalogUnavailable
+from server.errors import CatalogUnavailable, Unavailable
 from server.facade import open_service
 from server.memories.delivery_moves import DeliveryMoves
 from server.memories.listing import deliveries_of
@@ -115,8 +115,9 @@ class _Refusing:
             "cannot be reached",
         ),
         (sqlite3.OperationalError("database or disk is full"), "disk under the catalog is full"),
+        (Unavailable("the partitions' sync is not answering"), "not answering"),
     ],
-    ids=["catalog-restarted", "sqlite-disk-full"],
+    ids=["catalog-restarted", "sqlite-disk-full", "unavailable"],
 )
 def test_a_move_that_meets_a_fault_says_so_on_one_line_and_tries_again_later(caplog, error, said):
     moves = DeliveryMoves(_Refusing(error), every=1)  # type: ignore[arg-type]
