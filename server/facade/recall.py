@@ -217,7 +217,7 @@ def relevance(
     allowed: Narrowing | None,
     live: dict[str, tuple[int, int]],
     cut: _Cut,
-    searched: Searched | None = None,
+    searched: Searched,
 ) -> tuple[Pool, int]:
     """The ``depth`` best candidates of the readable partitions, valid at the asked time, and how
     many were scored. Counts what validity left out (superseded, expired, not yet valid), and
@@ -228,7 +228,6 @@ def relevance(
     ranking instead of a second search. The rows each depth sees are the ones a search for
     that depth gives (a search ranks every candidate before it cuts), so feedback and the
     merge see exactly what they saw before."""
-    searched = {} if searched is None else searched
     for reason in ("superseded", "expired", "not_yet_valid"):
         cut.counts[reason] = 0
     if allowed is not None:
