@@ -46,11 +46,11 @@ def build(cache: Path, size: int) -> Path:
     return home
 
 
-def timed(client, questions: list[str]) -> list[float]:
+def timed(client, questions: list[str], space: str = PROBE) -> list[float]:
     out = []
     for q in questions:
         began = time.perf_counter()
-        client.post("/v1/recall", json={"query": q, "space": PROBE}).raise_for_status()
+        client.post("/v1/recall", json={"query": q, "space": space}).raise_for_status()
         out.append(time.perf_counter() - began)
     return out
 
@@ -61,6 +61,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "esfis-profile")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--space", default=PROBE, help="the space recalled (a tail space such as t0999 is tiny)")
     parser.add_argument("--py-spy", default=str(Path(sys.executable).with_name("py-spy")))
     args = parser.parse_args()
 
@@ -78,8 +79,8 @@ def main() -> None:
     try:
         token = server.agent_token("profile")
         with server.client(token) as client:
-            timed(client, questions[:20])  # warm: the partition's image mapped, the sessions built
-            latencies = timed(client, questions)
+            timed(client, questions[:20], args.space)  # warm: the partition's image mapped, the sessions built
+            latencies = timed(client, questions, args.space)
             embed = []
             for q in questions:
                 began = time.perf_counter()
@@ -106,13 +107,14 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(0.3)  # py-spy attaches
-                profiled += timed(client, questions)
+                profiled += timed(client, questions, args.space)
                 spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled
                 spy.wait(60)
     finally:
         stop_server(server)
     figures = {
         "store_memories": args.size,
+        "space": args.space,
         "queries": len(questions),
         "http_p50_ms": float(np.percentile(latencies, 50) * 1000),
         "http_p95_ms": float(np.percentile(latencies, 95) * 1000),

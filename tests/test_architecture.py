@@ -379,6 +379,24 @@ def test_commands_that_do_not_search_never_import_the_model_stack_nor_lance_nor_
     assert "HEAVY []" in proc.stderr, proc.stderr
 
 
+def test_a_server_starts_without_the_mcp_sdk(tmp_path):
+    """The MCP SDK's import is about half a second of every server's start, and most servers never
+    see MCP: ``/mcp`` and the OAuth endpoints build on it at their first request."""
+    code = (
+        "import sys; from server.http.workers import create_app; create_app(lambda: None); "
+        "print('SDK', sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))[:3], file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert "SDK []" in proc.stderr, proc.stderr
+
+
 def test_every_cli_command_has_help():
     from server.cli import build_parser
 

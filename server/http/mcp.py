@@ -36,19 +36,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 import anyio
+import anyio.abc
 from starlette.types import Receive, Scope, Send
 
 from server.errors import BadRequest, EsfisError, Forbidden
 from server.http.auth import TOKEN_KEY
 from server.http.errors import error_response, from_esfis
 from server.http.oauth.address import SERVE_HOST, OAuthSite
-from server.mcp.server import build_server
 from server.models import Caller, Token
 
 if TYPE_CHECKING:
@@ -124,17 +125,53 @@ class McpEndpoint:
         self.service = service
         self.protection = protection
         self.site = site
-        self.server: MCPServer = build_server(
-            service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=approval_wait_s
+        self.approval_wait_s = approval_wait_s
+        self.route: object | None = None  # its route, for the access log's template (set by the app)
+        self._server: MCPServer | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._starting: anyio.Lock | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """For the application's lifespan: where the SDK's session manager will run. The MCP
+        server is built at the first ``/mcp`` request (``ready``), not here: the SDK's import is
+        about half a second of every server's start, and most servers never see MCP."""
+        self._starting = anyio.Lock()
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()  # the session manager, if it ever started
+
+    async def ready(self) -> MCPServer:
+        """The MCP server, built (off the event loop) and its session manager running."""
+        if self._server is not None:
+            return self._server
+        assert self._starting is not None and self._group is not None, "serve /mcp inside running()"
+        async with self._starting:
+            if self._server is None:
+                server = await anyio.to_thread.run_sync(self._build)
+                await self._group.start(self._manage, server)
+                self._server = server
+        return self._server
+
+    def _build(self) -> MCPServer:
+        from server.mcp.server import build_server
+
+        server = build_server(
+            self.service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=self.approval_wait_s
         )
-        self.server.streamable_http_app(  # makes the session manager; its routes are not used
+        server.streamable_http_app(  # makes the session manager; its routes are not used
             json_response=False, stateless_http=True, transport_security=None, host="0.0.0.0"
         )
-        self.route: object | None = None  # its route, for the access log's template (set by the app)
+        return server
 
-    def running(self):
-        """The session manager's task group, for the application's lifespan."""
-        return self.server.session_manager.run()
+    @staticmethod
+    async def _manage(server: MCPServer, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with server.session_manager.run():
+            task_status.started()
+            await anyio.sleep_forever()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope.setdefault("route", self.route)  # a plain ASGI route: the router does not name it
@@ -158,13 +195,14 @@ class McpEndpoint:
         except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
+        server = await self.ready()  # first: the SDK imported off the event loop
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
         token: Token = scope[TOKEN_KEY]
         scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=token.id, scopes=[]))
         scope[SPACE_KEY] = space
-        await self.server.session_manager.handle_request(scope, receive, send)
+        await server.session_manager.handle_request(scope, receive, send)
 
     async def _admit(self, scope: Scope) -> str | None:
         refusal = self.protection.refusal(scope["headers"])

@@ -149,7 +149,7 @@ def decide(request: Request, request_id: str, done: Posted = Depends(posted)) ->
 
 def authorize_refusal_page(error: str, description: str | None) -> Response:
     """An ``/authorize`` error for a client the operator has not said yes to, shown here rather
-    than sent to a redirect URI a stranger registered (``server.http.oauth.refused_here``)."""
+    than sent to a redirect URI a stranger registered (``server.http.oauth.routes.refused_here``)."""
     message = f"{error}: {description}" if description else error
     return outside_page("error.html", status=400, title="This connection request cannot go on", message=message[:500])
 

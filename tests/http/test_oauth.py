@@ -512,3 +512,15 @@ def test_oauth_off_leaves_only_static_tokens(tmp_path):
         assert "OAuth is off (ESFIS_OAUTH=off" in server.log.read_text()
     finally:
         stop_server(server)
+
+
+def test_the_paths_mounted_before_the_sdk_loads_are_the_ones_its_handlers_answer():
+    """``mount_oauth`` routes each OAuth path to its handler, built at the first OAuth request
+    (``server.http.oauth.routes``): a path or method the one lists and the other does not would
+    answer 404 or 405 where a client expects OAuth."""
+    from server.http.oauth import PATHS
+    from server.http.oauth.routes import routes
+
+    site = site_for(enabled=True, public_url=None, host="127.0.0.1", port=8765)
+    built = {(route.path, frozenset(route.methods or ()) - {"HEAD"}) for route in routes(lambda: None, site)}  # type: ignore[arg-type, return-value]
+    assert built == {(path, frozenset(methods)) for path, methods in PATHS}

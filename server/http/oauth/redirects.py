@@ -2,7 +2,7 @@
 client (RFC 8252 §7.3), with no fragment and no user; compared exactly when used (the SDK's
 ``validate_redirect_uri``). Registration is open, so a registered URI vouches for nothing:
 ``/authorize`` sends an error there only for a client the operator has said yes to, and shows
-any other on its own page (``server.http.oauth.refused_here``); no open redirect either way."""
+any other on its own page (``server.http.oauth.routes.refused_here``); no open redirect either way."""
 
 from __future__ import annotations
 
