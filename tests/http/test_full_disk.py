@@ -50,12 +50,12 @@ def fact(rng: random.Random, i: int, size: int) -> str:
 
 @pytest.fixture
 def volume(tmp_path: Path) -> Iterator[Path]:
-    """A 6 MiB tmpfs, unmounted afterwards."""
+    """A 3 MiB tmpfs, unmounted afterwards: room for about a hundred of these texts."""
     if os.geteuid() != 0:
         pytest.fail("this test mounts a small tmpfs and needs root, as CI runs it (.ci/run)")
     path = tmp_path / "volume"
     path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs", str(path)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(path)], check=True)
     try:
         yield path
     finally:

@@ -3,7 +3,9 @@ removals, and takes its statistics from the valid rows only."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,49 @@ TEXTS = [
     "the the the of and",  # stop words only: no postings
     "GitHub tokens rotate monthly",
 ]
+
+
+# Harman's S-stemmer as regular expressions, the first rule that matches only: the reference the
+# stemmer's string tests are held to.
+S_STEMMER = [
+    (re.compile(r"^(.*[^ae])ies$"), r"\1y"),
+    (re.compile(r"^(.*[^aeo])es$"), r"\1e"),
+    (re.compile(r"^(.*[^us])s$"), r"\1"),
+]
+
+
+def stemmed_by_the_rules(term: str) -> str:
+    for pattern, replacement in S_STEMMER:
+        if pattern.match(term):
+            return pattern.sub(replacement, term)
+    return term
+
+
+def test_the_stemmer_is_harmans_rules_on_every_short_term():
+    """Every term of up to six letters over the letters the rules name, and a few others."""
+    terms = ("".join(letters) for n in range(7) for letters in itertools.product("aeiousxé", repeat=n))
+    wrong = [t for t in terms if stem(t) != stemmed_by_the_rules(t)]
+    assert not wrong, wrong[:10]
+
+
+def test_the_stemmer_on_words():
+    cases = {
+        "queries": "query",
+        "aies": "aie",
+        "eies": "eie",
+        "ies": "ie",
+        "horses": "horse",
+        "toes": "toe",
+        "does": "doe",
+        "bees": "bee",
+        "cats": "cat",
+        "bus": "bus",
+        "glass": "glass",
+        "s": "s",
+        "is": "i",
+    }
+    assert {w: stem(w) for w in cases} == cases
+    assert all(stem(w) == stemmed_by_the_rules(w) for w in cases)
 
 
 def test_the_bulk_and_the_small_tokenizers_agree():
