@@ -42,7 +42,7 @@ from benchmarks.report.recall_path import (
     section_several,
 )
 from benchmarks.report.scope import section_scope
-from benchmarks.report.startup import section_cli, section_mcp
+from benchmarks.report.startup import section_cli, section_mcp, section_serve
 
 # Every benchmark file and the report section that shows it, in the report's order.
 MODULES: dict[str, str] = {
@@ -65,6 +65,7 @@ MODULES: dict[str, str] = {
     "test_embedding_batching.py": "Batched query embedding: a lone query and concurrent ones",
     "test_cli_wall.py": "CLI wall time",
     "test_mcp_startup.py": "MCP start-up",
+    "test_serve_startup.py": "Server start-up",
     "test_import_throughput.py": "Bulk import, everything but the model",
     "test_import_paths.py": "A thin spread's import over HTTP, and on PostgreSQL with local and S3 partitions",
     "test_http_load.py": "HTTP load, concurrent clients",
@@ -94,6 +95,7 @@ SECTIONS: dict[str, Callable[..., list[str]]] = {
     "test_embedding.py": section_embedding,
     "test_cli_wall.py": section_cli,
     "test_mcp_startup.py": section_mcp,
+    "test_serve_startup.py": section_serve,
     "test_import_throughput.py": section_import,
     "test_import_paths.py": section_import_paths,
     "test_http_load.py": section_load,

@@ -1,5 +1,5 @@
-"""The sections on a process's start: CLI wall time (``test_cli_wall.py``) and MCP start-up
-(``test_mcp_startup.py``)."""
+"""The sections on a process's start: CLI wall time (``test_cli_wall.py``), MCP start-up
+(``test_mcp_startup.py``) and the server's (``test_serve_startup.py``)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,8 @@ def section_mcp(rows: list[dict], checks: Checks) -> list[str]:
             ]
         )
     return table(body, ["benchmark", "median s", "test"])
+
+
+def section_serve(rows: list[dict], checks: Checks) -> list[str]:
+    body = [[r["name"], fmt(r.get("healthz_median_s")), fmt(r.get("model_ready_median_s")), r["outcome"]] for r in rows]
+    return table(body, ["benchmark", "launch → /healthz, median s", "launch → model ready, median s", "test"])
