@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,60 +126,111 @@ def imports_of(module: Path) -> set[str]:
     )
 
 
-def test_the_typescript_client_against_a_real_server(tmp_path: Path) -> None:
-    node, npm = node_and_npm()
-    package = json.loads((CLIENT_TS / "package.json").read_text())
-    assert package.get("dependencies", {}) == {}, "esfis-client has no runtime dependency beyond fetch"
-    assert (CLIENT_TS / "package-lock.json").is_file(), "installs come from the committed lock"
+@dataclass
+class Built:
+    folder: Path  # the copy of client-ts, its dev packages installed and dist/ built
+    server: Server
+    tokens: dict[str, Any]
+    node: str
 
-    folder = tmp_path / "client-ts"
-    shutil.copytree(CLIENT_TS, folder, ignore=shutil.ignore_patterns(*BUILT))
-    started = time.monotonic()
-    # npm installs while the server starts: the two take about as long as each other.
-    install = subprocess.Popen(
+
+def npm_ci(npm: str, folder: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"],
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def finished(install: subprocess.Popen[str], what: str) -> None:
+    try:
+        output, _ = install.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        install.kill()
+        output, _ = install.communicate()
+    assert install.returncode == 0, f"npm ci ({what}) exited {install.returncode}:\n{output}"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    """A copy of client-ts built as the package is (``tsc --strict``: dist/, ESM and .d.ts, and the
+    tests), Deno and Bun installed beside it from npm (``runtimes/``), and a real server."""
+    node, npm = node_and_npm()
+    tmp_path = tmp_path_factory.mktemp("client-ts")
+    folder = tmp_path / "client-ts"
+    shutil.copytree(CLIENT_TS, folder, ignore=shutil.ignore_patterns(*BUILT))
+    started = time.monotonic()
+    # npm installs while the server starts: the two take about as long as each other.
+    installs = {"client-ts": npm_ci(npm, folder), "runtimes": npm_ci(npm, folder / "runtimes")}
     server: Server | None = None
     try:
         server, tokens = serve_spaces(tmp_path)
         print(f"server ready: {time.monotonic() - started:.1f} s")
-        try:
-            output, _ = install.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            install.kill()
-            output, _ = install.communicate()
-        assert install.returncode == 0, f"npm ci exited {install.returncode}:\n{output}"
+        for what, install in installs.items():
+            finished(install, what)
         print(f"npm ci: {time.monotonic() - started:.1f} s")
-
         tsc = [node, str(folder / "node_modules" / "typescript" / "bin" / "tsc")]
         run([*tsc, "-p", "tsconfig.json", "--strict"], folder)  # the package: dist/, ESM and .d.ts
         run([*tsc, "-p", "tsconfig.test.json", "--strict"], folder)  # the tests, typechecked too
-        dist = folder / "dist"
-        assert {p.name for p in dist.glob("*.d.ts")} >= {"index.d.ts", "langgraph.d.ts"}
-        for module in dist.glob("*.js"):
-            outside = {m for m in imports_of(module) if not m.startswith("./")}
-            allowed = {"@langchain/langgraph-checkpoint"} if module.name == "langgraph.js" else set()
-            assert outside <= allowed, f"dist/{module.name} imports {sorted(outside - allowed)}"
-
-        env = {
-            **os.environ,
-            "ESFIS_URL": server.url,
-            "ESFIS_OPERATOR_TOKEN": str(tokens["operator"]),
-            "ESFIS_HARNESS_TOKEN": str(tokens["harness"]),
-            "ESFIS_AGENT_TOKENS": json.dumps(tokens["agents"]),
-            "ESFIS_SERVER_CODES": json.dumps(server_codes()),
-            "NODE_NO_WARNINGS": "1",
-        }
-        tests = sorted(str(p.relative_to(folder)) for p in (folder / "build" / "test").glob("*.test.js"))
-        assert len(tests) == 3, tests
-        print(run([node, "--test", *tests], folder, env=env, timeout=300)[-400:])
+        yield Built(folder, server, tokens, node)
     finally:
-        if install.poll() is None:
-            install.kill()
-            install.communicate()
+        for install in installs.values():
+            if install.poll() is None:
+                install.kill()
+                install.communicate()
         if server is not None:
             stop_server(server)
+
+
+def test_the_typescript_client_against_a_real_server(built: Built) -> None:
+    package = json.loads((CLIENT_TS / "package.json").read_text())
+    assert package.get("dependencies", {}) == {}, "esfis-client has no runtime dependency beyond fetch"
+    assert (CLIENT_TS / "package-lock.json").is_file(), "installs come from the committed lock"
+    folder, server, tokens = built.folder, built.server, built.tokens
+    dist = folder / "dist"
+    assert {p.name for p in dist.glob("*.d.ts")} >= {"index.d.ts", "langgraph.d.ts"}
+    for module in dist.glob("*.js"):
+        outside = {m for m in imports_of(module) if not m.startswith("./")}
+        allowed = {"@langchain/langgraph-checkpoint"} if module.name == "langgraph.js" else set()
+        assert outside <= allowed, f"dist/{module.name} imports {sorted(outside - allowed)}"
+
+    env = {
+        **os.environ,
+        "ESFIS_URL": server.url,
+        "ESFIS_OPERATOR_TOKEN": str(tokens["operator"]),
+        "ESFIS_HARNESS_TOKEN": str(tokens["harness"]),
+        "ESFIS_AGENT_TOKENS": json.dumps(tokens["agents"]),
+        "ESFIS_SERVER_CODES": json.dumps(server_codes()),
+        "NODE_NO_WARNINGS": "1",
+    }
+    tests = sorted(str(p.relative_to(folder)) for p in (folder / "build" / "test").glob("*.test.js"))
+    assert len(tests) == 3, tests
+    print(run([built.node, "--test", *tests], folder, env=env, timeout=300)[-400:])
+
+
+def test_the_built_client_runs_on_node_deno_and_bun(built: Built, tmp_path: Path) -> None:
+    """The README says Node.js 18+, Deno and Bun: the built package, as published, on each (Deno
+    and Bun from npm, pinned in runtimes/package-lock.json), against the same server: Acme's fact
+    recalled and Globex's never, a filter over data, times as Dates, a refusal as its own class."""
+    with token_book(built.server) as book:
+        tokens = {space: book.create(ai="runtime-agent", space=space)[1] for space in ("acme", "globex")}
+    env = {
+        **os.environ,
+        "ESFIS_URL": built.server.url,
+        "ESFIS_RUNTIME_TOKENS": json.dumps(tokens),
+        "NODE_NO_WARNINGS": "1",
+        "DENO_DIR": str(tmp_path / "deno"),  # Deno's cache, not the user's
+        "DENO_NO_UPDATE_CHECK": "1",
+        "BUN_INSTALL_CACHE_DIR": str(tmp_path / "bun"),
+    }
+    bin_ = built.folder / "runtimes" / "node_modules" / ".bin"
+    commands = {
+        "node": [built.node, "runtimes/smoke.mjs"],
+        "deno": [str(bin_ / "deno"), "run", "--allow-net", "--allow-env", "runtimes/smoke.mjs"],
+        "bun": [str(bin_ / "bun"), "runtimes/smoke.mjs"],
+    }
+    for runtime, argv in commands.items():
+        said = json.loads(run(argv, built.folder, env=env, timeout=120).strip().splitlines()[-1])
+        assert said["runtime"] == runtime and said["recalled"] >= 1 and said["refused"], said
