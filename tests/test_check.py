@@ -172,6 +172,55 @@ def test_check_names_exactly_the_damage_and_repair_leaves_the_home_whole(home, c
         svc.close()
 
 
+def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_again(home, clock):
+    """A recall's filter reads the catalog's index over data: rows missing, wrong, left for a
+    memory that holds no data, or naming a memory gone are each found, by id; a filter that
+    missed a memory before the repair finds it after, and takes no memory it does not match."""
+    svc = open_home(home, clock)
+    try:
+        svc._parts.registry.add_named("acme")
+        acme = svc.caller("cli", space="acme")
+        written = {
+            name: svc.remember(acme, f"acme's {name} service is owned by the platform team", data=data).id
+            for name, data in {
+                "billing": {"team": "platform", "tier": 1},
+                "search": {"team": "platform", "due": "2027-03-01T00:00:00Z"},
+                "auth": {"team": "platform", "owner": {"name": "ada"}},
+                "ledger": {"team": "core"},
+            }.items()
+        }
+        plain = svc.remember(acme, "acme's wiki holds no data at all").id
+        assert svc.operator.check().whole  # written normally: the index agrees
+        with svc._parts.catalog.transaction() as tx:
+            tx.execute("DELETE FROM memory_fields WHERE memory_id = ?", (written["billing"],))  # rows gone
+            tx.execute(  # a value changed behind the data's back
+                "UPDATE memory_fields SET txt = 'core' WHERE memory_id = ? AND path = 'team'", (written["search"],)
+            )
+            tx.execute(  # rows for a memory that holds no data, and for one that is no memory at all
+                "INSERT INTO memory_fields (partition, path, memory_id, kind, num, txt, instant) "
+                "VALUES (?, 'team', ?, 's', NULL, 'platform', NULL), (?, 'team', 'mem_gone', 's', NULL, 'platform', NULL)",
+                (ACME, plain, ACME),
+            )
+        platform = {"team": "platform"}
+        before = {m.id for m in svc.recall(acme, None, where=platform, limit=20).memories}
+        assert written["billing"] not in before and written["search"] not in before  # what a bad index does
+
+        report = svc.operator.check()
+        wrong = tuple(sorted([written["billing"], written["search"], plain, "mem_gone"]))
+        assert found(report) == {("index", ACME, wrong)}, report.summary()
+        line = report.summary()[0]
+        assert line.startswith("index") and "space acme: 4 memories whose data the catalog's index over data" in line
+
+        repaired = svc.operator.check(repair=True)
+        assert repaired.repaired and repaired.whole, repaired.summary()
+        after = {m.id for m in svc.recall(acme, None, where=platform, limit=20).memories}
+        assert after == {written["billing"], written["search"], written["auth"]}
+        assert {m.id for m in svc.recall(acme, None, where={"owner.name": "ada"}).memories} == {written["auth"]}
+        assert svc.operator.check().whole
+    finally:
+        svc.close()
+
+
 def test_what_dead_processes_left_is_settled_by_the_repair(home, clock):
     svc = open_home(home, clock)
     ids = seeded(svc)

@@ -20,6 +20,9 @@ what is wrong in words, and ids, never a text:
                 repair settles it as the next writer, sweep or open would
     count       a count the catalog keeps (``partitions.live``, ``.superseded``, ``totals.live``)
                 that its rows do not give: repair recounts
+    index       a memory whose rows in the catalog's index over data are not what its data gives
+                (a filter would miss it or take it wrongly), or rows of a memory gone
+                (``server.bulk.check_data``): repair indexes its data again
     image       an image that cannot be opened, holds rows gone, or is of a partition gone:
                 repair builds it again or removes it
     unreadable  a partition file that fails to read: said, never touched
@@ -46,8 +49,8 @@ from server.memories import MemoryBook
 from server.render import counted
 from server.spaces import space_of_key
 
-Kind = Literal["lost", "orphan", "forgotten", "leftover", "count", "image", "unreadable"]
-KINDS: tuple[Kind, ...] = ("lost", "orphan", "forgotten", "leftover", "count", "image", "unreadable")
+Kind = Literal["lost", "orphan", "forgotten", "leftover", "count", "index", "image", "unreadable"]
+KINDS: tuple[Kind, ...] = ("lost", "orphan", "forgotten", "leftover", "count", "index", "image", "unreadable")
 ORPHAN_AGE = timedelta(minutes=10)  # unnamed rows younger than this are a write in flight (as sweep's default)
 SHOWN_IDS = 10  # ids a finding's line names; the JSON names them all
 
@@ -249,6 +252,9 @@ def findings(damage: Damage) -> tuple[Finding, ...]:
                 f"superseded {drift.kept_superseded}, holds {drift.counted_superseded}"
             )
         found.append(Finding("count", drift.key, what, remedy="recounted"))
+    for key, wrong in damage.misindexed:
+        what = f"{counted(len(wrong), 'memory')} whose data the catalog's index over data does not hold as it is"
+        found.append(Finding("index", key, what, wrong, "indexed again"))
     return tuple(sorted(found, key=lambda f: KINDS.index(f.kind)))
 
 

@@ -40,6 +40,7 @@ from indexing.errors import IndexingError, PartitionCorrupt
 from indexing.partitions import image, small_file
 from indexing.partitions import tail as tail_file
 from indexing.partitions.store import Layout, VectorStore, table_name
+from server.bulk.check_data import misindexed
 from server.bulk.journal import dead_journals
 from server.catalog import Catalog
 from server.memories.forgetting import STALE_FORGET
@@ -103,6 +104,7 @@ class Damage:
     stale_images: tuple[str, ...]  # partitions with an image on this machine and no files
     counts: tuple[CountDrift, ...]
     in_flight: int
+    misindexed: tuple[tuple[str, tuple[str, ...]], ...] = ()  # partition, memories its data index has wrong
 
 
 def look_home(*, home: Path, catalog: Catalog, store: VectorStore, orphans_before: int) -> Damage:
@@ -132,6 +134,7 @@ def look_home(*, home: Path, catalog: Catalog, store: VectorStore, orphans_befor
         stale_images=tuple(sorted(key for key, _ in store.layout.images() if key not in tables)),
         counts=tuple(count_drift(catalog)),
         in_flight=in_flight,
+        misindexed=tuple(misindexed(catalog).items()),
     )
 
 

@@ -38,6 +38,7 @@ from typing import Protocol
 
 from indexing.partitions.store import VectorStore
 from server.barrier.contexts import ContextBook
+from server.bulk.check_data import reindex
 from server.bulk.check_look import READ_ERRORS, TOTALS, CountDrift, Damage, PartitionDamage, said
 from server.bulk.journal import batch_lock, purge_orphans, sweep
 from server.catalog import Catalog, Tx
@@ -91,6 +92,8 @@ def mend(parts: CheckedParts, damage: Damage) -> None:
             _trying(f"the repair of partition {partition.key}", partial(_mend_partition, parts, partition))
     if damage.stale_images:
         _trying("removing images of partitions gone", store.remove_stale_images)
+    if damage.misindexed:
+        _trying("indexing memories' data again", partial(reindex, catalog, dict(damage.misindexed)))
     if damage.counts:
         drifted = [drift for drift in damage.counts if drift.key != TOTALS]
         _trying("the recount", partial(recount, catalog, drifted))

@@ -1,0 +1,82 @@
+"""``esfis check``'s look at the catalog's index over memories' data (``server.memories.data_index``),
+and its mend.
+
+A recall's filter is answered through that index, so where it disagrees with a memory's data a
+filter leaves out a memory it matches, or takes one it does not. The index agrees when each
+memory's rows in ``memory_fields`` are exactly what its data gives (``field_rows``), a memory
+with no data (or forgotten) has none, and no row names a memory the partition does not hold.
+
+Safe beside running servers: a write puts a memory's data and its rows in one transaction, and a
+forget's trigger takes the rows in the forget's; each partition is read in one statement, so one
+snapshot, where the two always agree unless something is wrong. The mend reads each memory's
+data again inside the transaction that indexes it again. A catalog whose index was never built
+(one from before it; the next open builds it whole) is not looked at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+from server.catalog import Catalog
+from server.memories.data import loaded
+from server.memories.data_index import BUILT, FieldRow, field_rows, write_fields
+
+# A partition's memories with data or index rows, each row of theirs beside the memory's data
+# (NULL once forgotten), then the rows that name a memory the partition does not hold.
+_PARTITION = (
+    "SELECT m.id, CASE WHEN m.forgotten_at IS NULL THEN m.data END AS data, "
+    "f.path, f.kind, f.num, f.txt, f.instant "
+    "FROM memories m LEFT JOIN memory_fields f ON f.memory_id = m.id AND f.partition = m.partition "
+    "WHERE m.partition = ? AND (m.data IS NOT NULL OR f.memory_id IS NOT NULL) "
+    "UNION ALL "
+    "SELECT f.memory_id, NULL, f.path, f.kind, f.num, f.txt, f.instant FROM memory_fields f "
+    "WHERE f.partition = ? AND NOT EXISTS "
+    "(SELECT 1 FROM memories m WHERE m.id = f.memory_id AND m.partition = f.partition)"
+)
+
+
+def misindexed(catalog: Catalog) -> dict[str, tuple[str, ...]]:
+    """The memories whose index rows disagree with their data, by partition (ids sorted)."""
+    if catalog.one("SELECT value FROM meta WHERE key = ?", (BUILT,)) is None:
+        return {}
+    keys = catalog.all(
+        "SELECT DISTINCT partition FROM memory_fields UNION "
+        "SELECT DISTINCT partition FROM memories WHERE data IS NOT NULL"
+    )
+    found: dict[str, tuple[str, ...]] = {}
+    for (key,) in sorted(tuple(r) for r in keys):
+        wrong = _misindexed_in(catalog, key)
+        if wrong:
+            found[key] = wrong
+    return found
+
+
+def _misindexed_in(catalog: Catalog, key: str) -> tuple[str, ...]:
+    data: dict[str, str | None] = {}
+    held: dict[str, Counter[FieldRow]] = defaultdict(Counter)
+    for id_, column, path, kind, num, txt, instant in catalog.all(_PARTITION, (key, key)):
+        data[id_] = column
+        if path is not None:
+            held[id_][(path, kind, None if num is None else float(num), txt, instant)] += 1
+    return tuple(
+        sorted(id_ for id_, column in data.items() if Counter(field_rows(loaded(column))) != held.get(id_, Counter()))
+    )
+
+
+def reindex(catalog: Catalog, wrong: dict[str, tuple[str, ...]]) -> None:
+    """Index again the data of the memories ``wrong`` names: their rows dropped, and their data's
+    rows written, read in the same transaction (none for a memory gone, forgotten or without data)."""
+    with catalog.transaction() as tx:
+        for key, ids in wrong.items():
+            listed = json.dumps(list(ids))
+            tx.execute(
+                f"DELETE FROM memory_fields WHERE partition = ? AND memory_id IN (SELECT value FROM {tx.sql.values})",
+                (key, listed),
+            )
+            rows = tx.all(
+                "SELECT partition, id, data FROM memories WHERE partition = ? "
+                f"AND id IN (SELECT value FROM {tx.sql.values}) AND data IS NOT NULL AND forgotten_at IS NULL",
+                (key, listed),
+            )
+            write_fields(tx, [(r[0], r[1], r[2]) for r in rows])
