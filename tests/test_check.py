@@ -172,10 +172,15 @@ def test_check_names_exactly_the_damage_and_repair_leaves_the_home_whole(home, c
         svc.close()
 
 
-def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_again(home, clock):
+@pytest.mark.parametrize("chunk", [2000, 2])
+def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_again(home, clock, chunk, monkeypatch):
     """A recall's filter reads the catalog's index over data: rows missing, wrong, left for a
-    memory that holds no data, or naming a memory gone are each found, by id; a filter that
-    missed a memory before the repair finds it after, and takes no memory it does not match."""
+    memory that holds no data, or naming a memory gone are each found, by id, however the
+    partition is read in chunks; a filter that missed a memory before the repair finds it after,
+    and takes no memory it does not match."""
+    import server.bulk.check_data
+
+    monkeypatch.setattr(server.bulk.check_data, "CHUNK", chunk)
     svc = open_home(home, clock)
     try:
         svc._parts.registry.add_named("acme")

@@ -22,16 +22,22 @@ from server.catalog import Catalog
 from server.memories.data import loaded
 from server.memories.data_index import BUILT, FieldRow, field_rows, write_fields
 
-# A partition's memories with data or index rows, each row of theirs beside the memory's data
-# (NULL once forgotten), then the rows that name a memory the partition does not hold.
-_PARTITION = (
-    "SELECT m.id, CASE WHEN m.forgotten_at IS NULL THEN m.data END AS data, "
-    "f.path, f.kind, f.num, f.txt, f.instant "
-    "FROM memories m LEFT JOIN memory_fields f ON f.memory_id = m.id AND f.partition = m.partition "
-    "WHERE m.partition = ? AND (m.data IS NOT NULL OR f.memory_id IS NOT NULL) "
-    "UNION ALL "
-    "SELECT f.memory_id, NULL, f.path, f.kind, f.num, f.txt, f.instant FROM memory_fields f "
-    "WHERE f.partition = ? AND NOT EXISTS "
+CHUNK = 2000  # memories read in one statement: a partition of millions is never held whole
+
+# A chunk of a partition's memories, oldest first by (created_at, rowid) from a key on, each row
+# of theirs in the index beside the memory's data (NULL once forgotten): one statement, so one
+# snapshot for each memory and its rows.
+_CHUNK = (
+    "SELECT m.id, m.created_at, m.row_at, CASE WHEN m.forgotten_at IS NULL THEN m.data END AS data, "
+    "f.path, f.kind, f.num, f.txt, f.instant FROM ("
+    "SELECT rowid AS row_at, id, partition, created_at, data, forgotten_at FROM memories "
+    "WHERE partition = ? AND (created_at > ? OR (created_at = ? AND rowid > ?)) "
+    "ORDER BY created_at, rowid LIMIT ?) AS m "
+    "LEFT JOIN memory_fields f ON f.memory_id = m.id AND f.partition = m.partition"
+)
+# Index rows that name no memory of their partition.
+_STRAYS = (
+    "SELECT DISTINCT f.memory_id FROM memory_fields f WHERE f.partition = ? AND NOT EXISTS "
     "(SELECT 1 FROM memories m WHERE m.id = f.memory_id AND m.partition = f.partition)"
 )
 
@@ -46,22 +52,29 @@ def misindexed(catalog: Catalog) -> dict[str, tuple[str, ...]]:
     )
     found: dict[str, tuple[str, ...]] = {}
     for (key,) in sorted(tuple(r) for r in keys):
-        wrong = _misindexed_in(catalog, key)
+        wrong = _misindexed_in(catalog, key, CHUNK) | {r[0] for r in catalog.all(_STRAYS, (key,))}
         if wrong:
-            found[key] = wrong
+            found[key] = tuple(sorted(wrong))
     return found
 
 
-def _misindexed_in(catalog: Catalog, key: str) -> tuple[str, ...]:
-    data: dict[str, str | None] = {}
-    held: dict[str, Counter[FieldRow]] = defaultdict(Counter)
-    for id_, column, path, kind, num, txt, instant in catalog.all(_PARTITION, (key, key)):
-        data[id_] = column
-        if path is not None:
-            held[id_][(path, kind, None if num is None else float(num), txt, instant)] += 1
-    return tuple(
-        sorted(id_ for id_, column in data.items() if Counter(field_rows(loaded(column))) != held.get(id_, Counter()))
-    )
+def _misindexed_in(catalog: Catalog, key: str, chunk: int) -> set[str]:
+    wrong: set[str] = set()
+    after: tuple[int, int] = (-1, -1)
+    while True:
+        data: dict[str, str | None] = {}
+        held: dict[str, Counter[FieldRow]] = defaultdict(Counter)
+        rows = catalog.all(_CHUNK, (key, after[0], after[0], after[1], chunk))
+        for id_, created_at, row_at, column, path, kind, num, txt, instant in rows:
+            data[id_] = column
+            after = max(after, (int(created_at), int(row_at)))
+            if path is not None:
+                held[id_][(path, kind, None if num is None else float(num), txt, instant)] += 1
+        wrong.update(
+            id_ for id_, column in data.items() if Counter(field_rows(loaded(column))) != held.get(id_, Counter())
+        )
+        if len(data) < chunk:
+            return wrong
 
 
 def reindex(catalog: Catalog, wrong: dict[str, tuple[str, ...]]) -> None:
