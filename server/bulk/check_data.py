@@ -16,7 +16,7 @@ data again inside the transaction that indexes it again. A catalog whose index w
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from server.catalog import Catalog
 from server.memories.data import loaded
@@ -63,16 +63,14 @@ def _misindexed_in(catalog: Catalog, key: str, chunk: int) -> set[str]:
     after: tuple[int, int] = (-1, -1)
     while True:
         data: dict[str, str | None] = {}
-        held: dict[str, Counter[FieldRow]] = defaultdict(Counter)
+        held: dict[str, set[FieldRow]] = defaultdict(set)  # a memory has one row a path (the key)
         rows = catalog.all(_CHUNK, (key, after[0], after[0], after[1], chunk))
         for id_, created_at, row_at, column, path, kind, num, txt, instant in rows:
             data[id_] = column
             after = max(after, (int(created_at), int(row_at)))
             if path is not None:
-                held[id_][(path, kind, None if num is None else float(num), txt, instant)] += 1
-        wrong.update(
-            id_ for id_, column in data.items() if Counter(field_rows(loaded(column))) != held.get(id_, Counter())
-        )
+                held[id_].add((path, kind, None if num is None else float(num), txt, instant))
+        wrong.update(id_ for id_, column in data.items() if set(field_rows(loaded(column))) != held.get(id_, set()))
         if len(data) < chunk:
             return wrong
 
