@@ -7,9 +7,11 @@ memory's rows in ``memory_fields`` are exactly what its data gives (``field_rows
 with no data (or forgotten) has none, and no row names a memory the partition does not hold.
 
 Safe beside running servers: a write puts a memory's data and its rows in one transaction, and a
-forget's trigger takes the rows in the forget's; each partition is read in one statement, so one
-snapshot, where the two always agree unless something is wrong. The mend reads each memory's
-data again inside the transaction that indexes it again. A catalog whose index was never built
+forget's trigger takes the rows in the forget's; each chunk of a partition's memories is read
+with its rows in one statement (one snapshot, where the two always agree unless something is
+wrong), as are the rows that name no memory. A partition is read ``CHUNK`` memories at a time,
+so a large one is never held whole. The mend reads each memory's data again inside the
+transaction that indexes it again. A catalog whose index was never built
 (one from before it; the next open builds it whole) is not looked at.
 """
 
