@@ -359,6 +359,19 @@ def test_the_layering_test_sees_every_form_of_import(tmp_path):
             fake.unlink()
 
 
+def fresh_process(code: str, tmp_path: Path, *argv: str) -> str:
+    """What ``python -c code argv…`` writes to stderr, run in a process of its own (nothing this
+    test process imported), its home under ``tmp_path``."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        timeout=60,
+    ).stderr
+
+
 @pytest.mark.parametrize("argv", [["space", "list"], ["policy", "list"], ["deliveries"], ["--deny", "x"]])
 def test_commands_that_do_not_search_never_import_the_model_stack_nor_lance_nor_pandas(argv, tmp_path):
     """Each costs a short command tenths of a second: the model stack seconds, ``lance`` and
@@ -369,14 +382,8 @@ def test_commands_that_do_not_search_never_import_the_model_stack_nor_lance_nor_
         "if m in sys.modules]; "
         "print('HEAVY', heavy, file=sys.stderr)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert "HEAVY []" in proc.stderr, proc.stderr
+    stderr = fresh_process(code, tmp_path, *argv)
+    assert "HEAVY []" in stderr, stderr
 
 
 def test_a_server_starts_without_the_mcp_sdk(tmp_path):
@@ -386,15 +393,8 @@ def test_a_server_starts_without_the_mcp_sdk(tmp_path):
         "import sys; from server.http.workers import create_app; create_app(lambda: None); "
         "print('SDK', sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))[:3], file=sys.stderr)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={"ESFIS_HOME": str(tmp_path / "h"), "PATH": "/usr/bin:/bin"},
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert "SDK []" in proc.stderr, proc.stderr
+    stderr = fresh_process(code, tmp_path)
+    assert "SDK []" in stderr, stderr
 
 
 def test_every_cli_command_has_help():
