@@ -11,6 +11,11 @@ other (CPU 1), in the quiet blocks too, so what the neighbour costs the good tok
 the server, not what its client processes take from the server's core (``_pin``; a machine of one
 core runs them unpinned and says so).
 
+The hostile client is closed-loop (each thread waits for its answer before it sends again), so
+its rate is what the server lets it have: once its address is refused as it connects, each
+refusal is held a second (``server.http.early_refusal``'s tarpit), and it sends a few requests a
+second; before that it sent thousands.
+
 Three blocks, each ``RECALLS`` recalls: quiet, beside the hostile token, quiet again (the two quiet
 ones are the reference, so a machine that drifts meanwhile shows in neither arm alone); the
 benchmark's own rounds follow, beside the hostile token too.

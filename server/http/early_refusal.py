@@ -12,6 +12,13 @@ first request with a ready-made 429 (``Retry-After``, ``Connection: close``, the
 every other answer) and closes, without parsing the request or entering the app: about 140 µs a
 refusal in the same flood. A peer that sends nothing is closed after ``SILENT_S``.
 
+That answer is held ``HOLD_S`` before it is sent (a tarpit): a caller that loops on its
+refusals, however many connections it keeps, sends a few requests a second a connection instead
+of thousands, and a held connection costs the worker a timer, not CPU. A caller that honours
+``Retry-After`` loses nothing: it could not be served sooner. ``HOLD_MOST`` bounds the
+connections one worker holds at once (each is a file descriptor); past it, a refusal is sent at
+once, as before.
+
 Only a peer that is the caller is refused this way: a trusted proxy (uvicorn's
 ``FORWARDED_ALLOW_IPS``, by default the loopback) speaks for many callers, told apart by the
 address it forwards with each request, so its connections always reach the gate, which refuses
@@ -41,6 +48,8 @@ SILENT_S = 5.0  # a refused connection that sends no request is closed after thi
 CUTOFF_REFUSALS = 100  # 429s answered to one address in a window, past which it is cut off (Persistence)
 CUTOFF_WINDOW_S = 60.0
 CUTOFF_KEPT = 10_000  # addresses whose refusals a worker counts at once
+HOLD_S = 1.0  # a refusal at the connection is sent this long after its request came
+HOLD_MOST = 512  # refusals one worker holds at once; past them, one is sent as its request comes
 _watched: list[Limiter] = []  # the serving app's limiter (one app a worker process)
 _summary = Refusals()
 
@@ -120,6 +129,8 @@ class RefusingProtocol(HttpToolsProtocol):
 
     _refusal: bytes | None = None
     _silence: asyncio.TimerHandle | None = None
+    _held: asyncio.TimerHandle | None = None
+    holding = 0  # refusals this worker holds now, every connection together
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
@@ -140,16 +151,33 @@ class RefusingProtocol(HttpToolsProtocol):
         if self._refusal is None:
             super().data_received(data)
             return
-        if not self.transport.is_closing():  # answered after its request came, so none is lost to a reset
+        if self._held is not None or self.transport.is_closing():
+            return  # the request's later bytes: its answer is on its way
+        if RefusingProtocol.holding >= HOLD_MOST:
+            self._answer()  # answered after its request came, so none is lost to a reset
+            return
+        RefusingProtocol.holding += 1
+        self._held = self.loop.call_later(HOLD_S, self._answer)
+
+    def _answer(self) -> None:
+        self._release()
+        if self._refusal is not None and not self.transport.is_closing():
             self.transport.write(self._refusal)
             self.transport.close()
             count_refusal("too_many_requests")
             _summary.add("-", "(connection)")
 
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
+            RefusingProtocol.holding -= 1
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self._refusal is None:
             super().connection_lost(exc)
             return
+        self._release()  # a caller that gave up waiting
         if self._silence is not None:
             self._silence.cancel()
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from server.http import early_refusal
+from server.http.access_log import Refusals
 from server.http.early_refusal import CUTOFF_REFUSALS, Persistence, _trusted, refusal_bytes
 
 
@@ -78,3 +79,54 @@ def test_the_addresses_counted_are_bounded_and_the_first_window_to_end_goes_firs
     seen.refused("d")  # full: b, the first to end, is dropped
     assert list(seen._windows) == ["c", "a", "d"]
     assert seen.cut_off("b") is None and seen.cut_off("c") == 1 and seen.cut_off("a") is None
+
+
+class _Transport:
+    """What a refused connection's protocol touches of its transport."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def _refused(loop) -> tuple[early_refusal.RefusingProtocol, _Transport]:
+    protocol = early_refusal.RefusingProtocol.__new__(early_refusal.RefusingProtocol)
+    transport = _Transport()
+    protocol._refusal, protocol.transport, protocol.loop = b"HTTP/1.1 429 ...", transport, loop
+    return protocol, transport
+
+
+def test_a_refusal_is_held_before_it_is_sent_and_past_the_bound_sent_at_once(monkeypatch):
+    """A tarpit: a refused request's answer waits ``HOLD_S`` (a caller looping on its refusals
+    sends a few a second); at most ``HOLD_MOST`` are held at once, the next one answered as it
+    comes; a caller that hangs up while held frees its place."""
+    import asyncio
+
+    monkeypatch.setattr(early_refusal, "HOLD_S", 0.05)
+    monkeypatch.setattr(early_refusal, "HOLD_MOST", 2)
+    monkeypatch.setattr(early_refusal, "_summary", Refusals())
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        (first, one), (second, two), (third, three) = (_refused(loop) for _ in range(3))
+        first.data_received(b"POST /v1/recall HTTP/1.1\r\n")
+        first.data_received(b"\r\n{}")  # the same request's rest: still one answer
+        second.data_received(b"GET / HTTP/1.1\r\n\r\n")
+        assert one.sent == [] and two.sent == [] and early_refusal.RefusingProtocol.holding == 2
+        third.data_received(b"GET / HTTP/1.1\r\n\r\n")
+        assert three.sent == [b"HTTP/1.1 429 ..."] and three.closed  # past the bound: at once
+        second.connection_lost(None)  # hung up while held
+        assert early_refusal.RefusingProtocol.holding == 1
+        await asyncio.sleep(0.1)
+        assert one.sent == [b"HTTP/1.1 429 ..."] and one.closed and two.sent == []
+        assert early_refusal.RefusingProtocol.holding == 0
+
+    asyncio.run(scenario())

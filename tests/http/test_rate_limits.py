@@ -114,16 +114,26 @@ def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(s
     import json
     import time
 
+    from concurrent.futures import ThreadPoolExecutor
+
+    from server.http.early_refusal import HOLD_S
+
     statuses = [_from(strangers, "127.0.0.3")[0] for _ in range(11)]
     assert statuses == [401] * 10 + [429]  # the gate counted the address and saw it spent
-    status, headers, body = _from(strangers, "127.0.0.3")
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:  # held together, not one after another
+        refused = list(pool.map(lambda _: _from(strangers, "127.0.0.3"), range(8)))
+    held = time.monotonic() - started
+    assert HOLD_S <= held < 8 * HOLD_S, held  # each answer held (a tarpit), all at once
+    status, headers, body = refused[0]
+    assert {answer[0] for answer in refused} == {429}
     assert status == 429 and headers["connection"] == "close" and 1 <= int(headers["retry-after"]) <= 60
     assert json.loads(body)["error"]["code"] == "too_many_requests"
     assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "127.0.0.3"})[0] == 429  # by the gate
     assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "198.51.100.7"})[0] == 401  # served
     time.sleep(1.5)  # the summed lines are written a second after their first refusal
     log = strangers.log.read_text()
-    assert re.search(r"- \(connection\) 429 ×1 in [0-9.]+s", log), log[-2000:]
+    assert re.search(r"- \(connection\) 429 ×[1-8] in [0-9.]+s", log), log[-2000:]
 
 
 @pytest.fixture(scope="module")
