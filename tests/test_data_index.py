@@ -226,16 +226,59 @@ def test_a_home_made_before_the_index_is_filled_from_its_data_on_open(home, cloc
         svc.close()
 
 
+def _make_15(catalog) -> None:
+    """The catalog as esfis made it at version 15: field rows without their memory's time."""
+    with catalog.transaction() as tx:
+        for name in ("num", "txt", "instant"):
+            tx.execute(f"DROP INDEX memory_fields_by_{name}_at")
+        tx.execute("ALTER TABLE memory_fields DROP COLUMN created_at")
+        tx.execute("CREATE INDEX memory_fields_by_txt ON memory_fields (partition, path, txt) WHERE txt IS NOT NULL")
+        tx.execute("UPDATE meta SET value = '15' WHERE key = 'schema'")
+
+
+def test_a_home_made_at_version_15_has_its_field_rows_dated_on_open(home, clock):
+    """Release 16 over a live home: each field row gets its memory's time, the value indexes are
+    rebuilt with it, and a filter with no query reads the newest matches through them."""
+    from server.memories import newest
+
+    svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
+    svc.operator.create_space("acme")
+    acme = svc.caller("cli", space="acme")
+    ids = []
+    for i in range(12):
+        clock.advance(minutes=1)
+        ids.append(svc.remember(acme, f"old fact {i}", data={"team": "rare" if i % 3 == 0 else "core", "n": i}).id)
+    _make_15(svc._parts.catalog)
+    svc.close()
+    svc = open_service(settings_for(home), embedder=HashingEmbedder(), clock=clock)
+    try:
+        catalog = svc._parts.catalog
+        assert catalog.one("SELECT value FROM meta WHERE key = 'schema'")[0] == str(SCHEMA_VERSION)
+        dated = catalog.all(
+            "SELECT f.created_at, m.created_at FROM memory_fields f JOIN memories m ON m.id = f.memory_id"
+        )
+        assert len(dated) == 12 * 2 and all(f == m for f, m in dated)
+        acme = svc.caller("cli", space="acme")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(newest, "WALK", 1)  # past the walk: the index's newest answers
+            patch.setattr(newest, "FIRST_READ", 1)
+            found = svc.recall(acme, None, limit=3, where={"team": {"$in": ["rare", "none"]}}).memories
+        assert [m.id for m in found] == [ids[9], ids[6], ids[3]]
+    finally:
+        svc.close()
+
+
 @pytest.mark.parametrize("walk, small_set", [(2, 2), (2, 1000), (1000, 2)], ids=["deep walk", "set first", "walk"])
 def test_no_query_answers_the_newest_matches_whichever_way_it_reads(
     fake_service, acme, monkeypatch, clock, walk, small_set
 ):
     """The newest-first walk, the deeper walk for a large set and the set read whole answer alike."""
-    from server.memories import data_filter
+    from server.memories import data_filter, newest
 
-    monkeypatch.setattr(data_filter, "WALK", walk)
+    monkeypatch.setattr(newest, "MOST_READ", 0)  # the reads before the index kept dates (a range here)
+    monkeypatch.setattr(newest, "WALK", walk)
     monkeypatch.setattr(data_filter, "SMALL_SET", small_set)
-    monkeypatch.setattr(data_filter, "DEEP_WALK", 40)
+    monkeypatch.setattr(newest, "DEEP_WALK", 40)
     ids = []
     for i in range(60):
         clock.advance(minutes=1)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from indexing.embedding.testing import HashingEmbedder
 from server.facade import open_service
+from server.memories.data import loaded
 from server.memories.data_filter import parse_filter
 from tests.catalogs import settings_for
 
@@ -108,3 +109,58 @@ def test_a_filtered_recall_answers_exactly_the_matching_memories(world, where):
     listed = {m.id for m in svc.recall(caller, None, limit=100, where=where).memories}
     ranked = {m.id for m in svc.recall(caller, "memory of the corpus", limit=100, where=where).memories}
     assert listed == wanted and ranked == wanted
+
+
+@pytest.fixture(scope="module")
+def dated():
+    """A corpus written in runs that share one time (as an import's rows do), some memories
+    replaced (superseded) or forgotten; the newest-first order is (created_at, rowid)."""
+    from tests.conftest import MovableClock
+
+    clock = MovableClock()
+    with tempfile.TemporaryDirectory() as tmp:
+        svc = open_service(settings_for(Path(tmp)), embedder=HashingEmbedder(), clock=clock)
+        svc.operator.create_space("acme")
+        caller = svc.caller("prop", space="acme")
+        rng = random.Random(69)
+        ids = []
+        for i, data in enumerate(_corpus(seed=69) + _corpus(seed=70)):
+            if rng.random() < 0.3:
+                clock.advance(seconds=1)  # else the same time as the one before
+            ids.append(svc.remember(caller, f"dated memory {i} of the corpus", data=data, dedupe=False).id)
+        for old in rng.sample(ids, 10):
+            svc.replace(caller, old, f"replacing {old}", data={"team": "rare", "k": 1})
+        for gone in rng.sample(ids, 5):
+            svc.forget(caller, gone)
+        yield svc, caller
+        svc.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(where=filters(), count=st.integers(min_value=1, max_value=12))
+def test_a_filter_with_no_query_answers_the_newest_matches_in_order_whichever_read_answers(dated, where, count):
+    """The walk, the index's newest by value (read a few rows a term at a time, so terms are cut
+    mid-run of one time) and the set read whole each give the newest ``count`` valid matches, in
+    the memories page's order."""
+    from server.memories import newest
+    from server.spaces import partition_key
+
+    svc, caller = dated
+    data_filter = parse_filter(where)
+    rows = svc._parts.catalog.all(
+        "SELECT id, data, created_at, rowid FROM memories WHERE partition = ? AND forgotten_at IS NULL "
+        "AND superseded_by IS NULL",
+        (partition_key("acme"),),
+    )
+    matching = [r for r in rows if data_filter.matches(loaded(r[1]))]
+    wanted = [r[0] for r in sorted(matching, key=lambda r: (r[2], r[3]), reverse=True)][:count]
+    answers = {}
+    for name, walk, first, most in (("walk", 1000, 2, 1024), ("by value", 1, 2, 1024), ("set", 1, 2, 0)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(newest, "WALK", walk)
+            patch.setattr(newest, "FIRST_READ", first)
+            patch.setattr(newest, "MOST_READ", most)
+            answers[name] = [m.id for m in svc.recall(caller, None, limit=count, where=where).memories]
+    assert answers == {"walk": wanted, "by value": wanted, "set": wanted}

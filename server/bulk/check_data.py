@@ -31,7 +31,7 @@ CHUNK = 2000  # memories read in one statement: a partition of millions is never
 # snapshot for each memory and its rows.
 _CHUNK = (
     "SELECT m.id, m.created_at, m.row_at, CASE WHEN m.forgotten_at IS NULL THEN m.data END AS data, "
-    "f.path, f.kind, f.num, f.txt, f.instant FROM ("
+    "f.path, f.kind, f.num, f.txt, f.instant, f.created_at AS dated FROM ("
     "SELECT rowid AS row_at, id, partition, created_at, data, forgotten_at FROM memories "
     "WHERE partition = ? AND (created_at > ? OR (created_at = ? AND rowid > ?)) "
     "ORDER BY created_at, rowid LIMIT ?) AS m "
@@ -67,11 +67,13 @@ def _misindexed_in(catalog: Catalog, key: str, chunk: int) -> set[str]:
         data: dict[str, str | None] = {}
         held: dict[str, set[FieldRow]] = defaultdict(set)  # a memory has one row a path (the key)
         rows = catalog.all(_CHUNK, (key, after[0], after[0], after[1], chunk))
-        for id_, created_at, row_at, column, path, kind, num, txt, instant in rows:
+        for id_, created_at, row_at, column, path, kind, num, txt, instant, dated in rows:
             data[id_] = column
             after = max(after, (int(created_at), int(row_at)))
             if path is not None:
                 held[id_].add((path, kind, None if num is None else float(num), txt, instant))
+                if dated != created_at:  # a row out of its place in the newest-first order
+                    wrong.add(id_)
         wrong.update(id_ for id_, column in data.items() if set(field_rows(loaded(column))) != held.get(id_, set()))
         if len(data) < chunk:
             return wrong
@@ -88,8 +90,8 @@ def reindex(catalog: Catalog, wrong: dict[str, tuple[str, ...]]) -> None:
                 (key, listed),
             )
             rows = tx.all(
-                "SELECT partition, id, data FROM memories WHERE partition = ? "
+                "SELECT partition, id, created_at, data FROM memories WHERE partition = ? "
                 f"AND id IN (SELECT value FROM {tx.sql.values}) AND data IS NOT NULL AND forgotten_at IS NULL",
                 (key, listed),
             )
-            write_fields(tx, [(r[0], r[1], r[2]) for r in rows])
+            write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows])

@@ -12,6 +12,7 @@ from typing import Any
 from server.catalog.shared import (
     ACCESS_TABLES,
     APPROVALS_TABLE,
+    FIELDS_DATED,
     OAUTH_TABLES,
     SCHEMA_VERSION,
     V6_COLUMNS,
@@ -256,6 +257,21 @@ CREATE INDEX IF NOT EXISTS recent_delivery_items_by_delivery ON recent_delivery_
 CREATE OR REPLACE VIEW all_delivery_items AS
     SELECT delivery_id, memory_id, rank, score, outcome FROM delivery_items
     UNION ALL SELECT delivery_id, memory_id, rank, score, outcome FROM recent_delivery_items;
+""",
+    # Each value index ends with the memory's time: a value's newest matches read in order, a
+    # set's newest without a read of the memories (server.memories.data_filter).
+    16: f"""
+ALTER TABLE memory_fields ADD COLUMN IF NOT EXISTS created_at BIGINT;
+{FIELDS_DATED};
+DROP INDEX IF EXISTS memory_fields_by_num;
+DROP INDEX IF EXISTS memory_fields_by_txt;
+DROP INDEX IF EXISTS memory_fields_by_instant;
+CREATE INDEX IF NOT EXISTS memory_fields_by_num_at ON memory_fields (partition, path, kind, num, created_at)
+    INCLUDE (memory_id);
+CREATE INDEX IF NOT EXISTS memory_fields_by_txt_at ON memory_fields (partition, path, txt, created_at)
+    INCLUDE (memory_id) WHERE txt IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memory_fields_by_instant_at ON memory_fields (partition, path, instant, created_at)
+    INCLUDE (memory_id) WHERE instant IS NOT NULL;
 """,
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from server.errors import StoreUnavailable
 
-SCHEMA_VERSION = 15  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
+SCHEMA_VERSION = 16  # 2: labels beside every memory (from_spaces), runs and their trail, grants; 3: forgetting;
 #                    4: the store's live total (totals), kept by triggers; 5: partition versions
 #                    (several machines: server.catalog.partition_sync); 6: run tokens and standing runs, ended
 #                    runs, who took a step, signed-out web sessions; 7: held writes (approvals) and who
@@ -18,7 +18,15 @@ SCHEMA_VERSION = 15  # 2: labels beside every memory (from_spaces), runs and the
 #                    11: a memory's data (server.memories.data); 12: run tokens by their opener (a cap);
 #                    13: the address that asked for a consent, the rate counters' row count (caps);
 #                    14: the fields of memories' data, indexed for recall's filter (server.memories.data_index);
-#                    15: a recall's delivery items land unindexed by memory first (server.memories.delivery_moves)
+#                    15: a recall's delivery items land unindexed by memory first (server.memories.delivery_moves);
+#                    16: each row of the data's index carries its memory's time (a filter with no query
+#                    reads the newest matches from the index)
+
+# Version 16: each row of the data's index given its memory's time, once.
+FIELDS_DATED = (
+    "UPDATE memory_fields SET created_at = "
+    "(SELECT m.created_at FROM memories m WHERE m.id = memory_fields.memory_id) WHERE created_at IS NULL"
+)
 
 # The tables whose rows decide what a caller may do, kept between requests under the access
 # generation (server.catalog.access): a trigger on each moves it, in the writing transaction.

@@ -13,6 +13,7 @@ from typing import Any
 from server.catalog.shared import (
     ACCESS_TABLES,
     APPROVALS_TABLE,
+    FIELDS_DATED,
     OAUTH_TABLES,
     V6_COLUMNS,
     V7_COLUMNS,
@@ -80,11 +81,18 @@ CREATE TABLE IF NOT EXISTS memory_fields (
     num REAL,                       -- n: the number; b: 0 or 1
     txt TEXT,                       -- s: the string
     instant INTEGER,                -- t: microseconds since the epoch
+    created_at INTEGER,             -- the memory's (version 16): a value's matches newest first
     PRIMARY KEY (partition, path, memory_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS memory_fields_by_num ON memory_fields (partition, path, kind, num);
-CREATE INDEX IF NOT EXISTS memory_fields_by_txt ON memory_fields (partition, path, txt) WHERE txt IS NOT NULL;
-CREATE INDEX IF NOT EXISTS memory_fields_by_instant ON memory_fields (partition, path, instant)
+-- Version 16: each value index ends with the memory's time, so the newest memories holding one
+-- value are read in order from the index, and a set's newest without a read of the memories.
+DROP INDEX IF EXISTS memory_fields_by_num;
+DROP INDEX IF EXISTS memory_fields_by_txt;
+DROP INDEX IF EXISTS memory_fields_by_instant;
+CREATE INDEX IF NOT EXISTS memory_fields_by_num_at ON memory_fields (partition, path, kind, num, created_at);
+CREATE INDEX IF NOT EXISTS memory_fields_by_txt_at ON memory_fields (partition, path, txt, created_at)
+    WHERE txt IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memory_fields_by_instant_at ON memory_fields (partition, path, instant, created_at)
     WHERE instant IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memory_fields_by_memory ON memory_fields (memory_id);
 CREATE TRIGGER IF NOT EXISTS memory_fields_on_forget AFTER UPDATE OF data, forgotten_at ON memories
@@ -280,3 +288,7 @@ def migrate(tx: Any) -> None:
         present = {r["name"] for r in tx.all(f"PRAGMA table_info({table})")}
         if present and column not in present:
             tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {type_.format(T='TEXT').replace('BIGINT', 'INTEGER')}")
+    fields = {r["name"] for r in tx.all("PRAGMA table_info(memory_fields)")}
+    if fields and "created_at" not in fields:  # version 16: each row its memory's time
+        tx.execute("ALTER TABLE memory_fields ADD COLUMN created_at INTEGER")
+        tx.execute(FIELDS_DATED)

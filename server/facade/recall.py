@@ -46,10 +46,11 @@ from server.facade.shown import marks_of, shown_recalled
 from server.labels import Labels
 from server.memories import MemoryBook
 from server.memories.data import Data
-from server.memories.data_filter import DataFilter, newest_matching, parse_filter
+from server.memories.data_filter import DataFilter, parse_filter
 from server.memories.duplicates import fold_candidates
 from server.memories.filter_search import Narrowing, narrowing, search_narrowed
 from server.memories.input import MAX_QUERY_BYTES, check_text
+from server.memories.newest import newest_matching
 from server.metrics import time_stage
 from server.models import DEFAULT_LIMIT, MAX_LIMIT, Caller, DeliveryItem, Memory, Recall, RecalledMemory
 from server.records import Run

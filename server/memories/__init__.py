@@ -247,7 +247,7 @@ class MemoryBook:
                         "digest, labels, run_id, from_spaces, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [(m[0], key, *m[1:]) for m in meta],
                     )
-                    write_fields(tx, [(key, m[0], m[10]) for m in meta])
+                    write_fields(tx, [(key, m[0], m[3], m[10]) for m in meta])
                     tx.execute(
                         "INSERT INTO partitions (key, live) VALUES (?, ?) "
                         "ON CONFLICT (key) DO UPDATE SET live = partitions.live + excluded.live",
@@ -333,7 +333,7 @@ class MemoryBook:
             f"FROM {tx.sql.rows}",
             (supersedes, orjson.dumps(memories).decode()),  # orjson: 5x json's speed on a batch
         )
-        write_fields(tx, [(m[1], m[0], m[12]) for m in memories])
+        write_fields(tx, [(m[1], m[0], m[4], m[12]) for m in memories])
         if keyed:
             # WHERE true: SQLite would read the ON of the upsert as a join's.
             tx.execute(

@@ -1,7 +1,7 @@
 """Recall's filter over memories' data: parsed and checked once (``parse_filter``), matched
 against a memory's data (``DataFilter.matches``: the semantics), and answered through the
 catalog's index over data (``server.memories.data_index``): the ids a partition search may score
-(``filter_reach``), or, with no query, the newest that match (``newest_matching``). The filter
+(``filter_reach``), or, with no query, the newest that match (``server.memories.newest``). The filter
 runs after validity and before relevance.
 
 The syntax is Mongo's, as LangGraph's stores take it: ``{"field": value}`` is equality;
@@ -18,28 +18,20 @@ holds where the field is missing, as in Mongo and LangGraph's in-memory store.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from indexing.partitions.store import VectorStore
-from indexing.rows import Hit
-from server.clock import to_micros
 from server.errors import InvalidInput
 from server.inputs import MAX_FILTER_BYTES, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, size
 from server.memories import MemoryBook
 from server.memories.data import MISSING, Data, at_path, compact, instant, is_number, loaded
-from server.memories.data_index import joined, joined_capped, keyed, matching_sql, probes
-from server.spaces import partition_key
+from server.memories.data_index import joined, joined_capped, keyed, matching_sql
 
 FIELD = "filter"
 EQUALITY = ("$eq", "$ne")
 RANGES = ("$gt", "$gte", "$lt", "$lte")
 OPERATORS = (*EQUALITY, *RANGES, "$in", "$exists")
-WALK = 256  # the newest memories of a partition a filter with no query tests one by one first
 SMALL_SET = 2048  # a filter's set read whole when no larger; a larger one matches often enough to walk for
-DEEP_WALK = 16384  # ... the newest this many, before its set is read whole after all
 
 
 @dataclass(frozen=True)
@@ -223,98 +215,6 @@ def _failing(book: MemoryBook, ids: set[str], data_filter: DataFilter) -> set[st
         (json.dumps(sorted(ids)),),
     )
     return {r[0] for r in rows if not data_filter.matches(loaded(r[1]))}
-
-
-def newest_matching(
-    book: MemoryBook,
-    store: VectorStore,
-    spaces: Sequence[str | None],
-    data_filter: DataFilter,
-    *,
-    at: datetime,
-    as_of: bool,
-    count: int,
-) -> tuple[list[tuple[Hit, str | None]], int]:
-    """A recall with a filter and no query: the newest ``count`` memories of ``spaces`` valid at
-    ``at`` whose data matches, newest first, as hits of score 0 (no query to be close to); and
-    how many valid ones the filter refused on the way: those newer than a partition's last hit
-    among the ``WALK`` newest it tested one by one (the rest were never read: counting every
-    memory a filter leaves out would cost a read of them all)."""
-    space_of = {partition_key(s): s for s in spaces}
-    rows: list[tuple[Any, ...]] = []
-    refused = 0
-    for key in space_of:
-        found, left = _newest_in(book, key, data_filter, to_micros(at), as_of, count)
-        rows += found
-        refused += left
-    rows.sort(key=lambda r: (r[3], r[6]), reverse=True)
-    hits: list[tuple[Hit, str | None]] = []
-    for key, id_, _, created_at, valid_from, valid_until, _ in rows:
-        if len(hits) == count:
-            break
-        text = store.text(key, id_)
-        if text is None:  # purged by a forget meanwhile: the catalog's check drops it too
-            continue
-        hits.append((Hit(id_, 0.0, text, created_at, valid_from, valid_until), space_of[key]))
-    return hits, refused
-
-
-def _newest_in(
-    book: MemoryBook, key: str, data_filter: DataFilter, micros: int, as_of: bool, count: int
-) -> tuple[list[tuple[Any, ...]], int]:
-    """The newest ``count`` memories of partition ``key`` valid at ``micros`` that match, and how
-    many valid ones were refused before the last of them: first among its newest ``WALK``, each
-    tested by index probes (a broad filter stops there); else, for a set over ``SMALL_SET``,
-    among its newest ``DEEP_WALK``; else from the filter's indexed set, newest first (its cost
-    is the set's: a narrow filter's, or one whose matches are all old)."""
-    catalog = book.catalog
-    columns = "m.partition, m.id, m.data, m.created_at, m.valid_from, m.valid_until, m.row_at"
-    valid = (
-        f"m.forgotten_at IS NULL {'' if as_of else 'AND m.superseded_by IS NULL '}AND m.valid_from <= ? "
-        f"AND (m.valid_until IS NULL OR m.valid_until > ?){'' if data_filter.matches_none else ' AND m.data IS NOT NULL'}"
-    )
-    # Newest first by the index memories_by_written (partition, created_at, rowid): an import's
-    # rows share their time, and a tie broken by id sorted the whole batch.
-    order = "ORDER BY m.created_at DESC, m.row_at DESC"
-    test, params = probes(data_filter.triples)
-    inner = (
-        "(SELECT rowid AS row_at, partition, id, data, created_at, valid_from, valid_until, forgotten_at, "
-        "superseded_by FROM memories WHERE partition = ? ORDER BY created_at DESC, rowid DESC LIMIT ?) m"
-    )
-    walked = catalog.all(
-        f"SELECT {columns}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM {inner} WHERE {valid} {order}",
-        (*params, key, WALK, micros, micros),
-    )
-    found: list[tuple[Any, ...]] = []
-    refused = 0
-    for r in walked:
-        if r[7] and data_filter.matches(loaded(r[2])):
-            found.append(tuple(r)[:7])
-            if len(found) == count:
-                return found, refused
-        else:
-            refused += 1
-    chosen, chosen_params, loose, loose_params = matching_sql(data_filter.triples, catalog.sql)
-    suspects = len(catalog.all(loose, keyed(loose_params, [key]))) if loose else 0
-    if chosen is not None and larger_than(catalog, chosen, keyed(chosen_params, [key]), SMALL_SET):
-        # Over SMALL_SET matches: at least one in (live / SMALL_SET) memories, so the next
-        # ``count`` lie among the newest few thousand while they are spread over time.
-        deep = catalog.all(
-            f"SELECT {columns} FROM {inner} WHERE {valid} AND {test} {order} LIMIT ?",
-            (key, DEEP_WALK, micros, micros, *params, count + suspects),
-        )
-        deep_found = [tuple(r) for r in deep if data_filter.matches(loaded(r[2]))][:count]
-        if len(deep_found) == count:
-            return deep_found, refused
-    sets = [s for s in (chosen, loose) if s]
-    # CROSS JOIN: SQLite then reads the set first, as written (left to itself, it walked the
-    # whole partition newest first, testing each memory against the set).
-    rows = catalog.all(
-        f"SELECT {columns} FROM ({' UNION '.join(sets)}) AS chosen CROSS JOIN (SELECT rowid AS row_at, * FROM memories) m "
-        f"WHERE m.id = chosen.memory_id AND m.partition = ? AND {valid} {order} LIMIT ?",
-        (*keyed((chosen_params if chosen else []) + loose_params, [key]), key, micros, micros, count + suspects),
-    )
-    return [tuple(r) for r in rows if data_filter.matches(loaded(r[2]))][:count], refused
 
 
 def larger_than(catalog: Any, chosen: str, params: tuple[Any, ...], bound: int) -> bool:

@@ -100,11 +100,11 @@ def _micros(moment: datetime) -> int | None:
         return None
 
 
-def write_fields(tx: Tx, memories: Iterable[tuple[str, str, str | None]]) -> None:
-    """Index the data of ``memories`` (partition, id, data column), in one statement."""
+def write_fields(tx: Tx, memories: Iterable[tuple[str, str, int, str | None]]) -> None:
+    """Index the data of ``memories`` (partition, id, created_at, data column), in one statement."""
     rows = [
-        (partition, path, id_, kind, num, txt, micros)
-        for partition, id_, column in memories
+        (partition, path, id_, kind, num, txt, micros, created_at)
+        for partition, id_, created_at, column in memories
         if column is not None
         for path, kind, num, txt, micros in field_rows(loaded(column))
     ]
@@ -112,9 +112,9 @@ def write_fields(tx: Tx, memories: Iterable[tuple[str, str, str | None]]) -> Non
         return
     item = tx.sql.item
     tx.execute(
-        "INSERT INTO memory_fields (partition, path, memory_id, kind, num, txt, instant) "
+        "INSERT INTO memory_fields (partition, path, memory_id, kind, num, txt, instant, created_at) "
         f"SELECT {item(0)}, {item(1)}, {item(2)}, {item(3)}, {item(4, 'DOUBLE PRECISION')}, {item(5)}, "
-        f"{item(6, 'BIGINT')} FROM {tx.sql.rows}",
+        f"{item(6, 'BIGINT')}, {item(7, 'BIGINT')} FROM {tx.sql.rows}",
         (orjson.dumps(rows).decode(),),
     )
 
@@ -128,20 +128,24 @@ def build_if_missing(catalog: Catalog, *, batch: int = 5000) -> int:
         if tx.one("SELECT value FROM meta WHERE key = ?", (BUILT,)) is not None:
             return 0  # another process built it meanwhile
         tx.execute("DELETE FROM memory_fields")
-        rows = tx.all("SELECT partition, id, data FROM memories WHERE data IS NOT NULL AND forgotten_at IS NULL")
+        rows = tx.all(
+            "SELECT partition, id, created_at, data FROM memories WHERE data IS NOT NULL AND forgotten_at IS NULL"
+        )
         for start in range(0, len(rows), batch):
-            write_fields(tx, [(r[0], r[1], r[2]) for r in rows[start : start + batch]])
+            write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows[start : start + batch]])
         tx.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (BUILT,))
     return len(rows)
 
 
 @dataclass(frozen=True)
 class Term:
-    """One indexed test on a row of memory_fields; ``loose``: a row it takes may still fail."""
+    """One indexed test on a row of memory_fields; ``loose``: a row it takes may still fail;
+    ``single``: one value, whose rows its index holds in their memories' time order."""
 
     sql: str
     params: tuple[Any, ...]
     loose: bool = False
+    single: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,7 +198,7 @@ def compiled_all(conditions: Sequence[Condition]) -> list[Compiled]:
 
 def _equal(value: Any) -> list[Term]:
     if isinstance(value, bool):
-        return [Term("kind = 'b' AND num = ?", (float(value),))]
+        return [Term("kind = 'b' AND num = ?", (float(value),), single=True)]
     if value is None:
         return [Term("kind = 'z'", ())]
     if isinstance(value, dict | list):
@@ -202,14 +206,18 @@ def _equal(value: Any) -> list[Term]:
     if is_number(value):
         exact = _double(value)
         if exact is not None:
-            return [Term("kind = 'n' AND num = ?", (exact,))]
+            return [Term("kind = 'n' AND num = ?", (exact,), single=True)]
         return [Term("kind = 'n' AND num = ?", (_rounded(value),), loose=True)]
     if isinstance(value, str):
         moment = instant(value)
         if moment is not None:
             micros = _micros(moment)
-            return [Term("instant = ?", (micros,))] if micros is not None else [Term("kind = 't'", (), loose=True)]
-        return [Term("txt = ?", (value,))] if len(value) <= TEXT_HELD else []  # a longer one is kind x
+            return (
+                [Term("instant = ?", (micros,), single=True)]
+                if micros is not None
+                else [Term("kind = 't'", (), loose=True)]
+            )
+        return [Term("txt = ?", (value,), single=True)] if len(value) <= TEXT_HELD else []  # a longer one is kind x
     return []
 
 

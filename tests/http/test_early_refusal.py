@@ -114,6 +114,7 @@ def test_a_refusal_is_held_before_it_is_sent_and_past_the_bound_sent_at_once(mon
     monkeypatch.setattr(early_refusal, "HOLD_S", 0.05)
     monkeypatch.setattr(early_refusal, "HOLD_MOST", 2)
     monkeypatch.setattr(early_refusal, "_summary", Refusals())
+
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         (first, one), (second, two), (third, three) = (_refused(loop) for _ in range(3))

@@ -113,7 +113,6 @@ def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(s
     refused by the gate instead, and forwarding another address it is served."""
     import json
     import time
-
     from concurrent.futures import ThreadPoolExecutor
 
     from server.http.early_refusal import HOLD_S
