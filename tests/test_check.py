@@ -174,8 +174,9 @@ def test_check_names_exactly_the_damage_and_repair_leaves_the_home_whole(home, c
 
 @pytest.mark.parametrize("chunk", [2000, 2])
 def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_again(home, clock, chunk, monkeypatch):
-    """A recall's filter reads the catalog's index over data: rows missing, wrong, left for a
-    memory that holds no data, or naming a memory gone are each found, by id, however the
+    """A recall's filter reads the catalog's index over data: rows missing, wrong, dated other
+    than their memory, left for a memory that holds no data, or naming a memory gone are each
+    found, by id, however the
     partition is read in chunks; a filter that missed a memory before the repair finds it after,
     and takes no memory it does not match."""
     import server.bulk.check_data
@@ -201,6 +202,9 @@ def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_ag
             tx.execute(  # a value changed behind the data's back
                 "UPDATE memory_fields SET txt = 'core' WHERE memory_id = ? AND path = 'team'", (written["search"],)
             )
+            tx.execute(  # a row out of its place in the newest-first order
+                "UPDATE memory_fields SET created_at = created_at - 1 WHERE memory_id = ?", (written["ledger"],)
+            )
             tx.execute(  # rows for a memory that holds no data, and for one that is no memory at all
                 "INSERT INTO memory_fields (partition, path, memory_id, kind, num, txt, instant) "
                 "VALUES (?, 'team', ?, 's', NULL, 'platform', NULL), (?, 'team', 'mem_gone', 's', NULL, 'platform', NULL)",
@@ -211,10 +215,10 @@ def test_an_index_over_data_that_disagrees_with_the_data_is_named_and_indexed_ag
         assert written["billing"] not in before and written["search"] not in before  # what a bad index does
 
         report = svc.operator.check()
-        wrong = tuple(sorted([written["billing"], written["search"], plain, "mem_gone"]))
+        wrong = tuple(sorted([written["billing"], written["search"], written["ledger"], plain, "mem_gone"]))
         assert found(report) == {("index", ACME, wrong)}, report.summary()
         line = report.summary()[0]
-        assert line.startswith("index") and "space acme: 4 memories whose data the catalog's index over data" in line
+        assert line.startswith("index") and "space acme: 5 memories whose data the catalog's index over data" in line
 
         repaired = svc.operator.check(repair=True)
         assert repaired.repaired and repaired.whole, repaired.summary()
