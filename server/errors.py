@@ -263,6 +263,15 @@ class StorageFailed(Unavailable):
     retry_after = 5
 
 
+class NotInstalled(Unavailable):
+    """A part of esfis this server loads at its first use (the MCP SDK, for ``/mcp`` and OAuth)
+    failed to load: the install is broken or partial. The call changed nothing; the server's log
+    names what failed, and the part is loaded again at the next call."""
+
+    code = "not_installed"
+    retry_after = 30
+
+
 class NotServed(EsfisError):
     code = "not_served"
     status = 503

@@ -36,7 +36,8 @@
  *     │                                                            reads go on; `retryAfter` from Retry-After
  *     ├── Unavailable                 unavailable            503   come back later (`retryAfter`): nothing was written
  *     │   ├── CatalogUnavailable      catalog_unavailable    503   the server's catalog cannot be reached now
- *     │   └── StorageFailed           storage_failed         503   the server's disk or object store failed (EIO)
+ *     │   ├── StorageFailed           storage_failed         503   the server's disk or object store failed (EIO)
+ *     │   └── NotInstalled            not_installed          503   a part of the server failed to load (MCP, OAuth)
  *     ├── NotServed                   not_served             503
  *     ├── StoreUnavailable            store_error            500
  *     ├── InternalError               internal               500
@@ -259,6 +260,11 @@ export class StorageFailed extends Unavailable {
   static override readonly code: string = "storage_failed";
 }
 
+/** A part of the server (`/mcp`, OAuth) failed to load: its install needs repair. */
+export class NotInstalled extends Unavailable {
+  static override readonly code: string = "not_installed";
+}
+
 export class NotServed extends EsfisError {
   static override readonly code: string = "not_served";
   static override readonly status: number = 503;
@@ -343,6 +349,7 @@ export const ERROR_CLASSES: readonly ErrorClass[] = [
   Unavailable,
   CatalogUnavailable,
   StorageFailed,
+  NotInstalled,
   NotServed,
   StoreUnavailable,
   InternalError,
@@ -379,7 +386,14 @@ export function retryAfterOf(headers: Headers): number {
   return Number.isFinite(seconds) && value.trim() !== "" ? Math.max(0, seconds) : 1;
 }
 
-const SAYS_RETRY_AFTER = new Set<ErrorClass>([TooManyRequests, DiskFull, Unavailable, CatalogUnavailable, StorageFailed]);
+const SAYS_RETRY_AFTER = new Set<ErrorClass>([
+  TooManyRequests,
+  DiskFull,
+  Unavailable,
+  CatalogUnavailable,
+  StorageFailed,
+  NotInstalled,
+]);
 
 /**
  * The error for an answer that is not a success: by its code, else by its status. `body` is the

@@ -34,7 +34,8 @@
     │                                                         reads go on; ``retry_after`` from Retry-After
     ├── Unavailable                 unavailable         503   come back later (``retry_after``): nothing was written
     │   ├── CatalogUnavailable      catalog_unavailable 503   the server's catalog cannot be reached now
-    │   └── StorageFailed           storage_failed      503   the server's disk or object store failed (EIO)
+    │   ├── StorageFailed           storage_failed      503   the server's disk or object store failed (EIO)
+    │   └── NotInstalled            not_installed       503   a part of the server failed to load (MCP, OAuth)
     ├── NotServed                   not_served          503
     ├── StoreUnavailable            store_error         500
     ├── InternalError               internal            500
@@ -220,6 +221,12 @@ class CatalogUnavailable(Unavailable):
 
 class StorageFailed(Unavailable):
     code = "storage_failed"
+
+
+class NotInstalled(Unavailable):
+    """A part of the server (``/mcp``, OAuth) failed to load: its install needs repair."""
+
+    code = "not_installed"
 
 
 class NotServed(EsfisError):

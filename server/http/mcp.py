@@ -49,6 +49,7 @@ from starlette.types import Receive, Scope, Send
 from server.errors import BadRequest, EsfisError, Forbidden
 from server.http.auth import TOKEN_KEY
 from server.http.errors import error_response, from_esfis
+from server.http.loading import loading
 from server.http.oauth.address import SERVE_HOST, OAuthSite
 from server.models import Caller, Token
 
@@ -151,7 +152,7 @@ class McpEndpoint:
         assert self._starting is not None and self._group is not None, "serve /mcp inside running()"
         async with self._starting:
             if self._server is None:
-                server = await anyio.to_thread.run_sync(self._build)
+                server = await anyio.to_thread.run_sync(loading("MCP over HTTP", self._build))
                 await self._group.start(self._manage, server)
                 self._server = server
         return self._server
@@ -184,6 +185,7 @@ class McpEndpoint:
             return
         try:
             space = await self._admit(scope)
+            server = await self.ready()  # first: the SDK imported off the event loop
         except WrongToken as exc:  # an OAuth error too: a host that speaks OAuth knows to sign in
             challenge = f'Bearer error="insufficient_scope", error_description="{exc.message}"'
             if self.site is not None and self.site.on:
@@ -195,7 +197,6 @@ class McpEndpoint:
         except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
-        server = await self.ready()  # first: the SDK imported off the event loop
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 

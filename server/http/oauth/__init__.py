@@ -27,9 +27,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server.errors import NotInstalled
+from server.http.loading import loading
 from server.http.oauth.address import MCP_PATH, PRM_PATH, OAuthSite, site_for, site_from_env
 
 if TYPE_CHECKING:
@@ -68,8 +71,10 @@ class Handlers:
             return self._apps
 
     async def app(self, path: str) -> ASGIApp:
-        apps = self._apps if self._apps is not None else await anyio.to_thread.run_sync(self.build)
-        return apps[path]
+        """The handler of ``path``; ``NotInstalled`` when the SDK under them failed to load."""
+        if self._apps is None:
+            return (await anyio.to_thread.run_sync(loading("OAuth", self.build)))[path]
+        return self._apps[path]
 
 
 class _Deferred:
@@ -82,7 +87,14 @@ class _Deferred:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope.setdefault("route", self.route)  # the access log names a request by its route's template
-        await (await self.handlers.app(self.path))(scope, receive, send)
+        try:
+            app = await self.handlers.app(self.path)
+        except NotInstalled as exc:  # in OAuth's own terms, as the gate says its refusals here
+            body = {"error": "temporarily_unavailable", "error_description": exc.message}
+            headers = {"Retry-After": str(exc.retry_after), "Cache-Control": "no-store"}
+            await JSONResponse(body, status_code=exc.status, headers=headers)(scope, receive, send)
+            return
+        await app(scope, receive, send)
 
 
 def mount_oauth(app: FastAPI, service: Callable[[], Esfis], site: OAuthSite) -> None:

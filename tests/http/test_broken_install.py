@@ -1,0 +1,61 @@
+"""A release installed over a live home may be broken or partial: a part the server loads at its
+first use (the MCP SDK, behind ``/mcp`` and the OAuth endpoints) fails to load. A real
+``esfis serve`` whose ``mcp`` package fails to import (a package of that name ahead of the real
+one on its path, raising as a half-copied install would) answers those requests 503
+``not_installed``, never a 500 and a traceback; the rest of the API serves on; and once the
+install is whole again, the next request loads the part, with no restart."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.http.conftest import Server, start_server, stop_server
+
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    root = tmp_path_factory.mktemp("broken")
+    shadow = root / "shadow"
+    (shadow / "mcp").mkdir(parents=True)
+    (shadow / "mcp" / "__init__.py").write_text('raise ImportError("mcp/types.py: truncated file")\n')
+    (root / "work").mkdir()
+    server = start_server(root / "home", root / "work", PYTHONPATH=str(shadow))
+    try:
+        yield server, shadow
+    finally:
+        stop_server(server)
+
+
+def test_a_part_that_fails_to_load_is_refused_as_not_installed_and_loaded_again_once_whole(broken):
+    server, shadow = broken
+    token = server.agent_token()
+    with server.client(token) as agent:
+        answer = agent.post("/mcp", json=MCP_CALL, headers=MCP_HEADERS)
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "not_installed" and "truncated file" in error["message"]
+        assert int(answer.headers["Retry-After"]) >= 1
+        assert agent.post("/mcp", json=MCP_CALL, headers=MCP_HEADERS).status_code == 503  # tried again, still broken
+        assert agent.post("/v1/recall", json={"query": "anything"}).status_code == 200  # the rest serves on
+    with server.client() as stranger:
+        registered = stranger.post("/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]})
+        assert registered.status_code == 503, registered.text
+        assert registered.json()["error"] == "temporarily_unavailable"
+    log = server.log.read_text()
+    assert "MCP over HTTP is unavailable" in log and "OAuth is unavailable" in log
+    assert "Traceback" not in log and " 500" not in log, log[-3000:]
+
+    shutil.rmtree(shadow / "mcp")  # the install repaired
+    with server.client(token) as agent:
+        answer = agent.post("/mcp", json=MCP_CALL, headers=MCP_HEADERS)
+        assert answer.status_code == 200, answer.text
+        assert "recall" in answer.text
+    with server.client() as stranger:
+        assert stranger.post("/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}).status_code == 201
