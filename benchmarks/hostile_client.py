@@ -8,7 +8,9 @@ Run as ``python -m benchmarks.hostile_client URL TOKEN SPACE SOURCE_ADDRESS THRE
 opened (``POST /v1/runs``), a recall of its space and a personal write carrying it (the first is
 held for the operator, the rest refused while it waits), and a malformed body (cut JSON on
 ``/v1/recall``, 3,000 nested arrays in an MCP tool argument). It answers one JSON line: the
-statuses it got, by call.
+statuses it got, by call, and ``first_429_at``: when (``time.monotonic()``, one clock for every
+process of the machine) it was first refused, the moment its allowance was spent and it stood at
+its limits (None if never).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import http.client
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -42,6 +45,9 @@ def _calls(space: str) -> list[tuple[str, str, str, str | None, dict[str, str]]]
     ]
 
 
+FIRST_429: list[float] = []  # when any thread was first refused
+
+
 def hammer(url: str, token: str, space: str, source: str, stop: threading.Event, seen: Counter) -> None:
     parts = urlsplit(url)
     calls = _calls(space)
@@ -53,6 +59,8 @@ def hammer(url: str, token: str, space: str, source: str, stop: threading.Event,
                 answer = connection.getresponse()
                 answer.read()
                 seen[f"{name} {answer.status}"] += 1
+                if answer.status == 429 and not FIRST_429:
+                    FIRST_429.append(time.monotonic())
             except (OSError, http.client.HTTPException):
                 seen[f"{name} dropped"] += 1
                 connection.close()
@@ -80,7 +88,7 @@ def main(argv: list[str]) -> None:
     total: Counter = Counter()
     for seen in counts:
         total.update(seen)
-    print(json.dumps(dict(total)), flush=True)
+    print(json.dumps({"answers": dict(total), "first_429_at": min(FIRST_429, default=None)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ ones are the reference, so a machine that drifts meanwhile shows in neither arm 
 benchmark's own rounds follow, beside the hostile token too.
 
 Reported (``extra_info``): quiet and beside-hostile p50/p95, their ratios, the hostile token's
-answers by call and status, and the operator's requests and 429s. Asserted in both modes: the
+answers by call and status, and the operator's requests and 429s; apart, the beside block's p95
+split at the hostile token's first 429 (before it, the token spends its minute's allowance as
+fast as four connections go; after it, it stands at its limits). Asserted in both modes: the
 operator is never limited, the good token's recalls all answer 200, and the hostile token did meet
 its limits (it got 429s), so the figures are those of a neighbour at its limits. The latency ratio is
 the report's target (at most 2×), never asserted.
@@ -131,10 +133,12 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         operator = Operator(server.url, server.token("--operator"))
         good = _client(server.url, good_token, GOOD)
         timings: list[float] = []
+        began: list[float] = []  # each recall's start, by time.monotonic() (the hostile's clock too)
         statuses: Counter[int] = Counter()
 
         def recall() -> None:
             query = QUERIES[len(timings) % len(QUERIES)]
+            began.append(time.monotonic())
             started = time.perf_counter()
             answer = good.post("/v1/recall", json={"query": query})
             timings.append(time.perf_counter() - started)
@@ -150,6 +154,7 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         for _ in range(5):  # warm: the model, the partition, the connection
             recall()
         timings.clear()
+        began.clear()
         statuses.clear()
         operator.start()
         quiet = block()
@@ -172,13 +177,17 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
             text=True,
         )
         assert hostile.stdout is not None and hostile.stdout.readline().strip() == "ready"
-        time.sleep(2.0)  # its threads at full speed, its limits met
+        hostile_started = time.monotonic()
+        time.sleep(2.0)  # its threads at full speed
+        beside_from = len(timings)
         beside = block()
+        beside_began = began[beside_from : beside_from + RECALLS]
         # The harness's own rounds, beside it too (one round when benchmarks are disabled).
         benchmark.pedantic(recall, setup=lambda: time.sleep(PACE_S), rounds=10, iterations=1)
         assert hostile.stdin is not None
         hostile.stdin.close()
-        hostile_seen = json.loads(hostile.stdout.readline())
+        hostile_said = json.loads(hostile.stdout.readline())
+        hostile_seen, first_429_at = hostile_said["answers"], hostile_said["first_429_at"]
         hostile.wait(timeout=60)
         hostile = None
         quiet += block()
@@ -193,6 +202,11 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
         stop_server(server)
     quiet_p50, quiet_p95 = _ms(quiet, 50), _ms(quiet, 95)
     beside_p50, beside_p95 = _ms(beside, 50), _ms(beside, 95)
+    # Apart (not a target): the recalls of the block sent once the neighbour had spent its
+    # allowance (its first 429), and those sent while it spent it at full speed.
+    limited_at = first_429_at if first_429_at is not None else float("inf")
+    at_limits = [t for t, at in zip(beside, beside_began, strict=True) if at >= limited_at]
+    spending = [t for t, at in zip(beside, beside_began, strict=True) if at < limited_at]
     limited = sum(n for key, n in hostile_seen.items() if key.endswith(" 429"))
     benchmark.extra_info.update(
         {
@@ -208,6 +222,11 @@ def test_a_good_tokens_recalls_beside_a_hostile_token(benchmark, tmp_path):
             "beside_p95_ms": beside_p95,
             "p50_ratio": beside_p50 / quiet_p50,
             "p95_ratio": beside_p95 / quiet_p95,
+            "hostile_spending_s": None if first_429_at is None else first_429_at - hostile_started,
+            "beside_while_spending": len(spending),
+            "beside_while_spending_p95_ms": _ms(spending, 95) if spending else None,
+            "beside_at_limits": len(at_limits),
+            "beside_at_limits_p95_ms": _ms(at_limits, 95) if at_limits else None,
             "good_statuses": {str(k): v for k, v in statuses.items()},
             "hostile_requests": sum(hostile_seen.values()),
             "hostile_429": limited,

@@ -179,6 +179,12 @@ def section_hostile(rows: list[dict], checks: Checks) -> list[str]:
                 checks.check("hostile.p95_ms", cell, r.get("beside_p95_ms"), r.get("quiet_p95_ms")),
             ],
             [
+                "beside: p95 ms of the recalls sent while the hostile token spent its allowance / once it was refused",
+                f"{fmt(r.get('beside_while_spending_p95_ms'))} ({fmt(r.get('beside_while_spending'))} recalls, "
+                f"{fmt(r.get('hostile_spending_s'))} s) / {fmt(r.get('beside_at_limits_p95_ms'))} "
+                f"({fmt(r.get('beside_at_limits'))} recalls)",
+            ],
+            [
                 "hostile requests (429 of them)",
                 f"{fmt(r.get('hostile_requests'))} ({fmt(r.get('hostile_429'))})",
             ],
