@@ -41,6 +41,7 @@ VOCABULARY = (
     "server.arenas",
     "server.metrics",
     "server.faults",
+    "server.loading",
     "server.labels",
     "server.visible",
     "server.records",

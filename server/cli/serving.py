@@ -91,7 +91,12 @@ def settings_url(args: Namespace) -> None:
 @command("mcp", "serve MCP over stdio, in the space of the current folder")
 def mcp(args: Namespace) -> None:
     from server.arenas import limit_malloc_arenas
-    from server.mcp.stdio import run_stdio
+    from server.loading import loading
+
+    def stdio() -> Callable[[], None]:
+        from server.mcp.stdio import run_stdio
+
+        return run_stdio
 
     limit_malloc_arenas()
-    run_stdio()
+    loading("MCP over stdio", stdio, logged=False)()()

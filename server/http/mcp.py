@@ -49,8 +49,8 @@ from starlette.types import Receive, Scope, Send
 from server.errors import BadRequest, EsfisError, Forbidden
 from server.http.auth import TOKEN_KEY
 from server.http.errors import error_response, from_esfis
-from server.http.loading import loading
 from server.http.oauth.address import SERVE_HOST, OAuthSite
+from server.loading import loading
 from server.models import Caller, Token
 
 if TYPE_CHECKING:

@@ -59,3 +59,30 @@ def test_a_part_that_fails_to_load_is_refused_as_not_installed_and_loaded_again_
         assert "recall" in answer.text
     with server.client() as stranger:
         assert stranger.post("/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]}).status_code == 201
+
+
+def test_esfis_mcp_says_a_part_that_fails_to_load_in_one_line(tmp_path):
+    """``esfis mcp`` loads the SDK as it starts: a broken one is said in one line and an exit
+    status, never a traceback a host would show its user."""
+    import subprocess
+
+    from tests.conftest import cli_env
+    from tests.http.conftest import ESFIS_BIN
+
+    shadow = tmp_path / "shadow"
+    (shadow / "mcp").mkdir(parents=True)
+    (shadow / "mcp" / "__init__.py").write_text('raise ImportError("mcp/types.py: truncated file")\n')
+    run = subprocess.run(
+        [ESFIS_BIN, "mcp"],
+        env=cli_env(tmp_path / "home", PYTHONPATH=str(shadow)),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "esfis: error: MCP over stdio is unavailable: a part of esfis failed to load "
+        "(ImportError: mcp/types.py: truncated file); its install needs repair"
+    ]

@@ -32,8 +32,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.errors import NotInstalled
-from server.http.loading import loading
 from server.http.oauth.address import MCP_PATH, PRM_PATH, OAuthSite, site_for, site_from_env
+from server.loading import loading
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -1,11 +1,11 @@
-"""A part of the server loaded at its first use (the MCP SDK behind ``/mcp`` and the OAuth
-endpoints), refused as what it is when it fails to load.
+"""A part of esfis loaded at its first use (the MCP SDK behind ``/mcp``, the OAuth endpoints
+and ``esfis mcp``), refused as what it is when it fails to load.
 
 A broken or partial install (a package removed, a wheel half copied over a live home) shows at
-the first request that needs the part, not at start: such a request is answered 503
-``not_installed`` with ``Retry-After`` (never a 500 and a traceback), the server's log names the
-part and the error once a minute at most, and the next request tries the load again, so the
-server recovers by itself once the install is whole.
+the first call that needs the part, not at start: it is refused ``NotInstalled`` (over HTTP 503
+``not_installed`` with ``Retry-After``; the CLI one line and its exit status), never a 500 or a
+traceback; a server's log names the part and the error once a minute at most, and its next
+request tries the load again, so it recovers by itself once the install is whole.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ LOG_EVERY_S = 60.0
 _logged: dict[str, float] = {}  # a part's name → when its failure was last logged
 
 
-def loading(part: str, build: Callable[[], T]) -> Callable[[], T]:
+def loading(part: str, build: Callable[[], T], *, logged: bool = True) -> Callable[[], T]:
     """``build``, its failure to import (or to be built from what it imported) said as
-    ``NotInstalled`` naming ``part``."""
+    ``NotInstalled`` naming ``part``; ``logged``: in the server's log too (a server's operator
+    reads the log, a CLI's reads the error)."""
 
     def load() -> T:
         try:
@@ -33,12 +34,11 @@ def loading(part: str, build: Callable[[], T]) -> Callable[[], T]:
         except (ImportError, AttributeError, SyntaxError) as exc:  # what a broken install raises
             cause = f"{type(exc).__name__}: {exc}"
             now = time.monotonic()
-            if now - _logged.get(part, -LOG_EVERY_S) >= LOG_EVERY_S:
+            if logged and now - _logged.get(part, -LOG_EVERY_S) >= LOG_EVERY_S:
                 _logged[part] = now
                 log.error("%s is unavailable: a part of esfis failed to load (%s); reinstall esfis", part, cause)
             raise NotInstalled(
-                f"{part} is unavailable on this server: a part of esfis failed to load ({cause}); "
-                "the operator's install needs repair"
+                f"{part} is unavailable: a part of esfis failed to load ({cause}); its install needs repair"
             ) from None
 
     return load
