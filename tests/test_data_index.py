@@ -287,3 +287,26 @@ def test_no_query_answers_the_newest_matches_whichever_way_it_reads(
     assert [m.id for m in found] == [ids[i] for i in (57, 55, 53, 51, 49)]
     old = fake_service.recall(acme, None, limit=5, where={"n": {"$lt": 3}}).memories  # none among the newest
     assert [m.id for m in old] == [ids[2], ids[1], ids[0]]
+
+
+def test_rows_an_older_server_wrote_without_a_time_fall_back_to_the_set_and_check_dates_them(fake_service, acme, clock):
+    """A server of the release before schema 16, still running over an upgraded home, writes index
+    rows without their memory's time: the index's newest read cannot order them, so the set is
+    read as before (the same answer), and ``esfis check --repair`` gives them their time."""
+    from server.memories import newest
+
+    ids = []
+    for i in range(81):
+        clock.advance(minutes=1)
+        ids.append(fake_service.remember(acme, f"fact {i}", data={"team": "rare" if i % 2 else "core"}).id)
+    catalog = fake_service._parts.catalog
+    with catalog.transaction() as tx:  # the newest match undated (SQLite sorts it last), and another
+        tx.execute("UPDATE memory_fields SET created_at = NULL WHERE memory_id IN (?, ?)", (ids[79], ids[2]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(newest, "WALK", 1)
+        patch.setattr(newest, "FIRST_READ", 1)
+        found = fake_service.recall(acme, None, limit=3, where={"team": "rare"}).memories
+    assert [m.id for m in found] == [ids[79], ids[77], ids[75]]
+    report = fake_service.operator.check(repair=True)
+    assert report.repaired, report.summary()
+    assert catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0] == 0

@@ -154,8 +154,8 @@ def _newest_by_value(
     of its terms (its exact values and the loose rows at its path, a superset of its matches)
     gives its ``n`` newest by the memory's time; the rows newer than every cut term's last are
     all the condition's rows above that time, so once ``count`` of them match whole they are the
-    partition's newest. None when ``MOST_READ`` a term did not find them (the set is read as
-    before), or a row lacks its time."""
+    partition's newest. None when ``MOST_READ`` a term did not find them, or a row of the
+    condition lacks its time (the set is read as before)."""
     streamed = _streamed(data_filter)
     if streamed is None:
         return None
@@ -163,16 +163,21 @@ def _newest_by_value(
     test, params = probes(data_filter.triples)
     n = FIRST_READ
     while n <= MOST_READ:
+        # Each term's newest n, and one of its rows without a time if any (an older server's
+        # write: SQLite sorts it last, so the newest would not show it).
         selects = [
+            f"SELECT memory_id, created_at, {i} AS term FROM (SELECT memory_id, created_at FROM memory_fields "
+            f"WHERE partition = ? AND path = ? AND {t.sql} AND created_at IS NULL LIMIT 1) AS undated{i} UNION ALL "
             f"SELECT memory_id, created_at, {i} AS term FROM (SELECT memory_id, created_at FROM memory_fields "
             f"WHERE partition = ? AND path = ? AND {t.sql} ORDER BY created_at DESC LIMIT ?) AS term{i}"
             for i, t in enumerate(streamed.terms)
         ]
         read = catalog.all(
-            " UNION ALL ".join(selects), tuple(p for t in streamed.terms for p in (key, streamed.path, *t.params, n))
+            " UNION ALL ".join(selects),
+            tuple(p for t in streamed.terms for p in (key, streamed.path, *t.params, key, streamed.path, *t.params, n)),
         )
         if any(r[1] is None for r in read):
-            return None
+            return None  # the set is read as before
         by_term: dict[int, list[int]] = {}
         for _, created_at, term in read:
             by_term.setdefault(int(term), []).append(int(created_at))
