@@ -31,7 +31,7 @@ def loading(part: str, build: Callable[[], T], *, logged: bool = True) -> Callab
     def load() -> T:
         try:
             return build()
-        except (ImportError, AttributeError, SyntaxError) as exc:  # what a broken install raises
+        except (ImportError, SyntaxError) as exc:  # what a broken install raises (a module missing or cut)
             cause = f"{type(exc).__name__}: {exc}"
             now = time.monotonic()
             if logged and now - _logged.get(part, -LOG_EVERY_S) >= LOG_EVERY_S:

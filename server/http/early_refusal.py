@@ -153,11 +153,21 @@ class RefusingProtocol(HttpToolsProtocol):
             return
         if self._held is not None or self.transport.is_closing():
             return  # the request's later bytes: its answer is on its way
+        if self._silence is not None:
+            self._silence.cancel()  # it spoke: its answer is due, not the silent peer's close
+            self._silence = None
         if RefusingProtocol.holding >= HOLD_MOST:
             self._answer()  # answered after its request came, so none is lost to a reset
             return
         RefusingProtocol.holding += 1
         self._held = self.loop.call_later(HOLD_S, self._answer)
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's contract: True keeps it open
+        if self._refusal is None:
+            return super().eof_received()
+        # A peer that sent its request and closed its side (HTTP/1.0 tools, `nc -N`) still gets
+        # the held answer: the transport stays open for it, and ``_answer`` closes it.
+        return True if self._held is not None else None
 
     def _answer(self) -> None:
         self._release()

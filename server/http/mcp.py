@@ -131,6 +131,7 @@ class McpEndpoint:
         self._server: MCPServer | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._starting: anyio.Lock | None = None
+        self._user: Callable[[Token], object] = _unbuilt  # the SDK's user of a request, once built
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -158,7 +159,14 @@ class McpEndpoint:
         return self._server
 
     def _build(self) -> MCPServer:
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
         from server.mcp.server import build_server
+
+        # The SDK's user for a request, its classes imported here, where a broken install is said
+        # as one (``server.loading``), not at each request.
+        self._user = lambda token: AuthenticatedUser(AccessToken(token="", client_id=token.id, scopes=[]))
 
         server = build_server(
             self.service, None, caller_of=caller_of, trusts_host=trusts_host, approval_wait_s=self.approval_wait_s
@@ -197,11 +205,8 @@ class McpEndpoint:
         except EsfisError as exc:
             await from_esfis(exc)(scope, receive, send)
             return
-        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-        from mcp.server.auth.provider import AccessToken
-
         token: Token = scope[TOKEN_KEY]
-        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=token.id, scopes=[]))
+        scope["user"] = self._user(token)
         scope[SPACE_KEY] = space
         await server.session_manager.handle_request(scope, receive, send)
 
@@ -225,6 +230,10 @@ class McpEndpoint:
         )
         scope[CALLER_KEY] = caller  # the tool call of this request stands here (caller_of)
         return caller.space
+
+
+def _unbuilt(token: Token) -> object:
+    raise RuntimeError("serve /mcp after ready(): the MCP server is built there")
 
 
 def caller_of(ctx: Context, service: Esfis) -> Caller:

@@ -3,9 +3,10 @@
 
 - **the walk**: the partition's ``WALK`` newest memories, each tested by index probes (a broad
   filter's matches are among them);
-- **the index's newest**: one condition's matches read newest first from the catalog's index over
-  data, whose rows carry their memory's time (schema 16), and only those candidates tested whole:
-  a narrow filter's newest read without reading the rest of its set (``_newest_by_value``);
+- **the index's newest**: one condition of single values (an equality, ``$in``) read newest first
+  from the catalog's index over data, whose rows carry their memory's time (schema 16), and only
+  those candidates tested whole: a narrow filter's newest read without reading the rest of its
+  set (``_newest_by_value``);
 - **the deep walk**: for a set over ``SMALL_SET`` whose newest the index could not give (they
   share one time, an import's), the ``DEEP_WALK`` newest memories;
 - **the set**: the filter's indexed set read whole, newest first (its cost is the set's).
@@ -140,11 +141,12 @@ def _newest_in(
 
 
 def _streamed(data_filter: DataFilter) -> Compiled | None:
-    """The condition whose matches are read newest first: one of single values (each read in
-    time order from its index) before a range (whose stretch is sorted); None with none positive."""
-    positive = [c for c in compiled_all(data_filter.triples) if not c.negated]
-    single = (c for c in positive if all(t.single or t.loose for t in c.terms))
-    return next(single, None) or next(iter(positive), None)
+    """The condition whose matches are read newest first: a positive one of single values, each
+    read in time order from its index. None without one: a range's stretch would be sorted whole
+    at each read (a broad one costs more than the walks), and ``$exists`` reads every row at its
+    path; the walks and the set answer those."""
+    positive = (c for c in compiled_all(data_filter.triples) if not c.negated)
+    return next((c for c in positive if all(t.single or t.loose for t in c.terms)), None)
 
 
 def _newest_by_value(

@@ -107,8 +107,9 @@ def _refused(loop) -> tuple[early_refusal.RefusingProtocol, _Transport]:
 
 def test_a_refusal_is_held_before_it_is_sent_and_past_the_bound_sent_at_once(monkeypatch):
     """A tarpit: a refused request's answer waits ``HOLD_S`` (a caller looping on its refusals
-    sends a few a second); at most ``HOLD_MOST`` are held at once, the next one answered as it
-    comes; a caller that hangs up while held frees its place."""
+    sends a few a second), past the silent-peer close and a peer's own half-close; at most
+    ``HOLD_MOST`` are held at once, the next one answered as it comes; a caller that hangs up
+    while held frees its place."""
     import asyncio
 
     monkeypatch.setattr(early_refusal, "HOLD_S", 0.05)
@@ -118,8 +119,11 @@ def test_a_refusal_is_held_before_it_is_sent_and_past_the_bound_sent_at_once(mon
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         (first, one), (second, two), (third, three) = (_refused(loop) for _ in range(3))
+        first._silence = loop.call_later(0.01, one.close)  # its silent-peer close, armed as it connected
         first.data_received(b"POST /v1/recall HTTP/1.1\r\n")
         first.data_received(b"\r\n{}")  # the same request's rest: still one answer
+        assert first.eof_received() is True  # it closed its side: the held answer still goes out
+        assert third.eof_received() is None  # nothing asked, nothing held: closed
         second.data_received(b"GET / HTTP/1.1\r\n\r\n")
         assert one.sent == [] and two.sent == [] and early_refusal.RefusingProtocol.holding == 2
         third.data_received(b"GET / HTTP/1.1\r\n\r\n")

@@ -112,8 +112,10 @@ def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(s
     names no route but the connection. A trusted proxy (the loopback) forwarding that address is
     refused by the gate instead, and forwarding another address it is served."""
     import json
+    import socket
     import time
     from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlsplit
 
     from server.http.early_refusal import HOLD_S
 
@@ -128,6 +130,12 @@ def test_a_peer_past_its_address_limit_is_refused_as_it_connects_a_proxy_never(s
     assert {answer[0] for answer in refused} == {429}
     assert status == 429 and headers["connection"] == "close" and 1 <= int(headers["retry-after"]) <= 60
     assert json.loads(body)["error"]["code"] == "too_many_requests"
+    with socket.create_connection(  # an HTTP/1.0 tool that closes its side once it has asked
+        (urlsplit(strangers.url).hostname, urlsplit(strangers.url).port), timeout=10, source_address=("127.0.0.3", 0)
+    ) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        raw.shutdown(socket.SHUT_WR)
+        assert raw.makefile("rb").readline().startswith(b"HTTP/1.1 429")
     assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "127.0.0.3"})[0] == 429  # by the gate
     assert _from(strangers, "127.0.0.1", {"X-Forwarded-For": "198.51.100.7"})[0] == 401  # served
     time.sleep(1.5)  # the summed lines are written a second after their first refusal
