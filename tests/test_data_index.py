@@ -310,3 +310,27 @@ def test_rows_an_older_server_wrote_without_a_time_fall_back_to_the_set_and_chec
     report = fake_service.operator.check(repair=True)
     assert report.repaired, report.summary()
     assert catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0] == 0
+
+
+def test_an_imports_rows_share_one_time_and_the_newest_of_them_are_the_last_written(fake_service, acme):
+    """An import's rows share their time; among them the newest are the last written (rowid), not
+    the highest ids: the index's newest read never takes part of such a run as the newest (it
+    reads past the whole run, or leaves it to the set)."""
+    from server.memories import newest
+
+    lines = [
+        {"text": f"imported fact {i}", "space": "acme", "data": {"team": "rare" if i % 2 else "core"}}
+        for i in range(80)
+    ]
+    report = fake_service.operator.import_jsonl(io.BytesIO(b"".join(json.dumps(x).encode() + b"\n" for x in lines)))
+    assert report.imported == 80
+    rows = fake_service._parts.catalog.all(
+        "SELECT id FROM memories WHERE partition = ? AND data LIKE '%rare%' ORDER BY created_at DESC, rowid DESC",
+        (ACME,),
+    )
+    wanted = [r[0] for r in rows][:3]  # by the order of writing; an import's ids follow another order
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(newest, "WALK", 1)
+        patch.setattr(newest, "FIRST_READ", 2)
+        found = fake_service.recall(acme, None, limit=3, where={"team": {"$in": ["rare", "none"]}}).memories
+    assert [m.id for m in found] == wanted
