@@ -8,6 +8,7 @@ install is whole again, the next request loads the part, with no restart."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,18 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
         stop_server(server)
 
 
+def _logged(server: Server, *lines: str) -> str:
+    """The server's log once it holds each of ``lines`` (a worker writes its log from a queue,
+    a moment after the answer)."""
+    deadline = time.monotonic() + 15
+    while True:
+        log = server.log.read_text()
+        if all(line in log for line in lines) or time.monotonic() > deadline:
+            assert all(line in log for line in lines), log[-3000:]
+            return log
+        time.sleep(0.1)
+
+
 def test_a_part_that_fails_to_load_is_refused_as_not_installed_and_loaded_again_once_whole(broken):
     server, shadow = broken
     token = server.agent_token()
@@ -48,8 +61,7 @@ def test_a_part_that_fails_to_load_is_refused_as_not_installed_and_loaded_again_
         registered = stranger.post("/register", json={"redirect_uris": ["http://127.0.0.1:9/cb"]})
         assert registered.status_code == 503, registered.text
         assert registered.json()["error"] == "temporarily_unavailable"
-    log = server.log.read_text()
-    assert "MCP over HTTP is unavailable" in log and "OAuth is unavailable" in log
+    log = _logged(server, "MCP over HTTP is unavailable", "OAuth is unavailable", "POST /register 503")
     assert "Traceback" not in log and " 500" not in log, log[-3000:]
 
     shutil.rmtree(shadow / "mcp")  # the install repaired
