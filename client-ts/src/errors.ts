@@ -386,14 +386,12 @@ export function retryAfterOf(headers: Headers): number {
   return Number.isFinite(seconds) && value.trim() !== "" ? Math.max(0, seconds) : 1;
 }
 
-const SAYS_RETRY_AFTER = new Set<ErrorClass>([
-  TooManyRequests,
-  DiskFull,
-  Unavailable,
-  CatalogUnavailable,
-  StorageFailed,
-  NotInstalled,
-]);
+/** The classes whose answers carry Retry-After: these, and every class that extends one. */
+const COME_BACK_LATER: readonly ErrorClass[] = [TooManyRequests, DiskFull, Unavailable];
+
+function saysRetryAfter(kind: ErrorClass): boolean {
+  return COME_BACK_LATER.some((base) => kind === base || base.prototype.isPrototypeOf(kind.prototype));
+}
 
 /**
  * The error for an answer that is not a success: by its code, else by its status. `body` is the
@@ -418,7 +416,7 @@ export function errorFrom(status: number, body: string, headers: Headers, fields
     kind = status >= 500 ? InternalError : EsfisError;
   }
   const options: RetryAfterOptions & { field?: string } = { code: code ?? kind.code, status };
-  if (SAYS_RETRY_AFTER.has(kind)) options.retryAfter = retryAfterOf(headers);
+  if (saysRetryAfter(kind)) options.retryAfter = retryAfterOf(headers);
   if (kind === InvalidInput || kind.prototype instanceof InvalidInput) {
     const field = fieldNamedIn(message, fields);
     if (field !== undefined) options.field = field;

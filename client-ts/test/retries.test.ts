@@ -23,6 +23,7 @@ import {
   InternalError,
   NO_RETRIES,
   NotFound,
+  NotInstalled,
   NotServed,
   Retries,
   StorageFailed,
@@ -142,7 +143,7 @@ test("NO_RETRIES sends a read once", async () => {
   assert.equal(sent.length, 1);
 });
 
-test("a full disk, a catalog away and a failed store: their classes, with retryAfter", async () => {
+test("a full disk, a catalog away, a failed store and a broken install: their classes, with retryAfter", async () => {
   script.push(error(507, "disk_full", { "Retry-After": "30" }));
   const full = await client()
     .remember("a fact")
@@ -162,6 +163,12 @@ test("a full disk, a catalog away and a failed store: their classes, with retryA
   assert.ok(failed instanceof StorageFailed && failed instanceof Unavailable, String(failed));
   assert.equal(failed.retryAfter, 2);
   assert.equal(sent.length, 3); // the writes, and the read told to send once
+  script.push(error(503, "not_installed", { "Retry-After": "30" }));
+  const broken = await client()
+    .forget(MEMORY.id)
+    .catch((e: unknown) => e);
+  assert.ok(broken instanceof NotInstalled && broken instanceof Unavailable, String(broken));
+  assert.equal(broken.retryAfter, 30);
 });
 
 test("a code this client does not know lands in its family; a proxy's page by its status", async () => {
