@@ -259,7 +259,7 @@ CREATE OR REPLACE VIEW all_delivery_items AS
     UNION ALL SELECT delivery_id, memory_id, rank, score, outcome FROM recent_delivery_items;
 """,
     # Each value index ends with the memory's time: a value's newest matches read in order, a
-    # set's newest without a read of the memories (server.memories.data_filter).
+    # set's newest without a read of the memories (server.memories.newest).
     16: f"""
 ALTER TABLE memory_fields ADD COLUMN IF NOT EXISTS created_at BIGINT;
 {FIELDS_DATED};
