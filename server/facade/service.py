@@ -263,7 +263,14 @@ class Esfis:
         self._parts.catalog.checkpoint_in_background()
         threading.Thread(
             target=upkeep.keep_up,
-            args=(self._closing, self.operator, self.connections, self.rates, self._parts.deliveries),
+            args=(
+                self._closing,
+                self.operator,
+                self.connections,
+                self.rates,
+                self._parts.deliveries,
+                self._parts.catalog,
+            ),
             name="esfis-trail-upkeep",
             daemon=True,
         ).start()

@@ -4,8 +4,9 @@ In the background, until the service closes: held calls past their time are sett
 texts leave the catalog), OAuth requests, refresh tokens and rate counters past their window
 are pruned, and recent delivery items left below a batch move into the table indexed by memory
 (``server.memories.delivery_moves``), every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
-counted in days), first soon after start so that a server restarted often still prunes. A
-round that fails is logged and tried again; no request ever sees it.
+counted in days), first soon after start so that a server restarted often still prunes; in the
+same round, rows of the index over data that a server of an older release wrote without their
+memory's time are dated (``server.memories.data_index.date_undated``). A round that fails is logged and tried again; no request ever sees it.
 
 At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
 purged, their forgets finished.
@@ -18,10 +19,12 @@ import threading
 import time
 
 from server.bulk.journal import sweep
+from server.catalog import Catalog
 from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.faults import said
+from server.memories.data_index import date_undated
 from server.memories.deliveries import DeliveryLog
 from server.memories.journal import JOURNALS
 from server.metrics import count_upkeep
@@ -38,6 +41,7 @@ def keep_up(
     connections: Connections,
     rates: RateCounters,
     deliveries: DeliveryLog,
+    catalog: Catalog,
 ) -> None:
     """The upkeep's rounds, until ``closing`` is set (run in a thread of its own)."""
     last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
@@ -61,6 +65,13 @@ def keep_up(
             count_upkeep("prune_trail")
         except Exception as exc:  # the next round tries again; a request never sees it
             said(_log, "pruning the trail did not finish", exc)
+        try:  # an older release's server, still running over this home, writes them undated
+            dated = date_undated(catalog)
+            if dated:
+                _log.info("esfis: dated %d rows of the index over data that an older release wrote", dated)
+            count_upkeep("date_index")
+        except Exception as exc:
+            said(_log, "dating the index's rows did not finish", exc)
 
 
 def recover(parts: Parts) -> None:

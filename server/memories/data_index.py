@@ -20,7 +20,10 @@ in Python. That work is bounded by the rows holding such values at the filter's 
 
 Written beside every memory in the transaction that writes it (``MemoryBook``), and removed
 by a trigger when a forget clears a memory's data (``server.memories.forgetting``). A catalog
-made before it is filled once from ``memories.data`` (``build_if_missing``).
+made before it is filled once from ``memories.data`` (``build_if_missing``). Rows a server of a
+release before schema 16 writes, still running over an upgraded home, carry no time: a server's
+upkeep dates them (``date_undated``), and meanwhile the no-query read leaves their terms to the
+set (``server.memories.newest``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 import orjson
 
 from server.catalog import Catalog, Dialect, Tx
+from server.catalog.shared import FIELDS_DATED
 from server.memories.data import MISSING, Data, at_path, instant, is_number, loaded
 
 TEXT_HELD = 256  # characters of a string the index holds; a longer one is loose (kind x)
@@ -135,6 +139,35 @@ def build_if_missing(catalog: Catalog, *, batch: int = 5000) -> int:
             write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows[start : start + batch]])
         tx.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (BUILT,))
     return len(rows)
+
+
+UNDATED_BATCH = 5000  # index rows dated a transaction: the write lock is never held for long
+
+
+def date_undated(catalog: Catalog, *, batch: int | None = None) -> int:
+    """Give each index row written without its memory's time (by a server of a release before
+    schema 16, still running over an upgraded home) that time; how many rows it dated. The rows
+    are found outside any write transaction (a scan of the table: the upkeep runs it every few
+    hours), then dated a batch at a time."""
+    batch = batch or UNDATED_BATCH
+    dated = 0
+    while True:
+        ids = [
+            r[0]
+            for r in catalog.all(
+                "SELECT DISTINCT f.memory_id FROM memory_fields f JOIN memories m ON m.id = f.memory_id "
+                "WHERE f.created_at IS NULL LIMIT ?",
+                (batch,),
+            )
+        ]
+        if not ids:
+            return dated
+        with catalog.transaction() as tx:
+            dated += tx.execute(
+                f"{FIELDS_DATED} AND memory_id IN (SELECT value FROM {tx.sql.values})", (json.dumps(ids),)
+            ).rowcount
+        if len(ids) < batch:
+            return dated
 
 
 @dataclass(frozen=True)
