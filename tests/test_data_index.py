@@ -336,11 +336,14 @@ def test_an_imports_rows_share_one_time_and_the_newest_of_them_are_the_last_writ
     assert [m.id for m in found] == wanted
 
 
-def test_a_servers_upkeep_dates_the_rows_an_older_release_wrote_undated(fake_service, acme, clock, monkeypatch):
-    """A server of a release before schema 16 left running over an upgraded home (an agent's
-    ``esfis mcp`` started before the upgrade) keeps writing index rows without a time: the upkeep
-    of a server of this release dates them by itself, a batch at a time, and ``esfis check``
-    then finds nothing to mend."""
+def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_index(
+    fake_service, acme, clock, monkeypatch
+):
+    """Servers of older releases left running over an upgraded home (an agent's ``esfis mcp``
+    started before the upgrade) keep writing as they know how: one from before the index over
+    data writes no rows for its memories' data (a filter would miss them), one from before schema
+    16 writes rows without a time. A server of this release's upkeep mends both by itself, a
+    batch at a time, and ``esfis check`` then finds nothing to mend."""
     import threading
 
     from server.facade import upkeep
@@ -350,17 +353,21 @@ def test_a_servers_upkeep_dates_the_rows_an_older_release_wrote_undated(fake_ser
     for i in range(23):
         clock.advance(minutes=1)
         ids.append(fake_service.remember(acme, f"fact {i}", data={"team": "core", "i": i}).id)
-    fake_service.forget(acme, ids[0])  # its rows are gone with its data: nothing to date
+    fake_service.forget(acme, ids[0])  # its rows are gone with its data: nothing to mend
+    unindexed = ids[5:14]
     catalog = fake_service._parts.catalog
-    with catalog.transaction() as tx:  # what the older release's INSERT leaves
+    with catalog.transaction() as tx:  # what the older releases' writes leave
+        listed = json.dumps(unindexed)
+        tx.execute(f"DELETE FROM memory_fields WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (listed,))
         tx.execute("UPDATE memory_fields SET created_at = NULL WHERE memory_id <> ?", (ids[3],))
-    undated = catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0]
-    assert undated == 2 * 21
+    assert catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0] == 2 * (21 - 9)
+    missed = fake_service.recall(acme, None, limit=50, where={"team": "core"}).memories
+    assert not {m.id for m in missed} & set(unindexed)  # the harm: a filter misses them
     assert not fake_service.operator.check().whole  # what a person would see before the upkeep ran
 
     monkeypatch.setattr(data_index, "UNDATED_BATCH", 4)  # several batches
     monkeypatch.setattr(upkeep, "SETTLE_EVERY_S", 0.01)
-    monkeypatch.setattr(upkeep, "UPKEEP_FIRST_S", 0)  # the first round is the one that prunes and dates
+    monkeypatch.setattr(upkeep, "UPKEEP_FIRST_S", 0)  # the first round is the one that prunes and mends
     closing = threading.Event()
     parts = fake_service._parts
     args = (closing, fake_service.operator, fake_service.connections, fake_service.rates, parts.deliveries, catalog)
@@ -368,7 +375,10 @@ def test_a_servers_upkeep_dates_the_rows_an_older_release_wrote_undated(fake_ser
     worker.start()
     try:
         for _ in range(500):
-            if catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0] == 0:
+            if (
+                catalog.one("SELECT count(*) FROM memory_fields")[0] == 2 * 22
+                and not catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0]
+            ):
                 break
             closing.wait(0.02)
     finally:
@@ -378,6 +388,8 @@ def test_a_servers_upkeep_dates_the_rows_an_older_release_wrote_undated(fake_ser
         "SELECT f.created_at AS dated, m.created_at AS written FROM memory_fields f JOIN memories m ON m.id = f.memory_id"
     )
     assert len(rows) == 2 * 22 and all(r["dated"] == r["written"] for r in rows)
+    found = fake_service.recall(acme, None, limit=50, where={"team": "core"}).memories
+    assert {m.id for m in found} == set(ids[1:])
     report = fake_service.operator.check()
     assert report.whole and not report.found, report.summary()
-    assert data_index.date_undated(catalog) == 0  # nothing left: the next round is one read
+    assert (data_index.index_unindexed(catalog), data_index.date_undated(catalog)) == (0, 0)  # the next round reads

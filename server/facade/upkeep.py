@@ -5,8 +5,9 @@ texts leave the catalog), OAuth requests, refresh tokens and rate counters past 
 are pruned, and recent delivery items left below a batch move into the table indexed by memory
 (``server.memories.delivery_moves``), every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
 counted in days), first soon after start so that a server restarted often still prunes; in the
-same round, rows of the index over data that a server of an older release wrote without their
-memory's time are dated (``server.memories.data_index.date_undated``). A round that fails is logged and tried again; no request ever sees it.
+same round, the index over data is mended after the writes of an older release's server still
+running over the home (``server.memories.data_index``: memories it did not index, rows it wrote
+without their memory's time). A round that fails is logged and tried again; no request ever sees it.
 
 At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
 purged, their forgets finished.
@@ -24,7 +25,7 @@ from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.faults import said
-from server.memories.data_index import date_undated
+from server.memories.data_index import date_undated, index_unindexed
 from server.memories.deliveries import DeliveryLog
 from server.memories.journal import JOURNALS
 from server.metrics import count_upkeep
@@ -65,13 +66,18 @@ def keep_up(
             count_upkeep("prune_trail")
         except Exception as exc:  # the next round tries again; a request never sees it
             said(_log, "pruning the trail did not finish", exc)
-        try:  # an older release's server, still running over this home, writes them undated
-            dated = date_undated(catalog)
-            if dated:
-                _log.info("esfis: dated %d rows of the index over data that an older release wrote", dated)
-            count_upkeep("date_index")
+        try:  # what an older release's server, still running over this home, left out of it
+            indexed, dated = index_unindexed(catalog), date_undated(catalog)
+            if indexed or dated:
+                _log.info(
+                    "esfis: the index over data mended after an older release's writes: "
+                    "%d memories indexed, %d rows dated",
+                    indexed,
+                    dated,
+                )
+            count_upkeep("mend_index")
         except Exception as exc:
-            said(_log, "dating the index's rows did not finish", exc)
+            said(_log, "mending the index over data did not finish", exc)
 
 
 def recover(parts: Parts) -> None:

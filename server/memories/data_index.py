@@ -20,10 +20,12 @@ in Python. That work is bounded by the rows holding such values at the filter's 
 
 Written beside every memory in the transaction that writes it (``MemoryBook``), and removed
 by a trigger when a forget clears a memory's data (``server.memories.forgetting``). A catalog
-made before it is filled once from ``memories.data`` (``build_if_missing``). Rows a server of a
-release before schema 16 writes, still running over an upgraded home, carry no time: a server's
-upkeep dates them (``date_undated``), and meanwhile the no-query read leaves their terms to the
-set (``server.memories.newest``).
+made before it is filled once from ``memories.data`` (``build_if_missing``). A server of an older
+release left running over an upgraded home keeps writing as it knows how: one from before this
+index writes no rows for its memories' data, one from before schema 16 writes rows without a
+time. A server's upkeep mends both (``index_unindexed``, ``date_undated``); meanwhile a filter
+misses the first (``esfis check`` names them) and the no-query read leaves the second's terms
+to the set (``server.memories.newest``).
 """
 
 from __future__ import annotations
@@ -168,6 +170,41 @@ def date_undated(catalog: Catalog, *, batch: int | None = None) -> int:
             ).rowcount
         if len(ids) < batch:
             return dated
+
+
+_UNINDEXED = (
+    "data IS NOT NULL AND forgotten_at IS NULL "  # data is NULL for none: any other has a row
+    "AND NOT EXISTS (SELECT 1 FROM memory_fields f WHERE f.memory_id = memories.id)"
+)
+
+
+def index_unindexed(catalog: Catalog, *, batch: int | None = None) -> int:
+    """Index the data of each memory that carries data and has no row in the index (written by a
+    server of a release before the index, still running over an upgraded home); how many. Found
+    outside any write transaction, in id order, then written a batch a transaction, each memory
+    read again inside it (a newer writer may have indexed it meanwhile)."""
+    batch = batch or UNDATED_BATCH
+    indexed, after = 0, ""
+    while True:
+        ids = [
+            r[0]
+            for r in catalog.all(
+                f"SELECT id FROM memories WHERE id > ? AND {_UNINDEXED} ORDER BY id LIMIT ?", (after, batch)
+            )
+        ]
+        if not ids:
+            return indexed
+        after = ids[-1]
+        with catalog.transaction() as tx:
+            rows = tx.all(
+                "SELECT partition, id, created_at, data FROM memories "
+                f"WHERE id IN (SELECT value FROM {tx.sql.values}) AND {_UNINDEXED}",
+                (json.dumps(ids),),
+            )
+            write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows])
+        indexed += len(rows)
+        if len(ids) < batch:
+            return indexed
 
 
 @dataclass(frozen=True)
