@@ -168,7 +168,7 @@ def write_results(granularity: str, result: dict) -> None:
             ["git", "status", "--porcelain", "--", "indexing", "benchmarks/evidence.py"],
             capture_output=True,
             text=True,
-            cwd=Path(__file__).parent,
+            cwd=Path(__file__).parent.parent,  # the paths are the repository's: from its root
         ).stdout.strip()
     )
     # A level this run does not measure (the session level, opt-in) is not left from an older run.

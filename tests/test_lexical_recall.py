@@ -75,3 +75,22 @@ def test_expired_memory_gets_no_lexical_score(service, folders, clock):
     assert any("temporary" in m.text for m in service.recall(globex, f"temporary {CODEWORD} pass").memories)
     clock.advance(hours=2)
     assert all("temporary" not in m.text for m in service.recall(globex, f"temporary {CODEWORD} pass").memories)
+
+
+def test_a_term_every_memory_of_a_space_holds_never_lifts_that_space_above_the_answer(service, folders):
+    """The lexical bonus is in units of the partition's BM25 spread. Where every memory of a
+    space holds the query's one matching term about as often, that spread is near zero while
+    the scores are not: divided by it, the bonus of every row there grew without bound (scores
+    of 36,735 seen), and in a recall over several spaces that space took every place above the
+    memory that answers. A term most rows share now weighs no more than one row in two holding
+    it would, and every score stays a cosine plus a bonus of a few cosine spreads."""
+    service.operator.add_space(folders["acme"])
+    service.operator.add_space(folders["acme/platform"])
+    acme = service.caller("claude-code", cwd=folders["acme"])
+    platform = service.caller("claude-code", cwd=folders["acme/platform"])
+    for i in range(30):
+        service.remember(acme, f"Acme team lunch {i} is booked under billing code L{i}")
+    answer = service.remember(platform, "How billing works: Stripe sends the invoices on the first of each month")
+    result = service.recall(acme, "how does billing work", limit=5)
+    assert result.memories[0].id == answer.id, [(m.text, m.score) for m in result.memories]
+    assert all(m.score < 2.0 for m in result.memories), [(m.text, m.score) for m in result.memories]

@@ -4,11 +4,16 @@ Both signals are computed inside the partition, over the rows valid now, after t
 reach and permissions have chosen it; nothing is compared across partitions but the fused
 score itself, so the fused score must mean the same thing in every partition. Methods:
 
-    scaled     cosine + w · σ(cosine) · BM25 / σ(BM25), the deviations taken over the
-               partition's valid rows (the default). Inside one partition it ranks exactly as
-               z does; its score is a cosine plus a lexical bonus in the partition's own units
-               of cosine spread, so a row no term matched keeps its plain cosine and scores
-               compare across partitions as cosines do
+    scaled     cosine + w · σ(cosine) · BM25 / unit(BM25), the deviations taken over the
+               partition's valid rows (the default). Its score is a cosine plus a lexical
+               bonus in the partition's own units of cosine spread, so a row no term matched
+               keeps its plain cosine and scores compare across partitions as cosines do.
+               BM25's unit is its deviation, or its mean where that is larger (``lexical_unit``):
+               where most rows score about alike (a term every memory of a space holds) the
+               deviation nears zero while the scores do not, and the bonus grew without bound
+               (30,000 above the cosine), lifting that whole partition above every other in a
+               merge. While at most half the rows score (BM25's usual case) the deviation is
+               the larger, and it ranks exactly as z does inside a partition
     z          z(cosine) + w · z(BM25), standardised over the partition's candidates: the same
                ranking inside a partition, but a 3-row partition and a 10k-row one do not
                share a scale, and merged recalls lose evidence (benchmarks/evidence.py, split)
@@ -67,7 +72,7 @@ class Fusion:
         if self.method == "anchored":
             return cos + self.weight * lex / ideal if ideal > 0 else cos
         if self.method == "scaled":
-            sigma = lex.std() if lex_spread is None else lex_spread
+            sigma = lexical_unit(lex) if lex_spread is None else lex_spread
             if sigma <= 0:
                 return cos
             return cos + self.weight * (cos.std() if spread is None else spread) * lex / sigma
@@ -77,6 +82,13 @@ class Fusion:
             # A row no query term matched is not in the lexical list: it gets no lexical share.
             return 1 / (self.k + _ranks(cos)) + np.where(lex > 0, self.weight / (self.k + _ranks(lex)), 0.0)
         raise ValueError(f"unknown fusion {self.method!r}")
+
+
+def lexical_unit(lex: np.ndarray) -> float:
+    """BM25's unit in ``scaled``: its standard deviation over the candidates, or its mean where
+    that is larger (most of them scoring about alike), so no bonus exceeds w · σ(cosine) times
+    the best BM25 over the mean."""
+    return float(max(lex.std(), lex.mean())) if len(lex) else 0.0
 
 
 DEFAULT = Fusion("scaled", 0.5)  # chosen on LongMemEval_S: docs/recall.md, "Hybrid recall"
@@ -133,7 +145,7 @@ def fuse_lexical(
     if fusion.method == "scaled" and spread is None and len(cos):
         spread = float(cos.std())
     lexical = lex.scores[rows]
-    taken = (spread, float(lexical.std())) if spread is not None and len(cos) else None
+    taken = (spread, lexical_unit(lexical)) if spread is not None and len(cos) else None
     return Fused(rows, fusion(cos, lexical, ideal=lex.ideal, spread=spread), extra, lex.postings, cos, taken, lex)
 
 

@@ -189,6 +189,22 @@ def test_fusions_keep_cosine_order_when_no_term_matches():
         assert list(np.argsort(-fusion(cos, np.zeros(3), ideal=0.0))) == [0, 2, 1]
 
 
+def test_scaled_bonus_stays_bounded_when_every_row_scores_about_alike_and_is_unchanged_when_few_do():
+    """``scaled``'s BM25 unit is its deviation, or its mean where that is larger: a term every
+    row holds (BM25 near-constant, deviation near zero) adds at most w · σ(cosine) · max/mean,
+    not a bonus divided by almost nothing; where at most half the rows score, nothing changes."""
+    rng = np.random.default_rng(3)
+    cos = rng.uniform(0.1, 0.6, size=30)
+    alike = 0.016 + rng.normal(0, 1e-7, size=30)  # one common term in every row
+    fused = Fusion("scaled", 0.5)(cos, alike, ideal=float(alike.max()))
+    bound = 0.5 * cos.std() * alike.max() / alike.mean()
+    assert np.all(fused - cos <= bound + 1e-12) and np.all(fused - cos >= 0)
+    sparse = np.zeros(30)
+    sparse[[2, 7, 11]] = [3.1, 1.2, 0.4]  # the usual case: few rows match
+    expected = cos + 0.5 * cos.std() * sparse / sparse.std()
+    assert np.allclose(Fusion("scaled", 0.5)(cos, sparse, ideal=3.1), expected)
+
+
 def test_past_the_ivf_threshold_a_rare_term_finds_the_row_the_probe_missed(monkeypatch, tmp_path):
     import indexing.partitions.image_cache as image_cache
     from indexing.partitions.store import VectorStore
