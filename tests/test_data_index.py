@@ -336,6 +336,34 @@ def test_an_imports_rows_share_one_time_and_the_newest_of_them_are_the_last_writ
     assert [m.id for m in found] == wanted
 
 
+class Rounds:
+    """Stands for the upkeep's ``closing`` event: each ``wait`` (one between two rounds) blocks
+    until the test lets one round run, so the test knows where the loop is."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._go, self._waiting, self._closed = threading.Semaphore(0), threading.Semaphore(0), False
+
+    def wait(self, timeout: float) -> bool:
+        self._waiting.release()
+        self._go.acquire()
+        return self._closed
+
+    def one(self) -> None:
+        """Let one round run (the loop parked in ``wait``), and return once it is over."""
+        self._go.release()
+        assert self._waiting.acquire(timeout=30)
+
+    def parked(self) -> None:
+        """Return once the loop first waits."""
+        assert self._waiting.acquire(timeout=30)
+
+    def set(self) -> None:
+        self._closed = True
+        self._go.release()
+
+
 def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_index(
     fake_service, acme, clock, monkeypatch
 ):
@@ -343,7 +371,8 @@ def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_in
     started before the upgrade) keep writing as they know how: one from before the index over
     data writes no rows for its memories' data (a filter would miss them), one from before schema
     16 writes rows without a time. A server of this release's upkeep mends both by itself, a
-    batch at a time, and ``esfis check`` then finds nothing to mend."""
+    batch at a time, and ``esfis check`` then finds nothing to mend. Found some, it looks again at
+    every round (about a minute) until one finds nothing; then only with the trail's pruning."""
     import threading
 
     from server.facade import upkeep
@@ -354,42 +383,52 @@ def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_in
         clock.advance(minutes=1)
         ids.append(fake_service.remember(acme, f"fact {i}", data={"team": "core", "i": i}).id)
     fake_service.forget(acme, ids[0])  # its rows are gone with its data: nothing to mend
-    unindexed = ids[5:14]
     catalog = fake_service._parts.catalog
-    with catalog.transaction() as tx:  # what the older releases' writes leave
-        listed = json.dumps(unindexed)
-        tx.execute(f"DELETE FROM memory_fields WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (listed,))
+
+    def unindex(*memories: str) -> None:  # what a release from before the index leaves
+        with catalog.transaction() as tx:
+            listed = json.dumps(list(memories))
+            tx.execute(f"DELETE FROM memory_fields WHERE memory_id IN (SELECT value FROM {tx.sql.values})", (listed,))
+
+    def left() -> tuple[int, int]:
+        rows, undated = catalog.one("SELECT count(*), count(*) - count(created_at) FROM memory_fields")
+        return 2 * 22 - rows, undated
+
+    unindex(*ids[5:14])
+    with catalog.transaction() as tx:  # what a release from before schema 16 leaves
         tx.execute("UPDATE memory_fields SET created_at = NULL WHERE memory_id <> ?", (ids[3],))
-    assert catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0] == 2 * (21 - 9)
+    assert left() == (2 * 9, 2 * (21 - 9))
     missed = fake_service.recall(acme, None, limit=50, where={"team": "core"}).memories
-    assert not {m.id for m in missed} & set(unindexed)  # the harm: a filter misses them
+    assert not {m.id for m in missed} & set(ids[5:14])  # the harm: a filter misses them
     assert not fake_service.operator.check().whole  # what a person would see before the upkeep ran
 
     monkeypatch.setattr(data_index, "UNDATED_BATCH", 4)  # several batches
-    monkeypatch.setattr(upkeep, "SETTLE_EVERY_S", 0.01)
-    monkeypatch.setattr(upkeep, "UPKEEP_FIRST_S", 0)  # the first round is the one that prunes and mends
-    closing = threading.Event()
+    monkeypatch.setattr(upkeep, "UPKEEP_FIRST_S", 0)  # the first round is one that prunes and mends
+    rounds = Rounds()
     parts = fake_service._parts
-    args = (closing, fake_service.operator, fake_service.connections, fake_service.rates, parts.deliveries, catalog)
+    args = (rounds, fake_service.operator, fake_service.connections, fake_service.rates, parts.deliveries, catalog)
     worker = threading.Thread(target=upkeep.keep_up, args=args, daemon=True)
     worker.start()
     try:
-        for _ in range(500):
-            if (
-                catalog.one("SELECT count(*) FROM memory_fields")[0] == 2 * 22
-                and not catalog.one("SELECT count(*) FROM memory_fields WHERE created_at IS NULL")[0]
-            ):
-                break
-            closing.wait(0.02)
+        rounds.parked()
+        rounds.one()  # prunes the trail and mends
+        assert left() == (0, 0)
+        found = fake_service.recall(acme, None, limit=50, where={"team": "core"}).memories
+        assert {m.id for m in found} == set(ids[1:])
+        report = fake_service.operator.check()
+        assert report.whole and not report.found, report.summary()
+        unindex(ids[15])  # the older server writes on
+        rounds.one()  # no pruning this round: mended because the last round found some
+        assert left() == (0, 0)
+        rounds.one()  # finds nothing
+        unindex(ids[16])
+        rounds.one()  # no longer looked for at every round: a scan of the table each
+        assert left() == (2, 0)
     finally:
-        closing.set()
+        rounds.set()
         worker.join(10)
     rows = catalog.all(
         "SELECT f.created_at AS dated, m.created_at AS written FROM memory_fields f JOIN memories m ON m.id = f.memory_id"
     )
-    assert len(rows) == 2 * 22 and all(r["dated"] == r["written"] for r in rows)
-    found = fake_service.recall(acme, None, limit=50, where={"team": "core"}).memories
-    assert {m.id for m in found} == set(ids[1:])
-    report = fake_service.operator.check()
-    assert report.whole and not report.found, report.summary()
-    assert (data_index.index_unindexed(catalog), data_index.date_undated(catalog)) == (0, 0)  # the next round reads
+    assert all(r["dated"] == r["written"] for r in rows)
+    assert (data_index.index_unindexed(catalog), data_index.date_undated(catalog)) == (1, 0)

@@ -7,7 +7,7 @@ are pruned, and recent delivery items left below a batch move into the table ind
 counted in days), first soon after start so that a server restarted often still prunes; in the
 same round, the index over data is mended after the writes of an older release's server still
 running over the home (``server.memories.data_index``: memories it did not index, rows it wrote
-without their memory's time). A round that fails is logged and tried again; no request ever sees it.
+without their memory's time), and at every round after one that found some. A round that fails is logged and tried again; no request ever sees it.
 
 At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
 purged, their forgets finished.
@@ -46,6 +46,7 @@ def keep_up(
 ) -> None:
     """The upkeep's rounds, until ``closing`` is set (run in a thread of its own)."""
     last_prune = time.monotonic() - UPKEEP_EVERY_S + UPKEEP_FIRST_S  # soon after start, then every few hours
+    mending = False  # an older release's server is writing: mend at every round until one finds nothing
     while not closing.wait(SETTLE_EVERY_S):
         try:  # held calls that expired or lost their run: their texts leave the catalog
             operator.settle_approvals()
@@ -58,26 +59,35 @@ def keep_up(
             deliveries.moves.move_all()  # a quiet server's last few recalls' items
         except Exception as exc:
             said(_log, "moving recent delivery items did not finish", exc)
-        if time.monotonic() - last_prune < UPKEEP_EVERY_S:
-            continue
-        last_prune = time.monotonic()
-        try:
-            operator.prune_trail()
-            count_upkeep("prune_trail")
-        except Exception as exc:  # the next round tries again; a request never sees it
-            said(_log, "pruning the trail did not finish", exc)
-        try:  # what an older release's server, still running over this home, left out of it
-            indexed, dated = index_unindexed(catalog), date_undated(catalog)
-            if indexed or dated:
-                _log.info(
-                    "esfis: the index over data mended after an older release's writes: "
-                    "%d memories indexed, %d rows dated",
-                    indexed,
-                    dated,
-                )
-            count_upkeep("mend_index")
-        except Exception as exc:
-            said(_log, "mending the index over data did not finish", exc)
+        pruning = time.monotonic() - last_prune >= UPKEEP_EVERY_S
+        if pruning:
+            last_prune = time.monotonic()
+            try:
+                operator.prune_trail()
+                count_upkeep("prune_trail")
+            except Exception as exc:  # the next round tries again; a request never sees it
+                said(_log, "pruning the trail did not finish", exc)
+        if pruning or mending:
+            mending = _mend_index(catalog, mending)
+
+
+def _mend_index(catalog: Catalog, was_mending: bool) -> bool:
+    """What an older release's server, still running over this home, left out of the index over
+    data (``server.memories.data_index``): whether there was any, so the next round looks again
+    (a scan of the table each: every minute only while such a server writes)."""
+    try:
+        indexed, dated = index_unindexed(catalog), date_undated(catalog)
+    except Exception as exc:
+        said(_log, "mending the index over data did not finish", exc)
+        return was_mending
+    count_upkeep("mend_index")
+    if indexed or dated:
+        _log.info(
+            "esfis: the index over data mended after an older release's writes: %d memories indexed, %d rows dated",
+            indexed,
+            dated,
+        )
+    return bool(indexed or dated)
 
 
 def recover(parts: Parts) -> None:
