@@ -376,7 +376,7 @@ def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_in
     import threading
 
     from server.facade import upkeep
-    from server.memories import data_index
+    from server.memories import data_mending
 
     ids = []
     for i in range(23):
@@ -402,7 +402,7 @@ def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_in
     assert not {m.id for m in missed} & set(ids[5:14])  # the harm: a filter misses them
     assert not fake_service.operator.check().whole  # what a person would see before the upkeep ran
 
-    monkeypatch.setattr(data_index, "UNDATED_BATCH", 4)  # several batches
+    monkeypatch.setattr(data_mending, "MEND_BATCH", 4)  # several batches
     monkeypatch.setattr(upkeep, "UPKEEP_FIRST_S", 0)  # the first round is one that prunes and mends
     rounds = Rounds()
     parts = fake_service._parts
@@ -431,4 +431,4 @@ def test_a_servers_upkeep_mends_what_an_older_releases_server_left_out_of_the_in
         "SELECT f.created_at AS dated, m.created_at AS written FROM memory_fields f JOIN memories m ON m.id = f.memory_id"
     )
     assert all(r["dated"] == r["written"] for r in rows)
-    assert (data_index.index_unindexed(catalog), data_index.date_undated(catalog)) == (1, 0)
+    assert (data_mending.index_unindexed(catalog), data_mending.date_undated(catalog)) == (1, 0)

@@ -6,7 +6,7 @@ are pruned, and recent delivery items left below a batch move into the table ind
 (``server.memories.delivery_moves``), every ``SETTLE_EVERY_S``; the trail is pruned every ``UPKEEP_EVERY_S`` (ages are
 counted in days), first soon after start so that a server restarted often still prunes; in the
 same round, the index over data is mended after the writes of an older release's server still
-running over the home (``server.memories.data_index``: memories it did not index, rows it wrote
+running over the home (``server.memories.data_mending``: memories it did not index, rows it wrote
 without their memory's time), and at every round after one that found some. A round that fails is logged and tried again; no request ever sees it.
 
 At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
@@ -25,7 +25,7 @@ from server.facade.connections import Connections, RateCounters
 from server.facade.operator import Operator
 from server.facade.parts import Parts
 from server.faults import said
-from server.memories.data_index import date_undated, index_unindexed
+from server.memories.data_mending import date_undated, index_unindexed
 from server.memories.deliveries import DeliveryLog
 from server.memories.journal import JOURNALS
 from server.metrics import count_upkeep
@@ -73,7 +73,7 @@ def keep_up(
 
 def _mend_index(catalog: Catalog, was_mending: bool) -> bool:
     """What an older release's server, still running over this home, left out of the index over
-    data (``server.memories.data_index``): whether there was any, so the next round looks again
+    data (``server.memories.data_mending``): whether there was any, so the next round looks again
     (a scan of the table each: every minute only while such a server writes)."""
     try:
         indexed, dated = index_unindexed(catalog), date_undated(catalog)

@@ -23,7 +23,7 @@ by a trigger when a forget clears a memory's data (``server.memories.forgetting`
 made before it is filled once from ``memories.data`` (``build_if_missing``). A server of an older
 release left running over an upgraded home keeps writing as it knows how: one from before this
 index writes no rows for its memories' data, one from before schema 16 writes rows without a
-time. A server's upkeep mends both (``index_unindexed``, ``date_undated``); meanwhile a filter
+time. A server's upkeep mends both (``server.memories.data_mending``); meanwhile a filter
 misses the first (``esfis check`` names them) and the no-query read leaves the second's terms
 to the set (``server.memories.newest``).
 """
@@ -39,7 +39,6 @@ from typing import Any
 import orjson
 
 from server.catalog import Catalog, Dialect, Tx
-from server.catalog.shared import FIELDS_DATED
 from server.memories.data import MISSING, Data, at_path, instant, is_number, loaded
 
 TEXT_HELD = 256  # characters of a string the index holds; a longer one is loose (kind x)
@@ -141,70 +140,6 @@ def build_if_missing(catalog: Catalog, *, batch: int = 5000) -> int:
             write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows[start : start + batch]])
         tx.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (BUILT,))
     return len(rows)
-
-
-UNDATED_BATCH = 5000  # index rows dated a transaction: the write lock is never held for long
-
-
-def date_undated(catalog: Catalog, *, batch: int | None = None) -> int:
-    """Give each index row written without its memory's time (by a server of a release before
-    schema 16, still running over an upgraded home) that time; how many rows it dated. The rows
-    are found outside any write transaction (a scan of the table: the upkeep runs it every few
-    hours), then dated a batch at a time."""
-    batch = batch or UNDATED_BATCH
-    dated = 0
-    while True:
-        ids = [
-            r[0]
-            for r in catalog.all(
-                "SELECT DISTINCT f.memory_id FROM memory_fields f JOIN memories m ON m.id = f.memory_id "
-                "WHERE f.created_at IS NULL LIMIT ?",
-                (batch,),
-            )
-        ]
-        if not ids:
-            return dated
-        with catalog.transaction() as tx:
-            dated += tx.execute(
-                f"{FIELDS_DATED} AND memory_id IN (SELECT value FROM {tx.sql.values})", (json.dumps(ids),)
-            ).rowcount
-        if len(ids) < batch:
-            return dated
-
-
-_UNINDEXED = (
-    "data IS NOT NULL AND forgotten_at IS NULL "  # data is NULL for none: any other has a row
-    "AND NOT EXISTS (SELECT 1 FROM memory_fields f WHERE f.memory_id = memories.id)"
-)
-
-
-def index_unindexed(catalog: Catalog, *, batch: int | None = None) -> int:
-    """Index the data of each memory that carries data and has no row in the index (written by a
-    server of a release before the index, still running over an upgraded home); how many. Found
-    outside any write transaction, in id order, then written a batch a transaction, each memory
-    read again inside it (a newer writer may have indexed it meanwhile)."""
-    batch = batch or UNDATED_BATCH
-    indexed, after = 0, ""
-    while True:
-        ids = [
-            r[0]
-            for r in catalog.all(
-                f"SELECT id FROM memories WHERE id > ? AND {_UNINDEXED} ORDER BY id LIMIT ?", (after, batch)
-            )
-        ]
-        if not ids:
-            return indexed
-        after = ids[-1]
-        with catalog.transaction() as tx:
-            rows = tx.all(
-                "SELECT partition, id, created_at, data FROM memories "
-                f"WHERE id IN (SELECT value FROM {tx.sql.values}) AND {_UNINDEXED}",
-                (json.dumps(ids),),
-            )
-            write_fields(tx, [(r[0], r[1], r[2], r[3]) for r in rows])
-        indexed += len(rows)
-        if len(ids) < batch:
-            return indexed
 
 
 @dataclass(frozen=True)
