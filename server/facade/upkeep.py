@@ -7,7 +7,8 @@ are pruned, and recent delivery items left below a batch move into the table ind
 counted in days), first soon after start so that a server restarted often still prunes; in the
 same round, the index over data is mended after the writes of an older release's server still
 running over the home (``server.memories.data_mending``: memories it did not index, rows it wrote
-without their memory's time), and at every round after one that found some. A round that fails is logged and tried again; no request ever sees it.
+without their memory's time), and at every round after one that found some. A round that fails
+is logged and tried again; no request ever sees it.
 
 At open, ``recover`` finishes what killed processes left: the orphan rows of their writes
 purged, their forgets finished.
